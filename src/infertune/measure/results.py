@@ -1,0 +1,78 @@
+"""What a trial measured. These types are *measurements* (`kind: "measured"`); estimates live elsewhere
+and never share a type with them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from infertune.config import InferenceConfig
+from infertune.workload import Workload
+
+Status = Literal["ok", "oom", "error", "timeout"]
+
+
+class TrialMetrics(BaseModel):
+    """Timed numbers exclude warmup calls; memory peaks include them (a warmup that OOMs is a real OOM).
+
+    Memory is in bytes. `memory_kind` says what was counted: `cpu_rss` (the child's resident set, which
+    includes the ~250 MB of the Python/torch runtime, reported separately as `baseline_memory_bytes`) or
+    `cuda_allocated` (torch.cuda.max_memory_allocated; the allocator's reserved peak is beside it).
+    """
+
+    memory_kind: Literal["cpu_rss", "cuda_allocated"]
+    load_s: float = Field(description="from_pretrained wall time, tokenizer excluded")
+    baseline_memory_bytes: int = Field(description="memory in use before the model load")
+    peak_memory_bytes: int = Field(description="peak over the whole trial (load and generation)")
+    peak_memory_load_bytes: int = Field(description="peak up to the end of the model load")
+    peak_memory_generate_bytes: int = Field(description="peak during the generate calls")
+    peak_memory_reserved_bytes: int | None = Field(None, description="CUDA caching allocator's reserved peak")
+    cpu_peak_rss_bytes: int = Field(description="the child's peak RSS, whatever the device")
+    weights_bytes: int = Field(description="model.get_memory_footprint() after load")
+    ttft_s: float = Field(description="time to first token, mean over timed requests")
+    ttft_p50_s: float
+    ttft_p95_s: float
+    tpot_s: float | None = Field(description="time per output token after the first: mean inter-token gap")
+    tpot_p50_s: float | None
+    tpot_p95_s: float | None
+    e2e_s: float = Field(description="request end-to-end latency (to its last token), mean")
+    e2e_p50_s: float
+    e2e_p95_s: float
+    tokens_per_s: float = Field(description="output tokens of all timed requests / their total generate time")
+    output_tokens: int = Field(description="output tokens of all timed requests")
+    input_tokens_mean: float
+    requests: int = Field(description="timed requests (prompts x repeats, batches filled by cycling)")
+    generate_calls: int
+
+
+class RequestOutput(BaseModel):
+    prompt_index: int
+    input_tokens: int
+    output_token_ids: list[int]
+    text: str
+    finish: Literal["eos", "length"]
+
+
+class TrialSpec(BaseModel):
+    """What the parent hands the trial child."""
+
+    config: InferenceConfig
+    workload: Workload
+    model_path: str
+
+
+class TrialResult(BaseModel):
+    kind: Literal["measured"] = "measured"
+    status: Status
+    error: str | None = None
+    error_type: str | None = Field(None, description="'input' when the workload itself was invalid")
+    config: InferenceConfig
+    workload: Workload
+    model_path: str
+    device: str | None = None
+    metrics: TrialMetrics | None = None
+    outputs: list[RequestOutput] = Field(default_factory=list)
+    environment: dict[str, Any] | None = None
+    duration_s: float | None = None
+    log_tail: str | None = None

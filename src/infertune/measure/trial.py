@@ -1,0 +1,133 @@
+"""Run one trial in a child process: an OOM, crash, hang or garbage output becomes the trial's status.
+
+The child runs in its own session (process group), so a timeout or Ctrl-C kills it and anything it
+started (compile workers, tokenizer threads) in one signal. The parent never imports torch for a trial
+and never touches the GPU, so its memory does not grow with trials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from infertune.config import InferenceConfig
+from infertune.measure.results import TrialResult, TrialSpec
+from infertune.workload import Workload
+
+Event = dict[str, Any]
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PYTHONUNBUFFERED="1",
+        HF_HUB_OFFLINE="1",  # a trial never downloads: what it measures is what is on disk
+        TOKENIZERS_PARALLELISM="false",
+        TRANSFORMERS_NO_ADVISORY_WARNINGS="1",
+    )
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # torch and NVML then number GPUs the same way
+    return env
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def classify_exit(returncode: int) -> tuple[str, str]:
+    """Status and message for a child that died without writing its result."""
+    if returncode < 0:
+        sig = signal.Signals(-returncode)
+        if sig == signal.SIGKILL:  # nobody else sends SIGKILL to our child: the kernel's OOM killer did
+            return "oom", "killed by SIGKILL (the kernel's out-of-memory killer)"
+        return "error", f"crashed with {sig.name}"
+    return "error", f"exited with code {returncode} without a result"
+
+
+def run_trial(
+    config: InferenceConfig,
+    workload: Workload,
+    model_path: str | Path,
+    timeout_s: float = 900.0,
+    on_event: Callable[[Event], None] | None = None,
+) -> TrialResult:
+    """Measure `config` on `workload` in a fresh child; always returns a TrialResult."""
+    started = time.perf_counter()
+    base = {"config": config, "workload": workload, "model_path": str(model_path)}
+    phase = {"now": "starting"}
+    with tempfile.TemporaryDirectory(prefix="infertune-trial-") as tmp:
+        spec_file, result_file, log_file = Path(tmp, "spec.json"), Path(tmp, "result.json"), Path(tmp, "child.log")
+        spec_file.write_text(TrialSpec(**base).model_dump_json(), encoding="utf-8")
+        with open(log_file, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "infertune.measure.worker", str(spec_file), str(result_file)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=_child_env(),
+                start_new_session=True,
+            )
+            garbage: deque[str] = deque(maxlen=5)
+
+            def read_events() -> None:
+                assert proc.stdout is not None
+                for raw in proc.stdout:
+                    line = raw.decode("utf-8", errors="replace").strip()
+                    try:
+                        event = json.loads(line)
+                        assert isinstance(event, dict) and "event" in event
+                    except (ValueError, AssertionError):
+                        if line:
+                            garbage.append(line)
+                        continue
+                    phase["now"] = event.get("phase", phase["now"])
+                    if on_event is not None:
+                        on_event(event)
+
+            reader = threading.Thread(target=read_events, daemon=True)
+            reader.start()
+            try:
+                proc.wait(timeout=timeout_s)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+            except BaseException:  # Ctrl-C: take the child down with us, then let the caller decide
+                _kill_group(proc)
+                raise
+            reader.join(timeout=5)
+        elapsed = time.perf_counter() - started
+        log_tail = _tail(log_file)
+        if timed_out:
+            return TrialResult(
+                **base, status="timeout", error=f"timed out after {timeout_s:g} s (during {phase['now']})",
+                duration_s=elapsed, log_tail=log_tail,
+            )
+        try:
+            data = json.loads(result_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            status, message = classify_exit(proc.returncode)
+            if garbage:
+                message += f"; last output: {garbage[-1][:200]}"
+            return TrialResult(**base, status=status, error=message, duration_s=elapsed, log_tail=log_tail)
+    return TrialResult(**base, **data, duration_s=elapsed, log_tail=log_tail if data.get("status") != "ok" else None)

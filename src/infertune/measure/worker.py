@@ -1,0 +1,234 @@
+"""The trial child process: load the model once, run the workload, write one JSON result.
+
+Run as `python -m infertune.measure.worker SPEC.json RESULT.json`. Progress goes to stdout as JSON
+lines (`{"event": ...}`); anything else there (library chatter) is ignored by the parent. The result
+file is written atomically, so the parent sees either a whole result or none (a crash).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+from infertune.config import InferenceConfig
+from infertune.errors import UserError
+from infertune.measure.memory import CpuMeter, CudaMeter, meter_for, peak_rss_bytes
+from infertune.measure.results import RequestOutput, TrialMetrics, TrialSpec
+from infertune.paths import write_json_atomic
+
+
+def emit(**event: Any) -> None:
+    print(json.dumps({"event": event.pop("event"), **event}), flush=True)
+
+
+class StepTimer:
+    """A `generate` streamer that only records when each decoding step's tokens arrive.
+
+    generate() calls put() once with the prompt, then once per step with that step's tokens (one per
+    row). The tokens are already on the CPU then, so each timestamp is after the device finished the step.
+    """
+
+    def __init__(self) -> None:
+        self.steps: list[float] = []
+        self._prompt_seen = False
+
+    def put(self, value: Any) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        self.steps.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+def resolve_device(config: InferenceConfig) -> str:
+    import torch
+
+    if config.device:
+        return config.device
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    return "mps" if mps is not None and mps.is_available() else "cpu"
+
+
+def environment() -> dict[str, Any]:
+    import torch
+
+    from infertune.probe.hardware import detect_hardware
+    from infertune.probe.versions import library_versions
+
+    return {
+        "hardware": detect_hardware().model_dump(),
+        "libraries": library_versions(),
+        "python": platform.python_version(),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def _pstats(values: list[float]) -> tuple[float, float, float]:
+    a = np.asarray(values, dtype=float)
+    return float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 95))
+
+
+def _row_lengths(gen: Any, eos_ids: set[int], ignore_eos: bool) -> list[tuple[int, str]]:
+    """Generated tokens per row, up to and including the first EOS (what a user receives)."""
+    rows = []
+    for row in gen.tolist():
+        n = len(row)
+        if not ignore_eos:
+            for i, t in enumerate(row):
+                if t in eos_ids:
+                    rows.append((i + 1, "eos"))
+                    break
+            else:
+                rows.append((n, "length"))
+        else:
+            rows.append((n, "length"))
+    return rows
+
+
+def run(spec: TrialSpec) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from infertune.measure.prompts import encode_prompt
+
+    hf_logging.disable_progress_bar()
+    cfg, wl = spec.config, spec.workload
+    device = resolve_device(cfg)
+    meter: CpuMeter | CudaMeter = meter_for(device)
+    baseline = meter.current()
+
+    emit(event="phase", phase="load")
+    tok = AutoTokenizer.from_pretrained(spec.model_path, trust_remote_code=cfg.trust_remote_code)
+    t0 = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(spec.model_path, **cfg.from_pretrained_kwargs(device))
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    load_s = time.perf_counter() - t0
+    peak_load = meter.load_peak()
+    model.eval()
+
+    prompts = wl.prompt_list()
+    encoded = [encode_prompt(tok, p, wl.input_len, i) for i, p in enumerate(prompts)]
+    eos = model.generation_config.eos_token_id
+    eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else next(iter(eos_ids), 0)
+    gen_kwargs: dict[str, Any] = {
+        "max_new_tokens": wl.max_new_tokens,
+        "do_sample": wl.do_sample,
+        "pad_token_id": pad_id,
+        **cfg.generation_kwargs(),
+    }
+    if wl.ignore_eos:
+        gen_kwargs["min_new_tokens"] = wl.max_new_tokens
+    if not wl.do_sample:  # drop the checkpoint's sampling defaults, which would only warn under greedy
+        gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+
+    batches = wl.batches()
+    calls = [(False, b) for b in (batches * wl.warmup)[: wl.warmup]] + [(True, b) for b in batches * wl.repeats]
+    ttft, e2e, gaps, lengths = [], [], [], []
+    total_time, total_out = 0.0, 0
+    outputs: dict[int, RequestOutput] = {}
+    emit(event="phase", phase="generate", total=len(calls))
+    with torch.inference_mode(), meter.generate_phase() as phase:
+        for k, (timed, idx) in enumerate(calls):
+            seqs = [encoded[i] for i in idx]
+            width = max(len(s) for s in seqs)
+            # Left padding: decoder-only models continue from the last position of every row.
+            input_ids = torch.tensor([[pad_id] * (width - len(s)) + s for s in seqs], device=model.device)
+            mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=model.device)
+            timer = StepTimer()
+            torch.manual_seed(wl.seed)
+            start = time.perf_counter()
+            out = model.generate(input_ids=input_ids, attention_mask=mask, streamer=timer, **gen_kwargs)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize(device)
+            end = time.perf_counter()
+            emit(event="progress", done=k + 1, total=len(calls))
+            if not timed:
+                continue
+            gen = out[:, width:].cpu()
+            total_time += end - start
+            for row, (i, (n, finish)) in enumerate(zip(idx, _row_lengths(gen, eos_ids, wl.ignore_eos))):
+                steps = timer.steps[:n]
+                ttft.append(steps[0] - start)
+                e2e.append(steps[-1] - start)
+                gaps.extend(np.diff(steps).tolist())
+                lengths.append(len(seqs[row]))
+                total_out += n
+                if i not in outputs:
+                    ids = gen[row, :n].tolist()
+                    text = tok.decode(ids, skip_special_tokens=True)
+                    outputs[i] = RequestOutput(
+                        prompt_index=i, input_tokens=len(seqs[row]), output_token_ids=ids, text=text, finish=finish
+                    )
+
+    ttft_m = _pstats(ttft)
+    e2e_m = _pstats(e2e)
+    tpot_m = _pstats(gaps) if gaps else (None, None, None)
+    metrics = TrialMetrics(
+        memory_kind=meter.kind,
+        load_s=load_s,
+        baseline_memory_bytes=baseline,
+        peak_memory_bytes=max(peak_load, phase.peak, peak_rss_bytes() if meter.kind == "cpu_rss" else 0),
+        peak_memory_load_bytes=peak_load,
+        peak_memory_generate_bytes=phase.peak,
+        peak_memory_reserved_bytes=meter.reserved_peak(),
+        cpu_peak_rss_bytes=peak_rss_bytes(),
+        weights_bytes=int(model.get_memory_footprint()),
+        ttft_s=ttft_m[0], ttft_p50_s=ttft_m[1], ttft_p95_s=ttft_m[2],
+        tpot_s=tpot_m[0], tpot_p50_s=tpot_m[1], tpot_p95_s=tpot_m[2],
+        e2e_s=e2e_m[0], e2e_p50_s=e2e_m[1], e2e_p95_s=e2e_m[2],
+        tokens_per_s=total_out / total_time if total_time > 0 else 0.0,
+        output_tokens=total_out,
+        input_tokens_mean=float(np.mean(lengths)),
+        requests=len(ttft),
+        generate_calls=len(calls) - wl.warmup,
+    )
+    return {
+        "status": "ok",
+        "device": device,
+        "metrics": metrics.model_dump(),
+        "outputs": [outputs[i].model_dump() for i in sorted(outputs)],
+    }
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower()
+
+
+def main(argv: list[str]) -> int:
+    spec_path, result_path = argv
+    spec = TrialSpec.model_validate_json(open(spec_path, encoding="utf-8").read())
+    result: dict[str, Any]
+    try:
+        emit(event="phase", phase="import")
+        result = run(spec)
+    except UserError as e:
+        result = {"status": "error", "error_type": "input", "error": str(e)}
+    except BaseException as e:  # noqa: BLE001 - every failure becomes this trial's status
+        traceback.print_exc(file=sys.stderr)
+        status = "oom" if _is_oom(e) else "error"
+        result = {"status": status, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+    try:
+        result["environment"] = environment()
+    except Exception as e:  # noqa: BLE001 - a missing probe must not cost the measurement
+        result["environment"] = {"error": str(e)}
+    write_json_atomic(result_path, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

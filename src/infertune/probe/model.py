@@ -1,0 +1,152 @@
+"""A model's shape from its config.json, without loading weights.
+
+The parameter count is exact: the model is instantiated on the meta device (no memory, ~10 ms), which
+counts tied embeddings once. Safetensors headers are the fallback (for quantized checkpoints those count
+packed bytes, not parameters, so they are labelled as such).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from infertune.errors import UserError
+
+
+class ModelProfile(BaseModel):
+    path: str
+    model_type: str
+    architecture: str | None
+    num_layers: int
+    hidden_size: int
+    intermediate_size: int | None
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int | None
+    sliding_window: int | None
+    layer_types: list[str]
+    native_dtype: str | None
+    quantization: dict | None
+    num_parameters: int | None
+    parameter_count_source: Literal["meta-device", "safetensors-header"] | None
+    checkpoint_format: Literal["safetensors", "pytorch", "gguf"] | None
+    checkpoint_bytes: int
+
+    @property
+    def num_sliding_layers(self) -> int:
+        return sum(t == "sliding_attention" for t in self.layer_types)
+
+    @property
+    def num_global_layers(self) -> int:
+        return self.num_layers - self.num_sliding_layers
+
+
+def load_config(path: str | Path, trust_remote_code: bool = False):
+    """`AutoConfig` for a local model folder, with one-line errors for the usual breakages."""
+    from transformers import AutoConfig
+
+    path = Path(path)
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise UserError(f"{path} has no config.json: not a Hugging Face model folder")
+    try:
+        json.loads(cfg_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{cfg_file} is not valid JSON: {e}") from None
+    try:
+        return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except ValueError as e:
+        msg = str(e).splitlines()[0]
+        if "trust_remote_code" in str(e) and not trust_remote_code:
+            msg = "the model needs its own code; pass --trust-remote-code if you trust it"
+        raise UserError(f"cannot read the config in {path}: {msg}") from None
+
+
+def _layer_types(cfg, n_layers: int) -> list[str]:
+    types = getattr(cfg, "layer_types", None)
+    if types:
+        return list(types)
+    # Mistral-style: one window on every layer (Qwen2 sets sliding_window but switches it off).
+    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
+        return ["sliding_attention"] * n_layers
+    return ["full_attention"] * n_layers
+
+
+def _checkpoint(path: Path) -> tuple[str | None, int]:
+    for fmt, pattern in (("safetensors", "*.safetensors"), ("pytorch", "*.bin"), ("gguf", "*.gguf")):
+        files = sorted(path.glob(pattern))
+        if files:
+            return fmt, sum(f.stat().st_size for f in files)
+    return None, 0
+
+
+def _count_meta(cfg, trust_remote_code: bool) -> int | None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    try:
+        with torch.device("meta"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = AutoModelForCausalLM.from_config(cfg, trust_remote_code=trust_remote_code)
+    except Exception:  # an architecture without a causal-LM head, or one that needs its own code
+        return None
+    return sum(p.numel() for p in model.parameters())  # parameters() yields a tied tensor once
+
+
+def _count_safetensors(path: Path) -> int | None:
+    from huggingface_hub import get_local_safetensors_metadata
+
+    try:
+        meta = get_local_safetensors_metadata(path)
+    except Exception:
+        return None
+    return sum(sum(f.parameter_count.values()) for f in meta.files_metadata.values())
+
+
+def profile_model(path: str | Path, trust_remote_code: bool = False) -> ModelProfile:
+    path = Path(path)
+    cfg = load_config(path, trust_remote_code)
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    n_layers = int(text.num_hidden_layers)
+    n_heads = int(text.num_attention_heads)
+    hidden = int(text.hidden_size)
+    head_dim = getattr(text, "head_dim", None) or hidden // n_heads  # an explicit head_dim wins (Gemma, Qwen3)
+    n_params = _count_meta(cfg, trust_remote_code)
+    source = "meta-device" if n_params is not None else None
+    if n_params is None:
+        n_params = _count_safetensors(path)
+        source = "safetensors-header" if n_params is not None else None
+    fmt, nbytes = _checkpoint(path)
+    dtype = getattr(cfg, "dtype", None) or getattr(text, "dtype", None)
+    quant = getattr(cfg, "quantization_config", None)
+    if quant is not None and not isinstance(quant, dict):
+        quant = quant.to_dict()
+    return ModelProfile(
+        path=str(path),
+        model_type=cfg.model_type,
+        architecture=(cfg.architectures or [None])[0],
+        num_layers=n_layers,
+        hidden_size=hidden,
+        intermediate_size=getattr(text, "intermediate_size", None),
+        num_attention_heads=n_heads,
+        num_kv_heads=int(getattr(text, "num_key_value_heads", None) or n_heads),
+        head_dim=int(head_dim),
+        vocab_size=int(text.vocab_size),
+        tie_word_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),
+        max_position_embeddings=getattr(text, "max_position_embeddings", None),
+        sliding_window=getattr(text, "sliding_window", None),
+        layer_types=_layer_types(text, n_layers),
+        native_dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
+        quantization=quant,
+        num_parameters=n_params,
+        parameter_count_source=source,
+        checkpoint_format=fmt,
+        checkpoint_bytes=nbytes,
+    )

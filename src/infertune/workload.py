@@ -1,0 +1,128 @@
+"""The workload: what the user runs, as a validated spec read from YAML/TOML and CLI flags.
+
+A workload is the *same* for a baseline and every candidate configuration, so the numbers compare.
+Shrinking it (shorter input, fewer new tokens, lower concurrency) is a workload trade-off, never a fix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError
+
+from infertune.errors import UserError
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+# A prompt is raw text (tokenized as is) or a conversation (rendered with the model's chat template).
+Prompt = Union[str, list[ChatMessage]]
+
+# A small, representative chat set: a factual one-liner, an explanation, a creative task, a summary.
+# The first question has one right answer, so a broken configuration is visible in the text.
+DEFAULT_PROMPTS: list[list[dict[str, str]]] = [
+    [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}],
+    [{"role": "user", "content": "Explain in two sentences what a KV cache is in a language model."}],
+    [{"role": "user", "content": "Write a short poem about the sea."}],
+    [
+        {
+            "role": "user",
+            "content": "Summarize in one sentence: The library opened a new wing last spring. "
+            "It holds rare maps, a reading room with large windows and a small cafe. "
+            "Visitors doubled in the first month.",
+        }
+    ],
+]
+
+
+class Workload(BaseModel):
+    """What is run: the model, the prompts and the generation shape. Defaults are a small chat workload."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field("demo", description="'demo', a local folder, or a hub id found in the local HF cache")
+    revision: str | None = Field(None, description="hub revision (branch, tag or commit) for a hub id")
+    prompts: list[Prompt] | None = Field(
+        None, min_length=1, description="raw strings or chat conversations; default: a built-in chat set"
+    )
+    input_len: PositiveInt | None = Field(
+        None, description="pad every prompt with filler text to exactly this many input tokens"
+    )
+    max_new_tokens: PositiveInt = 32
+    ignore_eos: bool = Field(False, description="always generate max_new_tokens (fixed-length benchmark)")
+    batch: PositiveInt = Field(1, description="prompts per generate call")
+    concurrency: PositiveInt = Field(1, description="requests in flight at once")
+    repeats: PositiveInt = Field(1, description="timed passes over all prompts")
+    warmup: NonNegativeInt = Field(1, description="untimed generate calls before timing")
+    seed: int = 0
+    do_sample: bool = Field(False, description="greedy by default: deterministic and comparable")
+
+    def prompt_list(self) -> list[Prompt]:
+        if self.prompts is not None:
+            return list(self.prompts)
+        return [[ChatMessage(**m) for m in conv] for conv in DEFAULT_PROMPTS]
+
+    def batches(self) -> list[list[int]]:
+        """Prompt indices per generate call for one pass; prompts cycle so every batch is full."""
+        n = len(self.prompt_list())
+        calls = max(1, -(-n // self.batch))
+        order = [i % n for i in range(calls * self.batch)]
+        return [order[k : k + self.batch] for k in range(0, len(order), self.batch)]
+
+
+def _one_line(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(root)"
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{source}: field '{loc}': {first['msg']}{more}"
+
+
+def read_workload_file(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML, TOML or JSON workload file into a dict; any problem is one UserError line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"workload file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read workload file {path}: {e}") from None
+    try:
+        if path.suffix.lower() == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, yaml.YAMLError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"workload file {path} is not valid {path.suffix.lstrip('.') or 'YAML'}: {reason}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserError(f"workload file {path} must hold a mapping of fields, got {type(data).__name__}")
+    # A file may nest everything under a `workload:` key, next to other sections later issues add.
+    if set(data) == {"workload"} and isinstance(data["workload"], dict):
+        data = data["workload"]
+    return data
+
+
+def load_workload(path: str | Path | None = None, **overrides: Any) -> Workload:
+    """Workload from an optional file, then CLI flags on top (flags given as None are left out)."""
+    data: dict[str, Any] = read_workload_file(path) if path is not None else {}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as e:
+        raise UserError(_one_line(e, f"workload file {path}" if path else "workload")) from None
