@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -108,6 +109,13 @@ def verify(folder: Path, checksums: bool = True) -> str:
     return "ok"
 
 
+def write_manifest(folder: Path, info: dict) -> None:
+    """Record every file's size and sha256 (plus `info`) so a prepared folder can prove it is whole."""
+    files = {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in _files(folder)}
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    write_json_atomic(folder / MANIFEST, {**info, "prepared_at": stamp, "files": files})
+
+
 def _locate_gguf(model: EmbeddedModel, install: bool) -> Path:
     spec = importlib.util.find_spec(model.module)
     if spec is None and install:
@@ -131,6 +139,7 @@ def _convert(gguf: Path, out: Path, dtype: str, say: Callable[[str], None]) -> N
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the GGUF dequantizer's own bar; we report progress via `say`
     say("reading the tokenizer and chat template from the GGUF file")
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     say("dequantizing the GGUF weights (about a minute on 2 cores)")
@@ -169,26 +178,18 @@ def prepare(name: str, say: Callable[[str], None] = lambda _m: None, install: bo
     try:
         _convert(gguf, tmp, model.save_dtype, say)
         say("writing checksums")
-        files = {p.relative_to(tmp).as_posix(): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in _files(tmp)}
-        from importlib.metadata import version
-
-        write_json_atomic(
-            tmp / MANIFEST,
-            {
-                "name": model.name,
-                "description": model.description,
-                "license": model.license,
-                "dtype": model.save_dtype,
-                "source": {
-                    "package": model.package,
-                    "version": version(model.package),
-                    "file": model.gguf_file,
-                    "sha256": _sha256(gguf),
-                },
-                "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "files": files,
+        write_manifest(tmp, {
+            "name": model.name,
+            "description": model.description,
+            "license": model.license,
+            "dtype": model.save_dtype,
+            "source": {
+                "package": model.package,
+                "version": version(model.package),
+                "file": model.gguf_file,
+                "sha256": _sha256(gguf),
             },
-        )
+        })
         if final.exists():  # a broken earlier copy: move it aside first, so the rename below is atomic
             stale = final.parent / f".{model.name}.stale-{os.getpid()}"
             os.replace(final, stale)

@@ -70,8 +70,12 @@ def run_trial(
     model_path: str | Path,
     timeout_s: float = 900.0,
     on_event: Callable[[Event], None] | None = None,
+    python: str = sys.executable,
 ) -> TrialResult:
-    """Measure `config` on `workload` in a fresh child; always returns a TrialResult."""
+    """Measure `config` on `workload` in a fresh child; always returns a TrialResult.
+
+    `python` is the child's interpreter: another environment's python measures another library stack.
+    """
     started = time.perf_counter()
     base = {"config": config, "workload": workload, "model_path": str(model_path)}
     phase = {"now": "starting"}
@@ -80,7 +84,7 @@ def run_trial(
         spec_file.write_text(TrialSpec(**base).model_dump_json(), encoding="utf-8")
         with open(log_file, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "infertune.measure.worker", str(spec_file), str(result_file)],
+                [python, "-m", "infertune.measure.worker", str(spec_file), str(result_file)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,

@@ -1,0 +1,86 @@
+import json
+import shutil
+
+import pytest
+
+from infertune import models
+from infertune.errors import UserError
+
+
+def test_local_folder_resolves_to_itself(tiny_model):
+    assert models.resolve(str(tiny_model)) == tiny_model
+
+
+def test_bad_model_specs_are_user_errors(tmp_path, infertune_home):
+    with pytest.raises(UserError, match="without config.json"):
+        models.resolve(str(tmp_path))
+    f = tmp_path / "weights.bin"
+    f.write_bytes(b"x")
+    with pytest.raises(UserError, match="is a file"):
+        models.resolve(str(f))
+    with pytest.raises(UserError, match="never downloads"):
+        models.resolve("no-such-org/no-such-model-xyz")
+    with pytest.raises(UserError, match="not prepared"):
+        models.resolve("demo", prepare_missing=False)
+    with pytest.raises(UserError, match="unknown embedded model"):
+        models.embedded("gpt-17")
+
+
+def test_manifest_detects_corruption(tiny_model, tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    assert models.verify(folder) == "no valid manifest"
+    models.write_manifest(folder, {"name": "m"})
+    assert models.verify(folder) == "ok"
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # same size, different content: only the checksum can tell
+    weights.write_bytes(bytes(data))
+    assert models.verify(folder, checksums=False) == "ok"
+    assert "sha256" in models.verify(folder)
+    (folder / "extra.txt").write_text("stray")
+    assert "differ" in models.verify(folder)
+
+
+def _fake_convert(files):
+    def convert(gguf, out, dtype, say):
+        out.mkdir(parents=True)
+        for name, content in files.items():
+            if content is None:
+                raise RuntimeError("disk full")  # fail half-way, like a crash during save
+            (out / name).write_text(content)
+    return convert
+
+
+def test_prepare_is_atomic_and_idempotent(infertune_home, tmp_path, monkeypatch):
+    gguf = tmp_path / "fake.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(models, "_locate_gguf", lambda model, install: gguf)
+    monkeypatch.setattr(models, "version", lambda pkg: "0.0-test")
+
+    # A failure half-way leaves nothing that looks prepared, and no temp folder behind.
+    monkeypatch.setattr(models, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": None}))
+    with pytest.raises(RuntimeError):
+        models.prepare("smollm2")
+    assert not (models.models_dir() / "smollm2").exists()
+    assert list(models.models_dir().iterdir()) == []
+    assert models.list_prepared() == []
+
+    monkeypatch.setattr(models, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": "w"}))
+    path = models.prepare("demo")
+    assert path == models.models_dir() / "smollm2"
+    manifest = json.loads((path / models.MANIFEST).read_text())
+    assert manifest["source"]["sha256"] == models._sha256(gguf)
+    [listed] = models.list_prepared()
+    assert listed.status == "ok" and listed.name == "smollm2"
+
+    # Prepared once: a second call converts nothing.
+    monkeypatch.setattr(models, "_convert", lambda *a: pytest.fail("converted twice"))
+    assert models.prepare("smollm2") == path
+    assert models.resolve("demo") == path
+
+    # A damaged folder is noticed and rebuilt.
+    (path / "model.safetensors").write_text("x")  # same size, other bytes
+    monkeypatch.setattr(models, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": "w"}))
+    assert models.list_prepared()[0].status != "ok"
+    assert models.prepare("smollm2") == path and models.verify(path) == "ok"
