@@ -1,0 +1,105 @@
+"""The `infertune` command as a user runs it: a real process, real exit codes, real stderr."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args, env=None, cwd=None):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "infertune", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=600)
+
+
+def test_version_and_help():
+    from infertune import __version__
+
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"infertune {__version__}"
+    r = run("--help")
+    assert r.returncode == 0 and "measure" in r.stdout and "models" in r.stdout
+
+
+def test_env_json():
+    r = run("env", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["hardware"]["cpu_logical_cores"] >= 1 and "transformers" in data["libraries"]
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["measure", "--batch", "abc"], "--batch"),
+        (["measure", "--max-new-tokens", "0"], "max_new_tokens"),
+        (["measure", "--attn", "warp-drive"], "unknown attention implementation"),
+        (["measure", "--model", "no-org/no-model-here"], "never downloads"),
+        (["measure", "--no-such-flag"], "--no-such-flag"),
+        (["models", "prepare", "gpt-17"], "unknown embedded model"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path):
+    r = run(*args, env={"INFERTUNE_HOME": str(tmp_path)})
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
+
+
+def test_malformed_workload_file(tmp_path):
+    f = tmp_path / "w.yaml"
+    f.write_text("max_new_tokens: [oops\n")
+    r = run("measure", "--workload", str(f))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "w.yaml" in r.stderr
+
+
+def test_measure_json_and_output_file(tiny_model, tmp_path):
+    out = tmp_path / "result.json"
+    r = run("measure", "--model", str(tiny_model), "--max-new-tokens", "4", "--repeats", "1",
+            "--format", "json", "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["kind"] == "measured" and data["status"] == "ok"
+    assert {"status", "config", "workload", "metrics", "environment", "kind"} <= set(data)
+    m = data["metrics"]
+    for key in ("load_s", "peak_memory_bytes", "ttft_s", "tpot_s", "e2e_s", "tokens_per_s", "output_tokens"):
+        assert key in m
+    assert m["ttft_s"] > 0 and m["output_tokens"] > 0
+    assert json.loads(out.read_text()) == data
+
+
+def test_measure_table_and_timeout_is_exit_0(tiny_model):
+    r = run("measure", "--model", str(tiny_model), "--timeout", "1")
+    assert r.returncode == 0, r.stderr
+    assert "timeout" in r.stdout and "timed out after 1 s" in r.stdout
+
+
+def test_measure_input_error_found_in_the_child_is_exit_2(tiny_model):
+    r = run("measure", "--model", str(tiny_model), "--input-len", "2", "--format", "json")
+    assert r.returncode == 2 and "input_len 2" in r.stderr
+    assert json.loads(r.stdout)["error_type"] == "input"  # the result is still printed
+
+
+def test_models_list_empty_and_profile(tiny_model, tmp_path):
+    r = run("models", "list", "--format", "json", env={"INFERTUNE_HOME": str(tmp_path)})
+    assert r.returncode == 0 and json.loads(r.stdout)["models"] == []
+    r = run("profile", "--model", str(tiny_model), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["num_kv_heads"] == 2
+
+
+def test_hub_id_resolves_from_the_local_hf_cache(tiny_model, tmp_path):
+    import shutil
+
+    repo = tmp_path / "hub" / "models--acme--tiny-llama"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    shutil.copytree(tiny_model, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    r = run("profile", "--model", "acme/tiny-llama", "--format", "json", env={"HF_HUB_CACHE": str(tmp_path / "hub")})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["path"].endswith(commit)
+    r = run("profile", "--model", "acme/other", env={"HF_HUB_CACHE": str(tmp_path / "hub")})
+    assert r.returncode == 2 and "never downloads" in r.stderr

