@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infertune.errors import UserError
-from infertune.workload import DEFAULT_PROMPTS, ChatMessage, Workload, load_workload, read_workload_file
+from infertune.workload import DEFAULT_PROMPTS, ChatMessage, Workload, load_workload, read_run_file, workload_from
 
 
 def test_defaults_are_a_small_chat_workload():
@@ -74,11 +74,11 @@ def test_malformed_files_are_one_clear_error(tmp_path, text):
 
 def test_missing_and_binary_files(tmp_path):
     with pytest.raises(UserError, match="not found"):
-        read_workload_file(tmp_path / "nope.yaml")
+        read_run_file(tmp_path / "nope.yaml")
     b = tmp_path / "b.yaml"
     b.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(UserError):
-        read_workload_file(b)
+        read_run_file(b)
 
 
 @settings(max_examples=150, deadline=None)
@@ -92,3 +92,21 @@ def test_any_file_content_gives_a_workload_or_one_user_error(tmp_path_factory, t
         assert "\n" not in str(e)
     else:
         assert isinstance(wl, Workload)
+
+
+def test_run_file_with_workload_and_config_sections(tmp_path):
+    from infertune.config import config_from
+
+    f = tmp_path / "run.yaml"
+    f.write_text("workload:\n  max_new_tokens: 9\nconfig:\n  dtype: bf16\n  generate_kwargs:\n    repetition_penalty: 1.1\n")
+    wl_data, cfg_data = read_run_file(f)
+    assert workload_from(wl_data).max_new_tokens == 9
+    cfg = config_from(cfg_data, attn_implementation="eager", dtype=None)
+    assert cfg.dtype == "bfloat16" and cfg.attn_implementation == "eager"
+    assert cfg.generation_kwargs() == {"repetition_penalty": 1.1}
+    f.write_text("config:\n  dtype: int3\n")
+    with pytest.raises(UserError, match="field 'dtype'"):
+        config_from(read_run_file(f)[1])
+    f.write_text("workload: {}\nextra: 1\n")
+    with pytest.raises(UserError, match="unknown top-level keys"):
+        read_run_file(f)

@@ -190,7 +190,7 @@ def measure(
     repeats: Annotated[Optional[int], typer.Option(help="timed passes over the prompts")] = None,
     warmup: Annotated[Optional[int], typer.Option(help="untimed generate calls first")] = None,
     seed: Optional[int] = None,
-    dtype: Annotated[str, typer.Option(help="auto (checkpoint's), float32, bfloat16, float16")] = "auto",
+    dtype: Annotated[Optional[str], typer.Option(help="auto (checkpoint's), float32, bfloat16, float16")] = None,
     attn: Annotated[Optional[str], typer.Option(help="attention: sdpa, eager, flash_attention_2, ...")] = None,
     kv_cache: Annotated[Optional[str], typer.Option(help="cache_implementation: dynamic, static, ...")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:N, mps (default: cuda if present)")] = None,
@@ -201,23 +201,23 @@ def measure(
 ) -> None:
     """Measure one configuration on one workload, in an isolated child process."""
     from infertune import models
-    from infertune.config import InferenceConfig
+    from infertune.config import config_from
     from infertune.measure import run_trial
     from infertune.paths import write_atomic
-    from infertune.workload import load_workload
+    from infertune.workload import read_run_file, workload_from
 
-    wl = load_workload(
-        workload, model=model, revision=revision, max_new_tokens=max_new_tokens, input_len=input_len,
+    wl_data, cfg_data = read_run_file(workload) if workload is not None else ({}, {})
+    source = f"workload file {workload}" if workload is not None else "workload"
+    wl = workload_from(
+        wl_data, source, model=model, revision=revision, max_new_tokens=max_new_tokens, input_len=input_len,
         batch=batch, repeats=repeats, warmup=warmup, seed=seed,
     )
     if wl.concurrency > 1:
         raise UserError("concurrency > 1 is not measured yet: measure runs requests serially (set concurrency: 1)")
-    try:
-        cfg = InferenceConfig(dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache, device=device,
-                              trust_remote_code=trust_remote_code)
-    except ValidationError as e:
-        first = e.errors()[0]
-        raise UserError(f"--{str(first['loc'][0]).replace('_implementation', '')}: {first['msg'].removeprefix('Value error, ')}") from None
+    cfg = config_from(
+        cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache, device=device,
+        trust_remote_code=trust_remote_code or None,
+    )
     if timeout <= 0:
         raise UserError("--timeout must be positive")
     path = models.resolve(wl.model, wl.revision, say=_say)

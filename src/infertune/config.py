@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from infertune.errors import UserError, validation_message
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
@@ -147,3 +149,12 @@ class InferenceConfig(BaseModel):
         shown = {"dtype": self.dtype if self.dtype != "auto" else None, "attn": self.attn_implementation,
                  "device": self.device, "device_map": self.device_map, "cache": self.cache_implementation}
         return ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None) or "defaults"
+
+
+def config_from(data: dict[str, Any], source: str = "config", **overrides: Any) -> InferenceConfig:
+    """InferenceConfig from file fields, then CLI flags on top (flags given as None are left out)."""
+    merged = {**data, **{k: v for k, v in overrides.items() if v is not None}}
+    try:
+        return InferenceConfig.model_validate(merged)
+    except ValidationError as e:
+        raise UserError(validation_message(e, source)) from None

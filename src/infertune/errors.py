@@ -6,3 +6,11 @@
 
 class UserError(Exception):
     """Bad input: a file, a flag, a model that does not exist. The message is shown as is, on one line."""
+
+
+def validation_message(err, source: str) -> str:
+    """One line naming the first invalid field of a pydantic ValidationError."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(root)"
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{source}: field '{loc}': {first['msg'].removeprefix('Value error, ')}{more}"

@@ -13,7 +13,7 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError
 
-from infertune.errors import UserError
+from infertune.errors import UserError, validation_message
 
 try:  # Python 3.11+
     import tomllib
@@ -82,15 +82,12 @@ class Workload(BaseModel):
         return [order[k : k + self.batch] for k in range(0, len(order), self.batch)]
 
 
-def _one_line(err: ValidationError, source: str) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(root)"
-    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"{source}: field '{loc}': {first['msg']}{more}"
+def read_run_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Parse a YAML, TOML or JSON run file into (workload fields, config fields).
 
-
-def read_workload_file(path: str | Path) -> dict[str, Any]:
-    """Parse a YAML, TOML or JSON workload file into a dict; any problem is one UserError line."""
+    The file holds workload fields at the top level (or under `workload:`), and optionally the
+    InferenceConfig under `config:`. Any problem is one UserError line.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -112,17 +109,25 @@ def read_workload_file(path: str | Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise UserError(f"workload file {path} must hold a mapping of fields, got {type(data).__name__}")
-    # A file may nest everything under a `workload:` key, next to other sections later issues add.
-    if set(data) == {"workload"} and isinstance(data["workload"], dict):
-        data = data["workload"]
-    return data
+    config = data.pop("config", None) or {}
+    workload = data.pop("workload") if "workload" in data else data
+    for name, section in (("workload", workload), ("config", config)):
+        if not isinstance(section, dict):
+            raise UserError(f"workload file {path}: section '{name}' must be a mapping")
+    if workload is not data and data:
+        raise UserError(f"workload file {path}: unknown top-level keys {sorted(data)} (use workload: and config:)")
+    return workload, config
+
+
+def workload_from(data: dict[str, Any], source: str = "workload", **overrides: Any) -> Workload:
+    """Workload from file fields, then CLI flags on top (flags given as None are left out)."""
+    merged = {**data, **{k: v for k, v in overrides.items() if v is not None}}
+    try:
+        return Workload.model_validate(merged)
+    except ValidationError as e:
+        raise UserError(validation_message(e, source)) from None
 
 
 def load_workload(path: str | Path | None = None, **overrides: Any) -> Workload:
-    """Workload from an optional file, then CLI flags on top (flags given as None are left out)."""
-    data: dict[str, Any] = read_workload_file(path) if path is not None else {}
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return Workload.model_validate(data)
-    except ValidationError as e:
-        raise UserError(_one_line(e, f"workload file {path}" if path else "workload")) from None
+    data = read_run_file(path)[0] if path is not None else {}
+    return workload_from(data, f"workload file {path}" if path else "workload", **overrides)
