@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from infertune.errors import UserError, validation_message
+from infertune.errors import validated
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
@@ -153,8 +153,4 @@ class InferenceConfig(BaseModel):
 
 def config_from(data: dict[str, Any], source: str = "config", **overrides: Any) -> InferenceConfig:
     """InferenceConfig from file fields, then CLI flags on top (flags given as None are left out)."""
-    merged = {**data, **{k: v for k, v in overrides.items() if v is not None}}
-    try:
-        return InferenceConfig.model_validate(merged)
-    except ValidationError as e:
-        raise UserError(validation_message(e, source)) from None
+    return validated(InferenceConfig, data, source, overrides)

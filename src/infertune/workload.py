@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
-from infertune.errors import UserError, validation_message
+from infertune.errors import UserError, validated
 
 try:  # Python 3.11+
     import tomllib
@@ -121,11 +121,7 @@ def read_run_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def workload_from(data: dict[str, Any], source: str = "workload", **overrides: Any) -> Workload:
     """Workload from file fields, then CLI flags on top (flags given as None are left out)."""
-    merged = {**data, **{k: v for k, v in overrides.items() if v is not None}}
-    try:
-        return Workload.model_validate(merged)
-    except ValidationError as e:
-        raise UserError(validation_message(e, source)) from None
+    return validated(Workload, data, source, overrides)
 
 
 def load_workload(path: str | Path | None = None, **overrides: Any) -> Workload:

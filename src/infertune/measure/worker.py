@@ -82,16 +82,8 @@ def _row_lengths(gen: Any, eos_ids: set[int], ignore_eos: bool) -> list[tuple[in
     """Generated tokens per row, up to and including the first EOS (what a user receives)."""
     rows = []
     for row in gen.tolist():
-        n = len(row)
-        if not ignore_eos:
-            for i, t in enumerate(row):
-                if t in eos_ids:
-                    rows.append((i + 1, "eos"))
-                    break
-            else:
-                rows.append((n, "length"))
-        else:
-            rows.append((n, "length"))
+        first_eos = None if ignore_eos else next((i for i, t in enumerate(row) if t in eos_ids), None)
+        rows.append((len(row), "length") if first_eos is None else (first_eos + 1, "eos"))
     return rows
 
 
@@ -159,7 +151,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                 continue
             gen = out[:, width:].cpu()
             total_time += end - start
-            for row, (i, (n, finish)) in enumerate(zip(idx, _row_lengths(gen, eos_ids, wl.ignore_eos))):
+            for row, (i, (n, finish)) in enumerate(zip(idx, _row_lengths(gen, eos_ids, wl.ignore_eos), strict=True)):
                 steps = timer.steps[:n]
                 ttft.append(steps[0] - start)
                 e2e.append(steps[-1] - start)
