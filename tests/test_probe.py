@@ -92,3 +92,15 @@ def test_broken_model_folders_are_user_errors(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "no-such-arch"}))
     with pytest.raises(UserError):
         profile_model(tmp_path)
+
+
+def test_parameter_groups_split_what_quantization_touches(tiny_model):
+    p = profile_model(tiny_model)
+    g = p.param_groups
+    assert sum(g.values()) == p.num_parameters
+    assert g["embedding"] == p.vocab_size * p.hidden_size and g["lm_head"] == 0  # tied: counted once
+    q, kv, h, i = p.num_attention_heads * p.head_dim, p.num_kv_heads * p.head_dim, p.hidden_size, p.intermediate_size
+    per_layer = h * q + 2 * h * kv + q * h + 3 * h * i  # q, k, v, o projections and the gated MLP
+    assert g["linear"] == p.num_layers * per_layer
+    assert p.linear_rows == p.num_layers * (q + 2 * kv + h + 2 * i + h)
+    assert g["other"] == (2 * p.num_layers + 1) * h  # RMSNorm weights

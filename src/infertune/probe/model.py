@@ -36,6 +36,8 @@ class ModelProfile(BaseModel):
     quantization: dict | None
     num_parameters: int | None
     parameter_count_source: Literal["meta-device", "safetensors-header"] | None
+    param_groups: dict[str, int] | None = None  # embedding / lm_head / linear / other (see _count_meta)
+    linear_rows: int | None = None  # sum of out_features over Linear layers: per-row quantization scales
     checkpoint_format: Literal["safetensors", "pytorch", "gguf"] | None
     checkpoint_bytes: int
 
@@ -87,7 +89,12 @@ def _checkpoint(path: Path) -> tuple[str | None, int]:
     return None, 0
 
 
-def _count_meta(cfg, trust_remote_code: bool) -> int | None:
+def _count_meta(cfg, trust_remote_code: bool) -> tuple[int, dict[str, int], int] | None:
+    """(total, params per group, sum of Linear out_features) from a meta-device instance.
+
+    Groups matter to quantization: `linear` weights inside the blocks get quantized; `embedding`,
+    `lm_head` and `other` (norms, biases) keep the compute dtype. A tied tensor is counted once.
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -97,7 +104,25 @@ def _count_meta(cfg, trust_remote_code: bool) -> int | None:
             model = AutoModelForCausalLM.from_config(cfg, trust_remote_code=trust_remote_code)
     except Exception:  # an architecture without a causal-LM head, or one that needs its own code
         return None
-    return sum(p.numel() for p in model.parameters())  # parameters() yields a tied tensor once
+    groups = dict.fromkeys(("embedding", "lm_head", "linear", "other"), 0)
+    rows, seen = 0, set()
+    emb_in, emb_out = model.get_input_embeddings(), model.get_output_embeddings()
+    for module in model.modules():
+        for pname, param in module.named_parameters(recurse=False):
+            if id(param) in seen:
+                continue
+            seen.add(id(param))
+            if module is emb_in:
+                group = "embedding"
+            elif module is emb_out:
+                group = "lm_head"
+            elif isinstance(module, torch.nn.Linear) and pname == "weight":
+                group = "linear"
+                rows += module.out_features
+            else:
+                group = "other"
+            groups[group] += param.numel()
+    return sum(groups.values()), groups, rows
 
 
 def _count_safetensors(path: Path) -> int | None:
@@ -118,7 +143,8 @@ def profile_model(path: str | Path, trust_remote_code: bool = False) -> ModelPro
     n_heads = int(text.num_attention_heads)
     hidden = int(text.hidden_size)
     head_dim = getattr(text, "head_dim", None) or hidden // n_heads  # an explicit head_dim wins (Gemma, Qwen3)
-    n_params = _count_meta(cfg, trust_remote_code)
+    meta = _count_meta(cfg, trust_remote_code)
+    n_params, groups, rows = meta if meta is not None else (None, None, None)
     source = "meta-device" if n_params is not None else None
     if n_params is None:
         n_params = _count_safetensors(path)
@@ -147,6 +173,8 @@ def profile_model(path: str | Path, trust_remote_code: bool = False) -> ModelPro
         quantization=quant,
         num_parameters=n_params,
         parameter_count_source=source,
+        param_groups=groups,
+        linear_rows=rows,
         checkpoint_format=fmt,
         checkpoint_bytes=nbytes,
     )
