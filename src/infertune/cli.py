@@ -275,6 +275,146 @@ def _print_trial(r) -> None:
                   f"{text[:160]}{'…' if len(text) > 160 else ''}")
 
 
+# --- estimate --------------------------------------------------------------------------------------
+
+
+def parse_tokens(text: str) -> list[int]:
+    """'512', '1k', '8k,32k', '1m' -> token counts (k = 1024, as context lengths are quoted)."""
+    values = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        mult = {"k": 1024, "m": 1024 * 1024}.get(part[-1:], 1)
+        digits = part[:-1] if mult > 1 else part
+        try:
+            value = int(float(digits) * mult)
+        except ValueError:
+            raise UserError(f"not a token count: {part!r} (use e.g. 512, 4k, 128k)") from None
+        if value <= 0:
+            raise UserError(f"token counts must be positive: {part!r}")
+        values.append(value)
+    return values
+
+
+@app.command()
+def estimate(
+    model: ModelOpt = None,
+    revision: Optional[str] = None,
+    dtype: Annotated[str, typer.Option(help="auto (checkpoint's), float32, bfloat16, float16, fp8")] = "auto",
+    quantization: Annotated[Optional[str], typer.Option(
+        help="none, bnb-int8, bnb-nf4[-dq], bnb-fp4[-dq], gptq[-4bit][-g128], awq, int8, int4[-g128], fp8")] = None,
+    kv_cache: Annotated[str, typer.Option(help="dynamic, static, quantized, offloaded")] = "dynamic",
+    kv_nbits: Annotated[int, typer.Option(help="bits of a quantized KV cache")] = 4,
+    kv_residual_len: Annotated[int, typer.Option(help="newest tokens a quantized KV cache keeps unquantized")] = 128,
+    max_cache_len: Annotated[Optional[str], typer.Option(help="static cache length (default: input + output)")] = None,
+    attn: Annotated[str, typer.Option(help="sdpa, eager, flash_attention_2, ...")] = "sdpa",
+    input_len: Annotated[str, typer.Option(help="prompt tokens; a list sweeps: 1k,8k,32k")] = "512",
+    max_new_tokens: Annotated[str, typer.Option(help="generated tokens")] = "256",
+    batch: Annotated[int, typer.Option(min=1, help="prompts per generate call")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="requests in flight at once")] = 1,
+    gpu: Annotated[Optional[str], typer.Option(help="GPU name (H100 SXM, A100 80GB, L4, ...); default: detected")] = None,
+    gpus: Annotated[int, typer.Option(min=1, help="number of such GPUs (layers spread by device_map)")] = 1,
+    cpu: Annotated[bool, typer.Option("--cpu", help="estimate for this host's CPU even if a GPU is present")] = False,
+    trust_remote_code: TrustOpt = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Estimate memory (by component), roofline speed and what fits, from config.json alone."""
+    from infertune import models
+    from infertune.estimate import estimate as run_estimate
+    from infertune.estimate.accelerators import find_accelerator, from_detected_gpu, probe_cpu
+    from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, Quantization
+    from infertune.probe.model import profile_model
+
+    lengths = parse_tokens(input_len)
+    [new_tokens] = parse_tokens(max_new_tokens)[:1]
+    path = models.resolve(model or models.DEFAULT_MODEL, revision, say=_say)
+    prof = profile_model(path, trust_remote_code)
+    resolved = prof.native_dtype if dtype == "auto" else {"bf16": "bfloat16", "fp16": "float16",
+                                                          "fp32": "float32"}.get(dtype, dtype)
+    if resolved not in DTYPE_BYTES:
+        resolved = "float32" if dtype == "auto" else resolved
+    if resolved not in DTYPE_BYTES:
+        raise UserError(f"--dtype: unknown dtype {dtype!r}; use auto, float32, bfloat16, float16 or fp8")
+    if kv_cache not in ("dynamic", "static", "quantized", "offloaded"):
+        raise UserError(f"--kv-cache: unknown {kv_cache!r}; use dynamic, static, quantized or offloaded")
+    if gpu:
+        acc = find_accelerator(gpu)
+    elif not cpu:
+        from infertune.probe.hardware import detect_gpus
+
+        found = detect_gpus()
+        acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes) if found else None
+    else:
+        acc = None
+    if acc is None:
+        with err.status("probing this CPU's bandwidth and FLOP/s", spinner="dots"):
+            acc = probe_cpu()
+    platform = "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
+    results = []
+    for n in lengths:
+        settings = EstimateSettings(
+            dtype=resolved, quantization=Quantization.parse(quantization), kv_cache=kv_cache, kv_nbits=kv_nbits,
+            kv_residual_len=kv_residual_len, max_cache_len=parse_tokens(max_cache_len)[0] if max_cache_len else None,
+            attn=attn, input_len=n, max_new_tokens=new_tokens, batch=batch, concurrency=concurrency,
+            platform=platform,
+        )
+        results.append(run_estimate(prof, settings, acc, model=str(path), gpus=gpus))
+    if fmt is Format.json:
+        _print_json(results[0] if len(results) == 1 else {"kind": "estimate", "sweep": [r.model_dump() for r in results]})
+        return
+    if len(results) == 1:
+        _print_estimate(results[0])
+    else:
+        _print_sweep(results)
+
+
+def _print_estimate(e) -> None:
+    m, sp, s = e.memory, e.speed, e.settings
+    out.print(f"[bold]Estimate[/bold] (not measured): {e.model}  {s.dtype}, {s.quantization.method} weights, "
+              f"{s.kv_cache} KV, {s.attn}; input {s.input_len:,} + output {s.max_new_tokens:,} tokens, batch "
+              f"{s.batch}, concurrency {s.concurrency}; on {e.gpus} x {e.accelerator.name} ({e.accelerator.source})")
+    t = Table(title="Memory (estimate)")
+    for col in ("component", "bytes", "share", "phase", "formula"):
+        t.add_column(col, justify="right" if col in ("bytes", "share") else "left")
+    for c in m.components:
+        t.add_row(c.name, _mib(c.bytes), f"{c.bytes / m.total_bytes:.0%}", c.phase, c.formula)
+    t.add_row("[bold]peak total[/bold]", f"[bold]{_mib(m.total_bytes)}[/bold]", "", "",
+              "weights + logits + overhead + max(KV full, KV prompt + prefill transients)")
+    out.print(t)
+    for f in e.fit_details:
+        if f.capacity_bytes:
+            verdict = "[green]fits[/green]" if f.fits else f"[red]does not fit, short by {_gib(-f.headroom_bytes)}[/red]"
+            out.print(f"{f.device}: needs {_gib(f.needed_bytes)} of {_gib(f.capacity_bytes)}: {verdict}")
+        else:
+            out.print(f"{f.device}: holds {_gib(f.needed_bytes)} (offloaded KV cache)")
+    out.print(f"largest prompt that fits: {e.max_input_len if e.max_input_len else 'none':,}"
+              if e.max_input_len else "largest prompt that fits: none (weights alone do not fit)")
+    out.print(f"most concurrent sequences that fit: {e.max_concurrency:,}" if e.max_concurrency
+              else "most concurrent sequences that fit: none")
+    st = Table(title="Speed (roofline estimate: an upper bound)")
+    for col in ("prefill", "TTFT", "time per token", "tokens/s", "bound", "compute-bound from batch"):
+        st.add_column(col, justify="right")
+    st.add_row(_ms(sp.prefill_s), _ms(sp.ttft_s), _ms(sp.tpot_s), f"{sp.tokens_per_s:,.1f}", sp.bound,
+               str(sp.crossover_batch or "> 1024"))
+    out.print(st)
+
+
+def _print_sweep(results) -> None:
+    e0 = results[0]
+    out.print(f"[bold]Estimate[/bold] (not measured): memory versus context on {e0.gpus} x {e0.accelerator.name}")
+    t = Table()
+    for col in ("input tokens", "weights", "KV cache", "attn scratch", "activations", "peak total", "fits",
+                "TTFT (roofline)", "tok/s (roofline)"):
+        t.add_column(col, justify="right")
+    for e in results:
+        m = e.memory
+        t.add_row(f"{e.settings.input_len:,}", _mib(m.weights_bytes), _mib(m.kv_cache_bytes),
+                  _mib(m.attention_scratch_bytes), _mib(m.activations_bytes), _mib(m.total_bytes),
+                  "yes" if all(e.fits.values()) else "[red]no[/red]", _ms(e.speed.ttft_s),
+                  f"{e.speed.tokens_per_s:,.1f}")
+    out.print(t)
+    out.print(f"largest prompt that fits: {e0.max_input_len:,}" if e0.max_input_len else "weights alone do not fit")
+
+
 def _is_usage_error(e: Exception) -> bool:
     # click's exceptions (vendored inside newer typer, plain click in older): duck-typed on purpose.
     return hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int)

@@ -1,0 +1,103 @@
+"""Estimates from a config.json alone: memory breakdown, roofline speed, what fits.
+
+Estimates are their own types (`kind: "estimate"`) and never share a type with measurements.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from infertune.estimate.accelerators import Accelerator
+from infertune.estimate.memory import EstimateSettings, MemoryEstimate, estimate_memory
+from infertune.estimate.speed import SpeedEstimate, estimate_speed
+from infertune.probe.model import ModelProfile
+
+CPU_PROCESS_BASELINE_BYTES = 250 * 2**20  # Python + torch + transformers imported (measured ~246-266 MB)
+
+
+class Fit(BaseModel):
+    device: str
+    capacity_bytes: int
+    needed_bytes: int
+    fits: bool
+    headroom_bytes: int  # negative: short by this much
+
+
+class Estimate(BaseModel):
+    kind: Literal["estimate"] = "estimate"
+    model: str
+    settings: EstimateSettings
+    accelerator: Accelerator
+    gpus: int
+    memory: MemoryEstimate
+    speed: SpeedEstimate
+    fits: dict[str, bool]
+    fit_details: list[Fit]
+    max_input_len: int | None  # longest prompt that fits with this output length, batch and concurrency
+    max_concurrency: int | None  # most concurrent sequences of this shape that fit
+    assumptions: list[str]
+
+
+def _capacity(acc: Accelerator, s: EstimateSettings) -> int:
+    if s.platform == "cpu":
+        return acc.memory_bytes - CPU_PROCESS_BASELINE_BYTES
+    return acc.memory_bytes
+
+
+def _fits(p: ModelProfile, s: EstimateSettings, acc: Accelerator, ckpt: str | None, gpus: int) -> bool:
+    placed = per_device(estimate_memory(p, s, ckpt), s, acc, gpus)
+    return all(need <= _capacity(acc, s) for dev, need in placed.items() if dev != "cpu" or s.platform == "cpu")
+
+
+def _largest(lo: int, hi: int, ok) -> int | None:
+    """Largest x in [lo, hi] with ok(x), for ok monotone decreasing; None if not even lo."""
+    if not ok(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
+    return lo
+
+
+def per_device(mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator, gpus: int) -> dict[str, int]:
+    """Where the bytes land. Several GPUs: device_map="auto" spreads layers (weights, KV, transients)
+    evenly; each GPU pays its own overhead. Offloaded KV lives in CPU RAM."""
+    if s.platform != "cuda":
+        placed = {"cpu": mem.total_bytes}
+    else:
+        shared = (mem.total_bytes - mem.overhead_bytes) / gpus
+        placed = {f"cuda:{i}": int(shared + mem.overhead_bytes) for i in range(gpus)}
+    if mem.kv_cache_cpu_bytes:
+        placed["cpu"] = placed.get("cpu", 0) + mem.kv_cache_cpu_bytes
+    return placed
+
+
+def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str = "", gpus: int = 1) -> Estimate:
+    ckpt = p.native_dtype
+    mem = estimate_memory(p, s, ckpt)
+    speed = estimate_speed(p, mem, s, acc)
+    cap = _capacity(acc, s)
+    placed = mem.per_device = per_device(mem, s, acc, gpus)
+    fit_details = [
+        Fit(device=dev, capacity_bytes=cap, needed_bytes=need, fits=need <= cap, headroom_bytes=cap - need)
+        for dev, need in placed.items() if dev != "cpu" or s.platform == "cpu"
+    ]
+    if "cpu" in placed and s.platform == "cuda":  # offloaded KV: CPU RAM is not in the GPU table
+        fit_details.append(Fit(device="cpu", capacity_bytes=0, needed_bytes=placed["cpu"], fits=True,
+                               headroom_bytes=0))
+    ctx_limit = p.max_position_embeddings or 1 << 20
+    max_in = _largest(1, max(ctx_limit - s.max_new_tokens, 1),
+                      lambda n: _fits(p, s.model_copy(update={"input_len": n}), acc, ckpt, gpus))
+    max_conc = _largest(1, 1 << 16, lambda c: _fits(p, s.model_copy(update={"concurrency": c}), acc, ckpt, gpus))
+    assumptions = [
+        f"KV cache and compute in {s.dtype}" + (" (quantized KV: see kv_nbits)" if s.kv_cache == "quantized" else ""),
+        "prefill of one generate call at a time (batch prompts); KV held for batch x concurrency sequences",
+        f"speed is a roofline bound on {acc.name} ({acc.source}): real runs are slower",
+    ]
+    return Estimate(
+        model=model, settings=s, accelerator=acc, gpus=gpus, memory=mem, speed=speed,
+        fits={f.device: f.fits for f in fit_details}, fit_details=fit_details,
+        max_input_len=max_in, max_concurrency=max_conc, assumptions=assumptions,
+    )

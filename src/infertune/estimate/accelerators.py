@@ -1,0 +1,137 @@
+"""Accelerator facts from vendor datasheets: memory, bandwidth, dense peak FLOP/s per dtype, capabilities.
+
+Only datasheet figures live here (dense, no sparsity; for GeForce cards the FP32-accumulate tensor
+figure, which is what PyTorch matmuls use). Nothing here is a measured speed: measured numbers come
+from trials on the user's own stack. The CPU entry is probed on the host (see `probe_cpu`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import time
+
+from pydantic import BaseModel
+
+from infertune.errors import UserError
+
+TB = 1e12
+GiB = 2**30
+GB = 1e9
+
+
+class Accelerator(BaseModel):
+    name: str
+    vendor: str
+    memory_bytes: int
+    bandwidth_Bps: float  # memory bandwidth, bytes/s
+    flops: dict[str, float]  # dense peak FLOP/s by compute dtype: float32, bfloat16, float16, fp8, int8
+    bf16: bool
+    fp8: bool
+    flash_attn_2: bool
+    flash_attn_3: bool
+    interconnect: str
+    interconnect_Bps: float  # per-GPU bandwidth to its peers (NVLink/Infinity Fabric, else PCIe)
+    source: str = "datasheet"
+    aliases: tuple[str, ...] = ()
+
+
+def _gpu(name, vendor, mem_gb, bw_tbs, fp32, bf16, fp16=None, fp8=None, int8=None, *, cc_bf16=True,
+         fa2=True, fa3=False, link="PCIe 4.0 x16", link_gbs=32.0, aliases=(), mem_gib=False) -> Accelerator:
+    flops = {"float32": fp32 * TB, "bfloat16": bf16 * TB, "float16": (fp16 or bf16) * TB}
+    if fp8:
+        flops["fp8"] = fp8 * TB
+    if int8:
+        flops["int8"] = int8 * TB
+    return Accelerator(
+        name=name, vendor=vendor, memory_bytes=int(mem_gb * (GiB if mem_gib else GB)), bandwidth_Bps=bw_tbs * TB,
+        flops=flops, bf16=cc_bf16, fp8=fp8 is not None, flash_attn_2=fa2, flash_attn_3=fa3, interconnect=link,
+        interconnect_Bps=link_gbs * GB, aliases=aliases,
+    )
+
+
+ACCELERATORS: list[Accelerator] = [
+    _gpu("H200", "NVIDIA", 141, 4.8, 67, 989, fp8=1979, int8=1979, fa3=True, link="NVLink 4", link_gbs=900,
+         aliases=("h200 sxm", "gh200")),
+    _gpu("H100 SXM", "NVIDIA", 80, 3.35, 67, 989, fp8=1979, int8=1979, fa3=True, link="NVLink 4", link_gbs=900,
+         aliases=("h100", "h100 sxm5", "h100 80gb hbm3")),
+    _gpu("H100 PCIe", "NVIDIA", 80, 2.0, 51, 756, fp8=1513, int8=1513, fa3=True, link="PCIe 5.0 x16", link_gbs=64,
+         aliases=("h100 pcie 80gb",)),
+    _gpu("A100 80GB", "NVIDIA", 80, 2.039, 19.5, 312, int8=624, link="NVLink 3", link_gbs=600,
+         aliases=("a100 sxm4 80gb", "a100-80gb", "a100 80gb pcie")),
+    _gpu("A100 40GB", "NVIDIA", 40, 1.555, 19.5, 312, int8=624, link="NVLink 3", link_gbs=600,
+         aliases=("a100", "a100 sxm4 40gb", "a100-40gb", "a100 pcie 40gb")),
+    _gpu("L40S", "NVIDIA", 48, 0.864, 91.6, 362, fp8=733, int8=733, aliases=("l40s",)),
+    _gpu("L4", "NVIDIA", 24, 0.300, 30.3, 121, fp8=242, int8=242, aliases=("l4",)),
+    # NVIDIA publishes A10 figures; AWS's A10G is the same GA102 chip with 24 GB at 600 GB/s.
+    _gpu("A10G", "NVIDIA", 24, 0.600, 31.2, 125, int8=250, aliases=("a10", "a10g")),
+    _gpu("T4", "NVIDIA", 16, 0.320, 8.1, 8.1, fp16=65, int8=130, cc_bf16=False, fa2=False, link="PCIe 3.0 x16",
+         link_gbs=16, aliases=("tesla t4",)),
+    _gpu("RTX 4090", "NVIDIA", 24, 1.008, 82.6, 165.2, fp8=330.3, int8=660.6, aliases=("geforce rtx 4090", "4090")),
+    _gpu("RTX 3090", "NVIDIA", 24, 0.936, 35.6, 35.6, int8=284, aliases=("geforce rtx 3090", "3090")),
+    _gpu("MI300X", "AMD", 192, 5.3, 163.4, 1307.4, fp8=2614.9, int8=2614.9, fa3=False,
+         link="Infinity Fabric", link_gbs=896, aliases=("instinct mi300x", "amd instinct mi300x")),
+    # Apple: unified memory (the largest configuration); GPU FP32 peak, half precision at the same rate.
+    _gpu("Apple M2 Ultra", "Apple", 192, 0.800, 27.2, 27.2, fa2=False, link="unified memory", link_gbs=0,
+         aliases=("m2 ultra",)),
+    _gpu("Apple M3 Max", "Apple", 128, 0.400, 14.2, 14.2, fa2=False, link="unified memory", link_gbs=0,
+         aliases=("m3 max",)),
+    _gpu("Apple M4 Max", "Apple", 128, 0.546, 18.4, 18.4, fa2=False, link="unified memory", link_gbs=0,
+         aliases=("m4 max",)),
+]
+
+
+def _norm(s: str) -> str:
+    s = s.lower().replace("nvidia", "").replace("geforce", "")
+    return re.sub(r"[^a-z0-9]+", "", s)
+
+
+def find_accelerator(name: str) -> Accelerator:
+    """Look up a GPU by name or alias, forgiving case, spaces and vendor prefixes."""
+    key = _norm(name)
+    names: dict[str, Accelerator] = {}
+    for acc in ACCELERATORS:
+        for alias in (acc.name, *acc.aliases):
+            names.setdefault(_norm(alias), acc)
+    if key in names:
+        return names[key]
+    close = difflib.get_close_matches(name, [a.name for a in ACCELERATORS], n=3, cutoff=0.3)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    raise UserError(f"unknown GPU {name!r}{hint} (known: {', '.join(a.name for a in ACCELERATORS)})")
+
+
+def from_detected_gpu(gpu_name: str, total_memory_bytes: int) -> Accelerator:
+    """The table entry for a detected card, with the card's own memory size (variants differ)."""
+    acc = find_accelerator(gpu_name)
+    return acc.model_copy(update={"memory_bytes": total_memory_bytes})
+
+
+def probe_cpu(seconds: float = 0.5) -> Accelerator:
+    """This host's CPU as an 'accelerator': memory bandwidth (large copy) and matmul FLOP/s, measured."""
+    import psutil
+    import torch
+
+    n = 64 * 2**20 // 4  # 64 MiB of float32: well beyond the caches
+    a, b = torch.ones(n), torch.empty(n)
+    b.copy_(a)
+    t, reps = time.perf_counter(), 0
+    while time.perf_counter() - t < seconds / 2:
+        b.copy_(a)
+        reps += 1
+    bandwidth = 2 * a.numel() * 4 * reps / (time.perf_counter() - t)  # read + write
+    flops = {}
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        # The shape models run (activations x weight^T via F.linear): on CPUs without native bf16, a
+        # square bf16 matmul takes a path ~15x slower than this one, so the shape matters.
+        x, w = torch.ones(128, 1024, dtype=dtype), torch.ones(2048, 1024, dtype=dtype)
+        torch.nn.functional.linear(x, w)
+        t, reps = time.perf_counter(), 0
+        while time.perf_counter() - t < seconds / 4:
+            torch.nn.functional.linear(x, w)
+            reps += 1
+        flops[str(dtype).removeprefix("torch.")] = 2 * 128 * 1024 * 2048 * reps / (time.perf_counter() - t)
+    return Accelerator(
+        name="CPU", vendor="host", memory_bytes=psutil.virtual_memory().total, bandwidth_Bps=bandwidth, flops=flops,
+        bf16=True, fp8=False, flash_attn_2=False, flash_attn_3=False, interconnect="none", interconnect_Bps=0,
+        source="measured on this host",
+    )

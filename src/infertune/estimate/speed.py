@@ -1,0 +1,86 @@
+"""Roofline speed model: the best a device can do, never a prediction of overheads.
+
+prefill (compute-bound):  FLOPs = 2 x linear_params x tokens + 2 x layers x heads x head_dim x S^2 x batch
+                          (causal attention, QK^T and AV) + 2 x vocab x hidden x batch (last-token logits)
+decode step:              time = max(bytes read / bandwidth, FLOPs / peak FLOP/s)
+                          bytes = weights + KV of every sequence at its mean length during generation
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from infertune.estimate.accelerators import Accelerator
+from infertune.estimate.memory import EstimateSettings, MemoryEstimate
+from infertune.probe.model import ModelProfile
+
+
+class BatchPoint(BaseModel):
+    batch: int
+    tpot_s: float
+    tokens_per_s: float
+    bound: Literal["memory-bandwidth", "compute"]
+
+
+class SpeedEstimate(BaseModel):
+    device: str
+    peak_flops: float
+    bandwidth_Bps: float
+    prefill_s: float
+    ttft_s: float
+    tpot_s: float
+    tokens_per_s: float
+    bound: Literal["memory-bandwidth", "compute"]
+    crossover_batch: int | None  # smallest batch at which a decode step turns compute-bound
+    per_batch: list[BatchPoint]
+
+
+def _flops_dtype(s: EstimateSettings) -> str:
+    return "fp8" if s.quantization.method == "fp8" or s.dtype == "fp8" else s.dtype
+
+
+def _matmul_params(p: ModelProfile) -> int:
+    g = p.param_groups or {}
+    linear = g.get("linear", (p.num_parameters or 0) - p.vocab_size * p.hidden_size)
+    return linear + p.vocab_size * p.hidden_size  # + lm_head, tied or not, for the sampled position
+
+
+def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator, seqs: int,
+                 kv_per_seq: float) -> tuple[float, str]:
+    flops_rate = acc.flops.get(_flops_dtype(s), acc.flops["float32"])
+    ctx = s.input_len + s.max_new_tokens / 2
+    bytes_read = mem.weights_bytes + kv_per_seq * seqs
+    flops = 2 * _matmul_params(p) * seqs + 4 * p.num_layers * p.num_attention_heads * p.head_dim * ctx * seqs
+    t_mem, t_cmp = bytes_read / acc.bandwidth_Bps, flops / flops_rate
+    return max(t_mem, t_cmp), ("compute" if t_cmp > t_mem else "memory-bandwidth")
+
+
+def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator) -> SpeedEstimate:
+    flops_rate = acc.flops.get(_flops_dtype(s), acc.flops["float32"])
+    S, B = s.input_len, s.batch
+    g = p.param_groups or {}
+    linear = g.get("linear", (p.num_parameters or 0) - p.vocab_size * p.hidden_size)
+    prefill_flops = (2 * linear * B * S + 2 * p.num_layers * p.num_attention_heads * p.head_dim * S * S * B
+                     + 2 * p.vocab_size * p.hidden_size * B)
+    prefill = prefill_flops / flops_rate
+    seqs = s.batch * s.concurrency
+    # KV bytes per sequence at the mean length during generation (the cache grows linearly).
+    kv_per_seq = (mem.kv_cache_bytes + mem.kv_cache_cpu_bytes) / max(seqs, 1)
+    mean_frac = (S + s.max_new_tokens / 2) / max(S + s.max_new_tokens, 1)
+    kv_mean = kv_per_seq * mean_frac
+    tpot, bound = _decode_step(p, mem, s, acc, seqs, kv_mean)
+    points, crossover = [], None
+    b = 1
+    while b <= 1024:
+        t, bd = _decode_step(p, mem, s, acc, b, kv_mean)
+        points.append(BatchPoint(batch=b, tpot_s=t, tokens_per_s=b / t, bound=bd))
+        if bd == "compute" and crossover is None:
+            crossover = b
+        b *= 2
+    return SpeedEstimate(
+        device=acc.name, peak_flops=flops_rate, bandwidth_Bps=acc.bandwidth_Bps, prefill_s=prefill,
+        ttft_s=prefill + tpot, tpot_s=tpot, tokens_per_s=seqs / tpot, bound=bound, crossover_batch=crossover,
+        per_batch=points,
+    )
