@@ -103,3 +103,44 @@ def test_hub_id_resolves_from_the_local_hf_cache(tiny_model, tmp_path):
     assert json.loads(r.stdout)["path"].endswith(commit)
     r = run("profile", "--model", "acme/other", env={"HF_HUB_CACHE": str(tmp_path / "hub")})
     assert r.returncode == 2 and "never downloads" in r.stderr
+
+
+def test_estimate_json_shape(tiny_model):
+    r = run("estimate", "--model", str(tiny_model), "--gpu", "A100 80GB", "--input-len", "2k", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["kind"] == "estimate"
+    for key in ("weights_bytes", "kv_cache_bytes", "attention_scratch_bytes", "activations_bytes", "logits_bytes",
+                "overhead_bytes", "total_bytes", "per_device"):
+        assert key in d["memory"]
+    for key in ("prefill_s", "tpot_s", "tokens_per_s", "bound"):
+        assert key in d["speed"]
+    assert d["fits"] == {"cuda:0": True} and d["settings"]["input_len"] == 2048
+
+
+def test_estimate_sweep_and_cpu(tiny_model):
+    r = run("estimate", "--model", str(tiny_model), "--cpu", "--input-len", "128,1k", "--attn", "eager",
+            "--format", "json")
+    assert r.returncode == 0, r.stderr
+    sweep = json.loads(r.stdout)["sweep"]
+    assert [e["settings"]["input_len"] for e in sweep] == [128, 1024]
+    assert sweep[1]["memory"]["attention_scratch_bytes"] > sweep[0]["memory"]["attention_scratch_bytes"] > 0
+    assert sweep[0]["accelerator"]["source"] == "measured on this host"
+    r = run("estimate", "--model", str(tiny_model), "--gpu", "L4", "--input-len", "1k,4k")
+    assert r.returncode == 0 and "memory versus context" in r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gpu", "H1000"], "closest"),
+    (["--input-len", "lots"], "not a token count"),
+    (["--quantization", "magic"], "unknown quantization"),
+    (["--kv-cache", "huge"], "--kv-cache"),
+])
+def test_estimate_bad_input(tiny_model, args, needle):
+    r = run("estimate", "--model", str(tiny_model), *args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_estimate_model_without_config_is_exit_2(tmp_path):
+    r = run("estimate", "--model", str(tmp_path), "--gpu", "L4")
+    assert r.returncode == 2 and "config.json" in r.stderr

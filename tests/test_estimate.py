@@ -1,0 +1,200 @@
+"""Each estimator formula pinned against a hand calculation on published configs."""
+
+import pytest
+
+from infertune.errors import UserError
+from infertune.estimate import estimate
+from infertune.estimate.accelerators import ACCELERATORS, find_accelerator
+from infertune.estimate.memory import (
+    CPU_RUNTIME_BYTES,
+    CUDA_ALLOCATOR_SLACK,
+    CUDA_CONTEXT_BYTES,
+    EstimateSettings,
+    Quantization,
+    estimate_memory,
+    kv_bytes_per_token,
+)
+from infertune.probe.model import ModelProfile
+
+
+def llama(**kw) -> ModelProfile:
+    """SmolLM2-135M's published config (30 layers, hidden 576, 9 heads, 3 KV heads, head_dim 64)."""
+    base = dict(
+        path="-", model_type="llama", architecture="LlamaForCausalLM", num_layers=30, hidden_size=576,
+        intermediate_size=1536, num_attention_heads=9, num_kv_heads=3, head_dim=64, vocab_size=49152,
+        tie_word_embeddings=True, max_position_embeddings=8192, sliding_window=None,
+        layer_types=["full_attention"] * 30, native_dtype="bfloat16", quantization=None,
+        num_parameters=134_515_008, parameter_count_source="meta-device",
+        param_groups={"embedding": 28_311_552, "lm_head": 0, "linear": 106_168_320, "other": 35_136},
+        linear_rows=30 * (576 + 2 * 192 + 576 + 2 * 1536 + 576), checkpoint_format="safetensors",
+        checkpoint_bytes=269_060_552,
+    )
+    base.update(kw)
+    return ModelProfile(**base)
+
+
+def test_kv_bytes_per_token_uses_kv_heads_not_hidden_size():
+    # Llama-3-8B: 32 layers, 8 KV heads, head_dim 128, bf16 -> 131,072 B/token (GQA), not 2x32x4096x2.
+    p = llama(num_layers=32, num_kv_heads=8, head_dim=128, layer_types=["full_attention"] * 32)
+    assert kv_bytes_per_token(p, 2) == 2 * 32 * 8 * 128 * 2 == 131_072
+    assert kv_bytes_per_token(llama(), 2) == 2 * 30 * 3 * 64 * 2
+
+
+def test_dynamic_kv_grows_to_input_plus_output_times_sequences():
+    s = EstimateSettings(dtype="bfloat16", input_len=1000, max_new_tokens=24, batch=2, concurrency=3)
+    m = estimate_memory(llama(), s)
+    assert m.kv_cache_bytes == 6 * 1024 * (2 * 30 * 3 * 64 * 2)
+
+
+def test_static_cache_is_preallocated_to_max_cache_len():
+    s = EstimateSettings(dtype="float32", kv_cache="static", max_cache_len=4096, input_len=100, max_new_tokens=10)
+    assert estimate_memory(llama(), s).kv_cache_bytes == 4096 * 2 * 30 * 3 * 64 * 4
+
+
+def test_sliding_window_layers_keep_only_their_window():
+    # Gemma-3-like: 5 of every 6 layers slide over 512 tokens.
+    types = (["sliding_attention"] * 5 + ["full_attention"]) * 5
+    p = llama(layer_types=types, sliding_window=512)
+    s = EstimateSettings(dtype="bfloat16", input_len=8000, max_new_tokens=192)
+    per = 2 * 3 * 64 * 2
+    assert estimate_memory(p, s).kv_cache_bytes == (5 * 8192 + 25 * 512) * per
+    short = EstimateSettings(dtype="bfloat16", input_len=100, max_new_tokens=28)
+    assert estimate_memory(p, short).kv_cache_bytes == 30 * 128 * per  # window not reached
+
+
+def test_quantized_kv_keeps_the_residual_in_full_precision():
+    s = EstimateSettings(dtype="bfloat16", kv_cache="quantized", kv_nbits=4, kv_residual_len=128,
+                         input_len=1000, max_new_tokens=24)
+    elems = 2 * 3 * 64
+    full = 128 * 30 * elems * 2
+    quant = (1024 - 128) * 30 * elems * (4 / 8 + 4 / 64)
+    assert estimate_memory(llama(), s).kv_cache_bytes == int(full + quant)
+
+
+def test_offloaded_kv_keeps_two_layers_on_device_and_the_rest_in_cpu_ram():
+    s = EstimateSettings(dtype="bfloat16", kv_cache="offloaded", input_len=1000, max_new_tokens=24)
+    m = estimate_memory(llama(), s)
+    whole = 1024 * 2 * 30 * 3 * 64 * 2
+    assert m.kv_cache_cpu_bytes == whole and m.kv_cache_bytes == whole * 2 // 30
+
+
+@pytest.mark.parametrize(
+    "quant, linear_bytes",
+    [
+        ("none", 106_168_320 * 2),
+        ("bnb-int8", 106_168_320 + 4 * 155_520),
+        ("bnb-nf4", 106_168_320 * (0.5 + 4 / 64)),
+        ("bnb-nf4-dq", 106_168_320 * (0.5 + 1 / 64 + 4 / (64 * 256))),
+        ("gptq-4bit-g128", 106_168_320 * (0.5 + (2 + 0.5) / 128)),
+        ("awq-4bit-g64", 106_168_320 * (0.5 + (2 + 0.5) / 64)),
+        ("int8", 106_168_320 + 2 * 155_520),
+        ("int4-g128", 106_168_320 * (0.5 + 4 / 128)),
+    ],
+)
+def test_weight_bytes_by_quantization_keep_embeddings_in_dtype(quant, linear_bytes):
+    s = EstimateSettings(dtype="bfloat16", quantization=Quantization.parse(quant))
+    others = (134_515_008 - 106_168_320) * 2  # tied embedding + norms stay bf16, counted once
+    assert estimate_memory(llama(), s).weights_bytes == int(linear_bytes + others)
+
+
+def test_unknown_quantization_is_a_user_error():
+    with pytest.raises(UserError, match="unknown quantization"):
+        Quantization.parse("magic-2bit")
+
+
+def test_eager_materialises_scores_sdpa_does_not():
+    s = EstimateSettings(dtype="float32", attn="eager", input_len=4096, max_new_tokens=8)
+    m = estimate_memory(llama(), s)
+    assert m.attention_scratch_bytes == 9 * 4096 * 4096 * 8 + 4096 * 4096 * 4  # fp32: 2 live score copies + mask
+    bf = estimate_memory(llama(), s.model_copy(update={"dtype": "bfloat16"}))
+    assert bf.attention_scratch_bytes == 9 * 4096 * 4096 * 6 + 4096 * 4096 * 2  # bf16 scores + fp32 softmax
+    assert estimate_memory(llama(), s.model_copy(update={"attn": "sdpa"})).attention_scratch_bytes == 0
+
+
+def test_peak_is_the_larger_phase_not_the_sum():
+    s = EstimateSettings(dtype="float32", attn="eager", input_len=2048, max_new_tokens=8, platform="cpu")
+    m = estimate_memory(llama(), s)
+    kv_prompt = 2048 * 2 * 30 * 3 * 64 * 4
+    expected = (m.weights_bytes + m.logits_bytes + CPU_RUNTIME_BYTES
+                + max(m.kv_cache_bytes, kv_prompt + m.attention_scratch_bytes + m.activations_bytes))
+    assert m.total_bytes == expected
+    assert m.logits_bytes == 49152 * (4 + 4)
+    assert m.activations_bytes == 2048 * (2 * 576 + 3 * 1536) * 4
+
+
+def test_cuda_overhead_and_the_load_peak_of_a_dtype_conversion():
+    s = EstimateSettings(dtype="float32", input_len=16, max_new_tokens=16)
+    m = estimate_memory(llama(), s, checkpoint_dtype="bfloat16")
+    tensors = m.total_bytes - m.overhead_bytes
+    assert m.overhead_bytes == int(CUDA_CONTEXT_BYTES + CUDA_ALLOCATOR_SLACK * tensors)
+    assert m.load_peak_bytes == m.weights_bytes + 134_515_008 * 2 + m.overhead_bytes  # both copies at once
+    same = estimate_memory(llama(), s.model_copy(update={"dtype": "bfloat16"}), checkpoint_dtype="bfloat16")
+    assert same.load_peak_bytes == same.weights_bytes + same.overhead_bytes
+
+
+def test_does_not_fit_is_a_normal_answer_with_the_largest_context():
+    p = llama(num_parameters=70_000_000_000, param_groups=None, num_layers=80, num_kv_heads=8, head_dim=128,
+              layer_types=["full_attention"] * 80, max_position_embeddings=131072)
+    e = estimate(p, EstimateSettings(dtype="bfloat16", input_len=4096, max_new_tokens=256), find_accelerator("L4"))
+    assert e.fits == {"cuda:0": False}
+    assert e.fit_details[0].headroom_bytes < 0 and e.max_input_len is None and e.max_concurrency is None
+    e2 = estimate(llama(), EstimateSettings(dtype="bfloat16", input_len=4096, max_new_tokens=256),
+                  find_accelerator("T4"))
+    assert e2.fits == {"cuda:0": True} and e2.max_input_len == 8192 - 256  # bounded by the model's context
+    assert e2.max_concurrency > 1
+
+
+def test_several_gpus_share_layers_and_each_pays_overhead():
+    p = llama(num_parameters=70_000_000_000, param_groups=None, num_layers=80, num_kv_heads=8, head_dim=128,
+              layer_types=["full_attention"] * 80)
+    s = EstimateSettings(dtype="bfloat16", input_len=1024, max_new_tokens=256)
+    one = estimate(p, s, find_accelerator("H100"))
+    four = estimate(p, s, find_accelerator("H100"), gpus=4)
+    assert not all(one.fits.values()) and all(four.fits.values())
+    per = four.memory.per_device
+    assert sorted(per) == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
+    assert per["cuda:0"] == int((four.memory.total_bytes - four.memory.overhead_bytes) / 4
+                                + four.memory.overhead_bytes)
+
+
+def test_roofline_decode_is_bandwidth_bound_at_batch_one_and_turns_compute_bound():
+    h100 = find_accelerator("H100 SXM")
+    e = estimate(llama(), EstimateSettings(dtype="bfloat16", input_len=512, max_new_tokens=128), h100)
+    sp = e.speed
+    assert sp.bound == "memory-bandwidth"
+    kv_mean = e.memory.kv_cache_bytes * (512 + 64) / (512 + 128)
+    assert sp.tpot_s == pytest.approx((e.memory.weights_bytes + kv_mean) / 3.35e12)
+    prefill_flops = 2 * 106_168_320 * 512 + 2 * 30 * 9 * 64 * 512 * 512 + 2 * 49152 * 576
+    assert sp.prefill_s == pytest.approx(prefill_flops / 989e12)
+    # A 135M model with GQA reads more KV than weights per extra sequence at 640 tokens: never compute-bound.
+    assert sp.crossover_batch is None and all(pt.bound == "memory-bandwidth" for pt in sp.per_batch)
+    # An 8B model at short context turns compute-bound once the batch amortises the weight reads.
+    big = llama(num_parameters=8_000_000_000, param_groups={"linear": 7_000_000_000, "embedding": 1_000_000_000},
+                num_layers=32, num_kv_heads=8, head_dim=128, num_attention_heads=32, hidden_size=4096,
+                layer_types=["full_attention"] * 32)
+    sp = estimate(big, EstimateSettings(dtype="bfloat16", input_len=128, max_new_tokens=128), h100).speed
+    points = {pt.batch: pt for pt in sp.per_batch}
+    assert points[1].bound == "memory-bandwidth" and sp.crossover_batch is not None
+    assert points[sp.crossover_batch].bound == "compute"
+    assert all(pt.bound == "memory-bandwidth" for b, pt in points.items() if b < sp.crossover_batch)
+    assert points[64].tokens_per_s > 30 * points[1].tokens_per_s  # batching is nearly free while memory-bound
+
+
+@pytest.mark.parametrize("name, expect", [("nvidia h100", "H100 SXM"), ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
+                                          ("geforce rtx 4090", "RTX 4090"), ("Tesla T4", "T4"), ("mi300x", "MI300X")])
+def test_gpu_names_are_forgiving(name, expect):
+    assert find_accelerator(name).name == expect
+
+
+def test_unknown_gpu_suggests_close_names():
+    with pytest.raises(UserError, match="closest: .*H100"):
+        find_accelerator("H1000")
+
+
+def test_table_is_internally_consistent():
+    for a in ACCELERATORS:
+        assert a.memory_bytes > 0 and a.bandwidth_Bps > 0 and a.flops["float32"] > 0
+        assert a.fp8 == ("fp8" in a.flops)
+        assert not a.flash_attn_3 or a.flash_attn_2
+    assert not find_accelerator("T4").bf16 and find_accelerator("A100 80GB").bf16
+    assert find_accelerator("H100").flash_attn_3 and not find_accelerator("A100").flash_attn_3
