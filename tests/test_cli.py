@@ -68,6 +68,9 @@ def test_measure_json_and_output_file(tiny_model, tmp_path):
         assert key in m
     assert m["ttft_s"] > 0 and m["output_tokens"] > 0
     assert json.loads(out.read_text()) == data
+    est = data["estimate"]  # predicted beside measured, under its own label
+    assert est["kind"] == "estimate-vs-measured" and est["measured_peak_memory_bytes"] > 0
+    assert 0 < est["tpot_fraction_of_roofline"] and est["predicted_peak_memory_bytes"] > 0
 
 
 def test_measure_table_and_timeout_is_exit_0(tiny_model):

@@ -232,17 +232,31 @@ def measure(
 
         result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event)
 
+        status.update("computing the estimate for the same shape")
+        comparison = _compare(result)
+    data = {**result.model_dump(mode="json"), "estimate": comparison.model_dump() if comparison else None}
     if output is not None:
-        write_atomic(output, result.model_dump_json(indent=2) + "\n")
+        write_atomic(output, json.dumps(data, indent=2) + "\n")
     if fmt is Format.json:
-        _print_json(result)
+        _print_json(data)
     else:
-        _print_trial(result)
+        _print_trial(result, comparison)
     if result.error_type == "input":
         raise UserError(result.error or "invalid workload")
 
 
-def _print_trial(r) -> None:
+def _compare(result):
+    """The estimate beside the measurement; a failure here never costs the measurement."""
+    from infertune.predicted import compare
+
+    try:
+        return compare(result)
+    except Exception as e:  # noqa: BLE001
+        _say(f"no estimate for this trial: {type(e).__name__}: {e}")
+        return None
+
+
+def _print_trial(r, comparison=None) -> None:
     colour = "green" if r.status == "ok" else "red"
     out.print(f"[bold]Trial[/bold] ({r.kind}): [{colour}]{r.status}[/{colour}]  config: {r.config.label()}  "
               f"device: {r.device or '?'}  model: {r.model_path}")
@@ -269,6 +283,13 @@ def _print_trial(r) -> None:
     t.add_row("throughput", f"{m.tokens_per_s:.1f} tok/s", f"{m.output_tokens} output tokens")
     t.add_row("requests", str(m.requests), f"{m.generate_calls} generate calls, {m.input_tokens_mean:.0f} input tokens avg")
     out.print(t)
+    if comparison is not None:
+        c = comparison
+        frac = lambda f: "-" if f is None else f"{f:.1%}"  # noqa: E731
+        out.print(f"[dim]estimate for the same shape ({c.device}):[/dim] peak {_mib(c.predicted_peak_memory_bytes)} "
+                  f"vs measured {_mib(c.measured_peak_memory_bytes)} ({c.memory_error:+.1%}); roofline TTFT "
+                  f"{_ms(c.roofline_ttft_s)} ({frac(c.ttft_fraction_of_roofline)} of it reached), time per token "
+                  f"{_ms(c.roofline_tpot_s)} ({frac(c.tpot_fraction_of_roofline)} reached)")
     for o in r.outputs[:4]:
         text = o.text.strip().replace("\n", " ")
         out.print(f"[dim]prompt {o.prompt_index} ({o.input_tokens} in, {len(o.output_token_ids)} out, {o.finish}):[/dim] "

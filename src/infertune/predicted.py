@@ -1,0 +1,71 @@
+"""Predicted beside measured: the estimate for the exact shape a trial ran, and how close the trial came.
+
+Kept apart from both sides so neither type borrows the other's labels: a trial result stays `measured`,
+this comparison is `kind: "estimate-vs-measured"` and every predicted number says so.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from infertune.estimate import estimate
+from infertune.estimate.accelerators import Accelerator, from_detected_gpu, probe_cpu
+from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings
+from infertune.measure.results import TrialResult
+from infertune.probe.model import profile_model
+
+
+class Comparison(BaseModel):
+    kind: Literal["estimate-vs-measured"] = "estimate-vs-measured"
+    device: str
+    predicted_peak_memory_bytes: int  # above the process baseline on CPU; allocated on CUDA
+    measured_peak_memory_bytes: int
+    memory_error: float  # (predicted - measured) / measured
+    roofline_ttft_s: float
+    roofline_tpot_s: float
+    ttft_fraction_of_roofline: float | None  # roofline / measured: 1.0 would be the hardware's limit
+    tpot_fraction_of_roofline: float | None
+    note: str
+
+
+def settings_for(result: TrialResult, native_dtype: str | None, platform: str) -> EstimateSettings:
+    cfg, wl, m = result.config, result.workload, result.metrics
+    dtype = cfg.dtype if cfg.dtype != "auto" else (native_dtype or "float32")
+    if dtype not in DTYPE_BYTES:
+        dtype = "float32"
+    attn = cfg.attn_implementation or "sdpa"
+    cache = cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded") else "dynamic"
+    new_tokens = max(1, round(m.output_tokens / m.requests)) if m and m.requests else wl.max_new_tokens
+    return EstimateSettings(dtype=dtype, attn=attn, kv_cache=cache, input_len=round(m.input_tokens_mean),
+                            max_new_tokens=new_tokens, batch=wl.batch, platform=platform)
+
+
+def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comparison | None:
+    """The estimate for this trial's shape and hardware; None when the trial has no metrics."""
+    m = result.metrics
+    if result.status != "ok" or m is None:
+        return None
+    gpus = ((result.environment or {}).get("hardware") or {}).get("gpus") or []
+    on_cuda = m.memory_kind == "cuda_allocated"
+    if accelerator is None:
+        accelerator = from_detected_gpu(gpus[0]["name"], gpus[0]["total_memory_bytes"]) if on_cuda and gpus \
+            else probe_cpu()
+    prof = profile_model(result.model_path, result.config.trust_remote_code)
+    s = settings_for(result, prof.native_dtype, "cuda" if on_cuda else "cpu")
+    e = estimate(prof, s, accelerator, model=result.model_path)
+    # CPU: RSS above the post-import baseline; CUDA: torch's allocated counter, which excludes the context.
+    predicted = e.memory.total_bytes - (e.memory.overhead_bytes if on_cuda else 0)
+    measured = m.peak_memory_generate_bytes - (0 if on_cuda else m.baseline_memory_bytes)
+    return Comparison(
+        device=accelerator.name,
+        predicted_peak_memory_bytes=predicted,
+        measured_peak_memory_bytes=measured,
+        memory_error=(predicted - measured) / measured if measured else 0.0,
+        roofline_ttft_s=e.speed.ttft_s,
+        roofline_tpot_s=e.speed.tpot_s,
+        ttft_fraction_of_roofline=e.speed.ttft_s / m.ttft_s if m.ttft_s else None,
+        tpot_fraction_of_roofline=e.speed.tpot_s / m.tpot_s if m.tpot_s else None,
+        note="roofline = the device's limit for this shape (estimate); fraction = roofline / measured",
+    )
