@@ -198,3 +198,10 @@ def test_table_is_internally_consistent():
         assert not a.flash_attn_3 or a.flash_attn_2
     assert not find_accelerator("T4").bf16 and find_accelerator("A100 80GB").bf16
     assert find_accelerator("H100").flash_attn_3 and not find_accelerator("A100").flash_attn_3
+
+
+def test_prefill_chunking_bounds_the_query_length():
+    s = EstimateSettings(dtype="float32", attn="eager", input_len=4096, max_new_tokens=8, prefill_chunk=512)
+    m = estimate_memory(llama(), s)
+    assert m.attention_scratch_bytes == 9 * 512 * 4096 * 8 + 512 * 4096 * 4
+    assert m.activations_bytes == 512 * (2 * 576 + 3 * 1536) * 4

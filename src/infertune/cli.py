@@ -328,6 +328,7 @@ def estimate(
     kv_residual_len: Annotated[int, typer.Option(help="newest tokens a quantized KV cache keeps unquantized")] = 128,
     max_cache_len: Annotated[Optional[str], typer.Option(help="static cache length (default: input + output)")] = None,
     attn: Annotated[str, typer.Option(help="sdpa, eager, flash_attention_2, ...")] = "sdpa",
+    prefill_chunk: Annotated[Optional[str], typer.Option(help="queries per prefill pass (chunked prefill)")] = None,
     input_len: Annotated[str, typer.Option(help="prompt tokens; a list sweeps: 1k,8k,32k")] = "512",
     max_new_tokens: Annotated[str, typer.Option(help="generated tokens")] = "256",
     batch: Annotated[int, typer.Option(min=1, help="prompts per generate call")] = 1,
@@ -375,7 +376,8 @@ def estimate(
         settings = EstimateSettings(
             dtype=resolved, quantization=Quantization.parse(quantization), kv_cache=kv_cache, kv_nbits=kv_nbits,
             kv_residual_len=kv_residual_len, max_cache_len=parse_tokens(max_cache_len)[0] if max_cache_len else None,
-            attn=attn, input_len=n, max_new_tokens=new_tokens, batch=batch, concurrency=concurrency,
+            attn=attn, prefill_chunk=parse_tokens(prefill_chunk)[0] if prefill_chunk else None,
+            input_len=n, max_new_tokens=new_tokens, batch=batch, concurrency=concurrency,
             platform=platform,
         )
         results.append(run_estimate(prof, settings, acc, model=str(path), gpus=gpus))

@@ -90,6 +90,7 @@ class EstimateSettings(BaseModel):
     kv_residual_len: int = 128
     max_cache_len: int | None = None  # static cache length; default input + output
     attn: str = "sdpa"
+    prefill_chunk: int | None = None  # chunked prefill: queries per forward pass (continuous batching)
     input_len: int = 512
     max_new_tokens: int = 256
     batch: int = 1
@@ -166,7 +167,8 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
                            formula=f"{seqs} sequences x {kv_f}" + ("; 2 layers on device" if kv_cpu else "")))
 
     # Prefill transients, for one generate call of `batch` prompts (one decoder layer live at a time).
-    q_len = kv_len = s.input_len
+    kv_len = s.input_len
+    q_len = min(s.prefill_chunk or kv_len, kv_len)  # a chunk of queries attends to everything before it
     heads = p.num_attention_heads
     if s.attn == "eager" or s.attn.endswith("|eager"):
         # scores (dtype) + masked copy; softmax upcasts to fp32; plus the 4D float mask.
