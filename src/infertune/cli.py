@@ -409,8 +409,8 @@ def _print_estimate(e) -> None:
             out.print(f"{f.device}: needs {_gib(f.needed_bytes)} of {_gib(f.capacity_bytes)}: {verdict}")
         else:
             out.print(f"{f.device}: holds {_gib(f.needed_bytes)} (offloaded KV cache)")
-    out.print(f"largest prompt that fits: {e.max_input_len if e.max_input_len else 'none':,}"
-              if e.max_input_len else "largest prompt that fits: none (weights alone do not fit)")
+    out.print(f"largest prompt that fits: {e.max_input_len:,}" if e.max_input_len
+              else "largest prompt that fits: none (weights alone do not fit)")
     out.print(f"most concurrent sequences that fit: {e.max_concurrency:,}" if e.max_concurrency
               else "most concurrent sequences that fit: none")
     st = Table(title="Speed (roofline estimate: an upper bound)")
