@@ -57,12 +57,13 @@ def test_cuda_meter_separates_load_and_generation_peaks():
 def test_rss_sampler_sees_a_short_lived_allocation():
     # In a fresh process: in this one, memory freed by earlier tests stays resident and hides new pages.
     code = (
-        "from infertune.measure.memory import CpuMeter, RssSampler, peak_rss_bytes\n"
+        "import time\nfrom infertune.measure.memory import CpuMeter, RssSampler, peak_rss_bytes\n"
         "before = CpuMeter().current()\n"
         "with RssSampler() as phase:\n"
         "    block = bytearray(200 * 2**20)\n"
         "    for i in range(0, len(block), 4096):\n"
         "        block[i] = 1\n"
+        "    time.sleep(0.05)  # like a torch op, release the GIL so the sampler thread runs\n"
         "    del block\n"
         "print(phase.peak - before, peak_rss_bytes() - phase.peak * 0.99)\n"
     )
