@@ -343,18 +343,15 @@ def estimate(
     from infertune import models
     from infertune.estimate import estimate as run_estimate
     from infertune.estimate.accelerators import find_accelerator, from_detected_gpu, probe_cpu
-    from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, Quantization
+    from infertune.estimate.memory import EstimateSettings, Quantization, resolve_dtype
     from infertune.probe.model import profile_model
 
     lengths = parse_tokens(input_len)
-    [new_tokens] = parse_tokens(max_new_tokens)[:1]
+    new_tokens = parse_tokens(max_new_tokens)[0]
     path = models.resolve(model or models.DEFAULT_MODEL, revision, say=_say)
     prof = profile_model(path, trust_remote_code)
-    resolved = prof.native_dtype if dtype == "auto" else {"bf16": "bfloat16", "fp16": "float16",
-                                                          "fp32": "float32"}.get(dtype, dtype)
-    if resolved not in DTYPE_BYTES:
-        resolved = "float32" if dtype == "auto" else resolved
-    if resolved not in DTYPE_BYTES:
+    resolved = resolve_dtype(dtype, prof.native_dtype)
+    if resolved is None:
         raise UserError(f"--dtype: unknown dtype {dtype!r}; use auto, float32, bfloat16, float16 or fp8")
     if kv_cache not in ("dynamic", "static", "quantized", "offloaded"):
         raise UserError(f"--kv-cache: unknown {kv_cache!r}; use dynamic, static, quantized or offloaded")
@@ -371,16 +368,14 @@ def estimate(
         with err.status("probing this CPU's bandwidth and FLOP/s", spinner="dots"):
             acc = probe_cpu()
     platform = "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
-    results = []
-    for n in lengths:
-        settings = EstimateSettings(
-            dtype=resolved, quantization=Quantization.parse(quantization), kv_cache=kv_cache, kv_nbits=kv_nbits,
-            kv_residual_len=kv_residual_len, max_cache_len=parse_tokens(max_cache_len)[0] if max_cache_len else None,
-            attn=attn, prefill_chunk=parse_tokens(prefill_chunk)[0] if prefill_chunk else None,
-            input_len=n, max_new_tokens=new_tokens, batch=batch, concurrency=concurrency,
-            platform=platform,
-        )
-        results.append(run_estimate(prof, settings, acc, model=str(path), gpus=gpus))
+    base = EstimateSettings(
+        dtype=resolved, quantization=Quantization.parse(quantization), kv_cache=kv_cache, kv_nbits=kv_nbits,
+        kv_residual_len=kv_residual_len, max_cache_len=parse_tokens(max_cache_len)[0] if max_cache_len else None,
+        attn=attn, prefill_chunk=parse_tokens(prefill_chunk)[0] if prefill_chunk else None,
+        max_new_tokens=new_tokens, batch=batch, concurrency=concurrency, platform=platform,
+    )
+    results = [run_estimate(prof, base.model_copy(update={"input_len": n}), acc, model=str(path), gpus=gpus)
+               for n in lengths]
     if fmt is Format.json:
         _print_json(results[0] if len(results) == 1 else {"kind": "estimate", "sweep": [r.model_dump() for r in results]})
         return

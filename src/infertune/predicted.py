@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from infertune.estimate import estimate
 from infertune.estimate.accelerators import Accelerator, from_detected_gpu, probe_cpu
-from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings
+from infertune.estimate.memory import EstimateSettings, resolve_dtype
 from infertune.measure.results import TrialResult
 from infertune.probe.model import profile_model
 
@@ -32,9 +32,7 @@ class Comparison(BaseModel):
 
 def settings_for(result: TrialResult, native_dtype: str | None, platform: str) -> EstimateSettings:
     cfg, wl, m = result.config, result.workload, result.metrics
-    dtype = cfg.dtype if cfg.dtype != "auto" else (native_dtype or "float32")
-    if dtype not in DTYPE_BYTES:
-        dtype = "float32"
+    dtype = resolve_dtype(cfg.dtype, native_dtype) or "float32"
     attn = cfg.attn_implementation or "sdpa"
     cache = cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded") else "dynamic"
     new_tokens = max(1, round(m.output_tokens / m.requests)) if m and m.requests else wl.max_new_tokens

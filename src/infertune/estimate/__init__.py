@@ -46,9 +46,14 @@ def _capacity(acc: Accelerator, s: EstimateSettings) -> int:
     return acc.memory_bytes
 
 
+def _checked(placed: dict[str, int], s: EstimateSettings) -> dict[str, int]:
+    """The shares checked against the device's capacity (CPU RAM holding offloaded KV on a GPU is not)."""
+    return {dev: need for dev, need in placed.items() if dev != "cpu" or s.platform == "cpu"}
+
+
 def _fits(p: ModelProfile, s: EstimateSettings, acc: Accelerator, ckpt: str | None, gpus: int) -> bool:
-    placed = per_device(estimate_memory(p, s, ckpt), s, acc, gpus)
-    return all(need <= _capacity(acc, s) for dev, need in placed.items() if dev != "cpu" or s.platform == "cpu")
+    placed = per_device(estimate_memory(p, s, ckpt), s, gpus)
+    return all(need <= _capacity(acc, s) for need in _checked(placed, s).values())
 
 
 def _largest(lo: int, hi: int, ok) -> int | None:
@@ -61,7 +66,7 @@ def _largest(lo: int, hi: int, ok) -> int | None:
     return lo
 
 
-def per_device(mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator, gpus: int) -> dict[str, int]:
+def per_device(mem: MemoryEstimate, s: EstimateSettings, gpus: int) -> dict[str, int]:
     """Where the bytes land. Several GPUs: device_map="auto" spreads layers (weights, KV, transients)
     evenly; each GPU pays its own overhead. Offloaded KV lives in CPU RAM."""
     if s.platform != "cuda":
@@ -79,10 +84,10 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
     mem = estimate_memory(p, s, ckpt)
     speed = estimate_speed(p, mem, s, acc)
     cap = _capacity(acc, s)
-    placed = mem.per_device = per_device(mem, s, acc, gpus)
+    placed = mem.per_device = per_device(mem, s, gpus)
     fit_details = [
         Fit(device=dev, capacity_bytes=cap, needed_bytes=need, fits=need <= cap, headroom_bytes=cap - need)
-        for dev, need in placed.items() if dev != "cpu" or s.platform == "cpu"
+        for dev, need in _checked(placed, s).items()
     ]
     if "cpu" in placed and s.platform == "cuda":  # offloaded KV: CPU RAM is not in the GPU table
         fit_details.append(Fit(device="cpu", capacity_bytes=0, needed_bytes=placed["cpu"], fits=True,

@@ -27,6 +27,16 @@ BNB_BLOCK = 64  # bitsandbytes 4-bit block size
 BNB_DQ_BLOCK = 256  # double quantization: absmax blocks per second-level fp32 constant
 
 
+def resolve_dtype(dtype: str, native: str | None) -> str | None:
+    """The estimator's dtype for a user's `dtype` ('auto' = the checkpoint's, fp32 if unknown); None if unknown."""
+    from infertune.config import DTYPE_ALIASES
+
+    if dtype == "auto":
+        return native if native in DTYPE_BYTES else "float32"
+    dtype = DTYPE_ALIASES.get(dtype, dtype)
+    return dtype if dtype in DTYPE_BYTES else None
+
+
 class Quantization(BaseModel):
     """Weight quantization of the Linear layers inside the blocks (lm_head and embeddings keep the dtype)."""
 
@@ -147,8 +157,7 @@ def kv_cache_bytes(p: ModelProfile, s: EstimateSettings, seq: int, dtype_bytes: 
 def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str | None = None) -> MemoryEstimate:
     b = DTYPE_BYTES[s.dtype]
     n = p.num_parameters or 0
-    groups = p.param_groups or {"linear": n - p.vocab_size * p.hidden_size, "embedding": p.vocab_size * p.hidden_size}
-    linear, rows = groups.get("linear", 0), p.linear_rows or 0
+    linear, rows = p.linear_params, p.linear_rows or 0
     lin_b, lin_f = s.quantization.linear_bytes(linear, rows, b)
     weights = lin_b + (n - linear) * b
     comps = [Component(name="weights", bytes=int(weights), phase="always",

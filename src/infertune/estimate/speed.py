@@ -42,9 +42,7 @@ def _flops_dtype(s: EstimateSettings) -> str:
 
 
 def _matmul_params(p: ModelProfile) -> int:
-    g = p.param_groups or {}
-    linear = g.get("linear", (p.num_parameters or 0) - p.vocab_size * p.hidden_size)
-    return linear + p.vocab_size * p.hidden_size  # + lm_head, tied or not, for the sampled position
+    return p.linear_params + p.vocab_size * p.hidden_size  # + lm_head, tied or not, for the sampled position
 
 
 def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator, seqs: int,
@@ -60,9 +58,7 @@ def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc:
 def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator) -> SpeedEstimate:
     flops_rate = acc.flops.get(_flops_dtype(s), acc.flops["float32"])
     S, B = s.input_len, s.batch
-    g = p.param_groups or {}
-    linear = g.get("linear", (p.num_parameters or 0) - p.vocab_size * p.hidden_size)
-    prefill_flops = (2 * linear * B * S + 2 * p.num_layers * p.num_attention_heads * p.head_dim * S * S * B
+    prefill_flops = (2 * p.linear_params * B * S + 2 * p.num_layers * p.num_attention_heads * p.head_dim * S * S * B
                      + 2 * p.vocab_size * p.hidden_size * B)
     prefill = prefill_flops / flops_rate
     seqs = s.batch * s.concurrency

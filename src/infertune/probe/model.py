@@ -42,6 +42,13 @@ class ModelProfile(BaseModel):
     checkpoint_bytes: int
 
     @property
+    def linear_params(self) -> int:
+        """Linear weights inside the blocks (what quantization touches); without groups, all but the embedding."""
+        if self.param_groups:
+            return self.param_groups.get("linear", 0)
+        return (self.num_parameters or 0) - self.vocab_size * self.hidden_size
+
+    @property
     def num_sliding_layers(self) -> int:
         return sum(t == "sliding_attention" for t in self.layer_types)
 
