@@ -205,3 +205,14 @@ def test_prefill_chunking_bounds_the_query_length():
     m = estimate_memory(llama(), s)
     assert m.attention_scratch_bytes == 9 * 512 * 4096 * 8 + 512 * 4096 * 4
     assert m.activations_bytes == 512 * (2 * 576 + 3 * 1536) * 4
+
+
+def test_apple_unified_memory_is_checked_against_its_capacity():
+    m3 = find_accelerator("M3 Max")
+    big = llama(num_parameters=70_000_000_000, param_groups=None, num_layers=80, num_kv_heads=8, head_dim=128,
+                layer_types=["full_attention"] * 80)
+    s = EstimateSettings(dtype="bfloat16", input_len=1024, max_new_tokens=128, platform="mps")
+    e = estimate(big, s, m3)
+    assert e.fits == {"mps": False} and e.fit_details[0].headroom_bytes < 0  # 140 GB of weights > 128 GB
+    assert e.max_input_len is None
+    assert estimate(llama(), s, m3).fits == {"mps": True}

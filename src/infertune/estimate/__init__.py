@@ -69,8 +69,8 @@ def _largest(lo: int, hi: int, ok) -> int | None:
 def per_device(mem: MemoryEstimate, s: EstimateSettings, gpus: int) -> dict[str, int]:
     """Where the bytes land. Several GPUs: device_map="auto" spreads layers (weights, KV, transients)
     evenly; each GPU pays its own overhead. Offloaded KV lives in CPU RAM."""
-    if s.platform != "cuda":
-        placed = {"cpu": mem.total_bytes}
+    if s.platform != "cuda":  # one memory: the host's RAM, or Apple's unified memory
+        placed = {s.platform: mem.total_bytes}
     else:
         shared = (mem.total_bytes - mem.overhead_bytes) / gpus
         placed = {f"cuda:{i}": int(shared + mem.overhead_bytes) for i in range(gpus)}
@@ -89,7 +89,7 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
         Fit(device=dev, capacity_bytes=cap, needed_bytes=need, fits=need <= cap, headroom_bytes=cap - need)
         for dev, need in _checked(placed, s).items()
     ]
-    if "cpu" in placed and s.platform == "cuda":  # offloaded KV: CPU RAM is not in the GPU table
+    if "cpu" in placed and s.platform != "cpu":  # offloaded KV: CPU RAM is not in the accelerator table
         fit_details.append(Fit(device="cpu", capacity_bytes=0, needed_bytes=placed["cpu"], fits=True,
                                headroom_bytes=0))
     ctx_limit = p.max_position_embeddings or 1 << 20
