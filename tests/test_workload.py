@@ -107,6 +107,9 @@ def test_run_file_with_workload_and_config_sections(tmp_path):
     f.write_text("config:\n  dtype: int3\n")
     with pytest.raises(UserError, match="field 'dtype'"):
         config_from(read_run_file(f)[1])
+    f.write_text("config: []\n")
+    with pytest.raises(UserError, match="section 'config' must be a mapping"):
+        read_run_file(f)
     f.write_text("workload: {}\nextra: 1\n")
     with pytest.raises(UserError, match="unknown top-level keys"):
         read_run_file(f)

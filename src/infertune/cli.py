@@ -204,12 +204,10 @@ def measure(
     from infertune.config import config_from
     from infertune.measure import run_trial
     from infertune.paths import write_atomic
-    from infertune.workload import read_run_file, workload_from
+    from infertune.workload import load_run
 
-    wl_data, cfg_data = read_run_file(workload) if workload is not None else ({}, {})
-    source = f"workload file {workload}" if workload is not None else "workload"
-    wl = workload_from(
-        wl_data, source, model=model, revision=revision, max_new_tokens=max_new_tokens, input_len=input_len,
+    wl, cfg_data = load_run(
+        workload, model=model, revision=revision, max_new_tokens=max_new_tokens, input_len=input_len,
         batch=batch, repeats=repeats, warmup=warmup, seed=seed,
     )
     if wl.concurrency > 1:

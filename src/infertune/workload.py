@@ -109,7 +109,8 @@ def read_run_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
         data = {}
     if not isinstance(data, dict):
         raise UserError(f"workload file {path} must hold a mapping of fields, got {type(data).__name__}")
-    config = data.pop("config", None) or {}
+    config = data.pop("config", None)
+    config = {} if config is None else config  # `config: []` or `config: 0` is an error below, not "empty"
     workload = data.pop("workload") if "workload" in data else data
     for name, section in (("workload", workload), ("config", config)):
         if not isinstance(section, dict):
@@ -124,6 +125,11 @@ def workload_from(data: dict[str, Any], source: str = "workload", **overrides: A
     return validated(Workload, data, source, overrides)
 
 
+def load_run(path: str | Path | None = None, **overrides: Any) -> tuple[Workload, dict[str, Any]]:
+    """The workload (file fields, flags on top) and the file's raw `config:` section."""
+    wl_data, cfg_data = read_run_file(path) if path is not None else ({}, {})
+    return workload_from(wl_data, f"workload file {path}" if path else "workload", **overrides), cfg_data
+
+
 def load_workload(path: str | Path | None = None, **overrides: Any) -> Workload:
-    data = read_run_file(path)[0] if path is not None else {}
-    return workload_from(data, f"workload file {path}" if path else "workload", **overrides)
+    return load_run(path, **overrides)[0]
