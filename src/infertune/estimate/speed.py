@@ -37,8 +37,10 @@ class SpeedEstimate(BaseModel):
     per_batch: list[BatchPoint]
 
 
-def _flops_dtype(s: EstimateSettings) -> str:
-    return "fp8" if s.quantization.method == "fp8" or s.dtype == "fp8" else s.dtype
+def _flops_rate(s: EstimateSettings, acc: Accelerator) -> float:
+    """Peak FLOP/s of the compute dtype (fp8 weights compute in fp8); fp32's rate when the table has none."""
+    dtype = "fp8" if s.quantization.method == "fp8" or s.dtype == "fp8" else s.dtype
+    return acc.flops.get(dtype, acc.flops["float32"])
 
 
 def _matmul_params(p: ModelProfile) -> int:
@@ -47,7 +49,7 @@ def _matmul_params(p: ModelProfile) -> int:
 
 def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator, seqs: int,
                  kv_per_seq: float) -> tuple[float, str]:
-    flops_rate = acc.flops.get(_flops_dtype(s), acc.flops["float32"])
+    flops_rate = _flops_rate(s, acc)
     ctx = s.input_len + s.max_new_tokens / 2
     bytes_read = mem.weights_bytes + kv_per_seq * seqs
     flops = 2 * _matmul_params(p) * seqs + 4 * p.num_layers * p.num_attention_heads * p.head_dim * ctx * seqs
@@ -56,7 +58,7 @@ def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc:
 
 
 def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator) -> SpeedEstimate:
-    flops_rate = acc.flops.get(_flops_dtype(s), acc.flops["float32"])
+    flops_rate = _flops_rate(s, acc)
     S, B = s.input_len, s.batch
     prefill_flops = (2 * p.linear_params * B * S + 2 * p.num_layers * p.num_attention_heads * p.head_dim * S * S * B
                      + 2 * p.vocab_size * p.hidden_size * B)
