@@ -138,10 +138,22 @@ def test_estimate_sweep_and_cpu(tiny_model):
     (["--input-len", "lots"], "not a token count"),
     (["--quantization", "magic"], "unknown quantization"),
     (["--kv-cache", "huge"], "--kv-cache"),
+    (["--gpu", "L4", "--max-memory", "gpu0=1GiB"], "unknown device"),
+    (["--gpu", "L4", "--max-memory", "0=1KiB,cpu=1KiB"], "do not fit the --max-memory budgets"),
+    (["--cpu", "--max-memory", "0=1GiB"], "give --gpu NAME"),
 ])
 def test_estimate_bad_input(tiny_model, args, needle):
     r = run("estimate", "--model", str(tiny_model), *args)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_estimate_placement_json(tiny_model):
+    r = run("estimate", "--model", str(tiny_model), "--gpu", "L4", "--max-memory", "0=1KiB,cpu=1GiB", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    devices = [x["device"] for x in d["placement"]["devices"]]
+    assert devices == ["cuda:0", "cpu"] and d["placement"]["offloaded_layers"] > 0
+    assert set(d["memory"]["per_device"]) == {"cuda:0", "cpu"} and d["speed"]["bound"] == "host-link"
 
 
 def test_estimate_model_without_config_is_exit_2(tmp_path):

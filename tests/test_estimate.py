@@ -51,6 +51,14 @@ def test_static_cache_is_preallocated_to_max_cache_len():
     assert estimate_memory(llama(), s).kv_cache_bytes == 4096 * 2 * 30 * 3 * 64 * 4
 
 
+def test_static_cache_is_already_full_during_the_prefill():
+    s = EstimateSettings(dtype="float32", kv_cache="static", input_len=2048, max_new_tokens=512, attn="eager",
+                         platform="cpu")
+    static, dynamic = estimate_memory(llama(), s), estimate_memory(llama(), s.model_copy(update={"kv_cache": "dynamic"}))
+    # The prefill transient sits on top of the whole preallocated cache, not of the prompt's share.
+    assert static.total_bytes - dynamic.total_bytes == 512 * 2 * 30 * 3 * 64 * 4
+
+
 def test_sliding_window_layers_keep_only_their_window():
     # Gemma-3-like: 5 of every 6 layers slide over 512 tokens.
     types = (["sliding_attention"] * 5 + ["full_attention"]) * 5
@@ -107,7 +115,8 @@ def test_eager_materialises_scores_sdpa_does_not():
     m = estimate_memory(llama(), s)
     assert m.attention_scratch_bytes == 9 * 4096 * 4096 * 8 + 4096 * 4096 * 4  # fp32: 2 live score copies + mask
     bf = estimate_memory(llama(), s.model_copy(update={"dtype": "bfloat16"}))
-    assert bf.attention_scratch_bytes == 9 * 4096 * 4096 * 6 + 4096 * 4096 * 2  # bf16 scores + fp32 softmax
+    # bf16: scores + fp32 upcast copy + fp32 softmax output
+    assert bf.attention_scratch_bytes == 9 * 4096 * 4096 * (2 + 4 + 4) + 4096 * 4096 * 2
     assert estimate_memory(llama(), s.model_copy(update={"attn": "sdpa"})).attention_scratch_bytes == 0
 
 
@@ -115,8 +124,10 @@ def test_peak_is_the_larger_phase_not_the_sum():
     s = EstimateSettings(dtype="float32", attn="eager", input_len=2048, max_new_tokens=8, platform="cpu")
     m = estimate_memory(llama(), s)
     kv_prompt = 2048 * 2 * 30 * 3 * 64 * 4
+    mlp = 2048 * (2 * 576 + 3 * 1536) * 4  # attention and MLP activations never coexist
+    attn = 2048 * (2 * 576 + (2 * 9 + 3 * 3) * 64 + 9 * 64) * 4
     expected = (m.weights_bytes + m.logits_bytes + CPU_RUNTIME_BYTES
-                + max(m.kv_cache_bytes, kv_prompt + m.attention_scratch_bytes + m.activations_bytes))
+                + max(m.kv_cache_bytes, kv_prompt + max(mlp, attn + m.attention_scratch_bytes)))
     assert m.total_bytes == expected
     assert m.logits_bytes == 49152 * (4 + 4)
     assert m.activations_bytes == 2048 * (2 * 576 + 3 * 1536) * 4

@@ -1,7 +1,9 @@
 import subprocess
 import sys
 
-from infertune.measure.memory import CudaMeter, meter_for
+import pytest
+
+from infertune.measure.memory import CpuMeter, CudaMeter, HwmPhase, RssSampler, meter_for
 
 
 class FakeCudaCounters:
@@ -76,3 +78,24 @@ def test_rss_sampler_sees_a_short_lived_allocation():
 def test_meter_choice():
     assert meter_for("cpu").kind == "cpu_rss"
     assert meter_for("mps").kind == "cpu_rss"
+
+
+@pytest.mark.skipif(not HwmPhase.available(), reason="needs Linux /proc/self/clear_refs")
+def test_hwm_phase_counts_a_transient_too_short_to_sample():
+    # Fresh process; the big block is allocated and freed while holding the GIL: no sampler sees it.
+    code = (
+        "from infertune.measure.memory import CpuMeter, HwmPhase\n"
+        "big = b'x' * (300 * 2**20); del big  # an earlier, larger peak: the phase must not report it\n"
+        "before = CpuMeter().current()\n"
+        "with HwmPhase() as phase:\n"
+        "    block = b'x' * (120 * 2**20)  # written: every page resident\n"
+        "    del block\n"
+        "print(phase.peak - before)\n"
+    )
+    grew = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert 110 * 2**20 < grew < 200 * 2**20
+
+
+def test_cpu_meter_prefers_the_kernel_mark_on_linux():
+    phase = CpuMeter().generate_phase()
+    assert isinstance(phase, HwmPhase if HwmPhase.available() else RssSampler)

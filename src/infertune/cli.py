@@ -333,6 +333,8 @@ def estimate(
     concurrency: Annotated[int, typer.Option(min=1, help="requests in flight at once")] = 1,
     gpu: Annotated[Optional[str], typer.Option(help="GPU name (H100 SXM, A100 80GB, L4, ...); default: detected")] = None,
     gpus: Annotated[int, typer.Option(min=1, help="number of such GPUs (layers spread by device_map)")] = 1,
+    max_memory: Annotated[Optional[str], typer.Option(
+        help="device_map=auto budgets, e.g. 0=20GiB,1=20GiB,cpu=64GiB: shows what lands where")] = None,
     cpu: Annotated[bool, typer.Option("--cpu", help="estimate for this host's CPU even if a GPU is present")] = False,
     trust_remote_code: TrustOpt = False,
     fmt: FormatOpt = Format.table,
@@ -342,10 +344,14 @@ def estimate(
     from infertune.estimate import estimate as run_estimate
     from infertune.estimate.accelerators import find_accelerator, from_detected_gpu, probe_cpu
     from infertune.estimate.memory import EstimateSettings, Quantization, resolve_dtype
+    from infertune.estimate.placement import parse_max_memory
     from infertune.probe.model import profile_model
 
     lengths = parse_tokens(input_len)
     new_tokens = parse_tokens(max_new_tokens)[0]
+    budgets = parse_max_memory(max_memory)
+    if budgets:
+        gpus = max(gpus, *(int(d[5:]) + 1 for d in budgets if d.startswith("cuda:")))
     path = models.resolve(model or models.DEFAULT_MODEL, revision, say=_say)
     prof = profile_model(path, trust_remote_code)
     resolved = resolve_dtype(dtype, prof.native_dtype)
@@ -366,14 +372,16 @@ def estimate(
         with err.status("probing this CPU's bandwidth and FLOP/s", spinner="dots"):
             acc = probe_cpu()
     platform = "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
+    if budgets and platform != "cuda":
+        raise UserError("--max-memory places layers across GPUs; give --gpu NAME to estimate for one")
     base = EstimateSettings(
         dtype=resolved, quantization=Quantization.parse(quantization), kv_cache=kv_cache, kv_nbits=kv_nbits,
         kv_residual_len=kv_residual_len, max_cache_len=parse_tokens(max_cache_len)[0] if max_cache_len else None,
         attn=attn, prefill_chunk=parse_tokens(prefill_chunk)[0] if prefill_chunk else None,
         max_new_tokens=new_tokens, batch=batch, concurrency=concurrency, platform=platform,
     )
-    results = [run_estimate(prof, base.model_copy(update={"input_len": n}), acc, model=str(path), gpus=gpus)
-               for n in lengths]
+    results = [run_estimate(prof, base.model_copy(update={"input_len": n}), acc, model=str(path), gpus=gpus,
+                            max_memory=budgets) for n in lengths]
     if fmt is Format.json:
         _print_json(results[0] if len(results) == 1 else {"kind": "estimate", "sweep": [r.model_dump() for r in results]})
         return
@@ -381,6 +389,20 @@ def estimate(
         _print_estimate(results[0])
     else:
         _print_sweep(results)
+
+
+def _print_placement(pl) -> None:
+    t = Table(title='device_map="auto" placement (estimate): weights placed by max_memory, run-time state added')
+    for col in ("device", "budget", "layers", "weights", "KV", "transient", "overhead", "needs"):
+        t.add_column(col, justify="left" if col == "device" else "right")
+    for d in pl.devices:
+        t.add_row(d.device, _gib(d.budget_bytes) if d.budget_bytes is not None else "-", str(d.layers),
+                  _gib(d.weights_bytes), _gib(d.kv_cache_bytes), _gib(d.transient_bytes), _gib(d.overhead_bytes),
+                  _gib(d.total_bytes))
+    out.print(t)
+    if pl.offloaded_layers:
+        out.print(f"{pl.offloaded_layers} layers ({_gib(pl.offloaded_weights_bytes)}) offloaded: copied to the GPU "
+                  "at every forward pass (see speed)")
 
 
 def _print_estimate(e) -> None:
@@ -396,12 +418,14 @@ def _print_estimate(e) -> None:
     t.add_row("[bold]peak total[/bold]", f"[bold]{_mib(m.total_bytes)}[/bold]", "", "",
               "weights + logits + overhead + max(KV full, KV prompt + prefill transients)")
     out.print(t)
+    if e.placement:
+        _print_placement(e.placement)
     for f in e.fit_details:
         if f.capacity_bytes:
             verdict = "[green]fits[/green]" if f.fits else f"[red]does not fit, short by {_gib(-f.headroom_bytes)}[/red]"
             out.print(f"{f.device}: needs {_gib(f.needed_bytes)} of {_gib(f.capacity_bytes)}: {verdict}")
         else:
-            out.print(f"{f.device}: holds {_gib(f.needed_bytes)} (offloaded KV cache)")
+            out.print(f"{f.device}: holds {_gib(f.needed_bytes)} offloaded to CPU RAM")
     out.print(f"largest prompt that fits: {e.max_input_len:,}" if e.max_input_len
               else "largest prompt that fits: none (weights alone do not fit)")
     out.print(f"most concurrent sequences that fit: {e.max_concurrency:,}" if e.max_concurrency

@@ -10,8 +10,10 @@ from typing import Literal
 from pydantic import BaseModel
 
 from infertune.estimate.accelerators import Accelerator
-from infertune.estimate.memory import EstimateSettings, MemoryEstimate, estimate_memory
-from infertune.estimate.speed import SpeedEstimate, estimate_speed
+from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
+from infertune.estimate.placement import Placement, place
+from infertune.errors import UserError
+from infertune.estimate.speed import HOST_LINK_Bps, SpeedEstimate, estimate_speed
 from infertune.probe.model import ModelProfile
 
 CPU_PROCESS_BASELINE_BYTES = 250 * 2**20  # Python + torch + transformers imported (measured ~246-266 MB)
@@ -31,7 +33,9 @@ class Estimate(BaseModel):
     settings: EstimateSettings
     accelerator: Accelerator
     gpus: int
+    max_memory: dict[str, int] | None = None
     memory: MemoryEstimate
+    placement: Placement | None = None  # device_map="auto" with max_memory: what lands where
     speed: SpeedEstimate
     fits: dict[str, bool]
     fit_details: list[Fit]
@@ -51,8 +55,23 @@ def _checked(placed: dict[str, int], s: EstimateSettings) -> dict[str, int]:
     return {dev: need for dev, need in placed.items() if dev != "cpu" or s.platform == "cpu"}
 
 
-def _fits(p: ModelProfile, s: EstimateSettings, acc: Accelerator, ckpt: str | None, gpus: int) -> bool:
-    placed = per_device(estimate_memory(p, s, ckpt), s, gpus)
+def _placed(p: ModelProfile, s: EstimateSettings, acc: Accelerator, gpus: int,
+            max_memory: dict[str, int] | None) -> tuple[MemoryEstimate, dict[str, int], Placement | None]:
+    mem = estimate_memory(p, s, p.native_dtype)
+    if max_memory and s.platform == "cuda":
+        placement = place(p, mem, DTYPE_BYTES[s.dtype], gpus, acc.memory_bytes, max_memory)
+        placed = {d.device: d.total_bytes for d in placement.devices}
+        if mem.kv_cache_cpu_bytes:
+            placed["cpu"] = placed.get("cpu", 0) + mem.kv_cache_cpu_bytes
+        return mem, placed, placement
+    return mem, per_device(mem, s, gpus), None
+
+
+def _fits(p: ModelProfile, s: EstimateSettings, acc: Accelerator, gpus: int, max_memory) -> bool:
+    try:
+        _, placed, _ = _placed(p, s, acc, gpus, max_memory)
+    except UserError:  # weights beyond every budget
+        return False
     return all(need <= _capacity(acc, s) for need in _checked(placed, s).values())
 
 
@@ -79,30 +98,35 @@ def per_device(mem: MemoryEstimate, s: EstimateSettings, gpus: int) -> dict[str,
     return placed
 
 
-def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str = "", gpus: int = 1) -> Estimate:
-    ckpt = p.native_dtype
-    mem = estimate_memory(p, s, ckpt)
-    speed = estimate_speed(p, mem, s, acc)
+def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str = "", gpus: int = 1,
+             max_memory: dict[str, int] | None = None) -> Estimate:
+    """`max_memory` ({'cuda:0': bytes, 'cpu': bytes}) switches to accelerate's sequential placement."""
+    mem, placed, placement = _placed(p, s, acc, gpus, max_memory)
+    mem.per_device = placed
+    speed = estimate_speed(p, mem, s, acc, placement.offloaded_weights_bytes if placement else 0)
     cap = _capacity(acc, s)
-    placed = mem.per_device = per_device(mem, s, gpus)
     fit_details = [
         Fit(device=dev, capacity_bytes=cap, needed_bytes=need, fits=need <= cap, headroom_bytes=cap - need)
         for dev, need in _checked(placed, s).items()
     ]
-    if "cpu" in placed and s.platform != "cpu":  # offloaded KV: CPU RAM is not in the accelerator table
+    if "cpu" in placed and s.platform != "cpu":  # offloaded KV/weights: CPU RAM is not in the accelerator table
         fit_details.append(Fit(device="cpu", capacity_bytes=0, needed_bytes=placed["cpu"], fits=True,
                                headroom_bytes=0))
     ctx_limit = p.max_position_embeddings or 1 << 20
     max_in = _largest(1, max(ctx_limit - s.max_new_tokens, 1),
-                      lambda n: _fits(p, s.model_copy(update={"input_len": n}), acc, ckpt, gpus))
-    max_conc = _largest(1, 1 << 16, lambda c: _fits(p, s.model_copy(update={"concurrency": c}), acc, ckpt, gpus))
+                      lambda n: _fits(p, s.model_copy(update={"input_len": n}), acc, gpus, max_memory))
+    max_conc = _largest(1, 1 << 16, lambda c: _fits(p, s.model_copy(update={"concurrency": c}), acc, gpus, max_memory))
     assumptions = [
         f"KV cache and compute in {s.dtype}" + (" (quantized KV: see kv_nbits)" if s.kv_cache == "quantized" else ""),
         "prefill of one generate call at a time (batch prompts); KV held for batch x concurrency sequences",
         f"speed is a roofline bound on {acc.name} ({acc.source}): real runs are slower",
     ]
+    if placement and placement.offloaded_layers:
+        assumptions.append(f"{placement.offloaded_layers} layers offloaded: their weights cross the host link "
+                           f"every step ({HOST_LINK_Bps / 1e9:.0f} GB/s assumed)")
     return Estimate(
-        model=model, settings=s, accelerator=acc, gpus=gpus, memory=mem, speed=speed,
+        model=model, settings=s, accelerator=acc, gpus=gpus, max_memory=max_memory, memory=mem, placement=placement,
+        speed=speed,
         fits={f.device: f.fits for f in fit_details}, fit_details=fit_details,
         max_input_len=max_in, max_concurrency=max_conc, assumptions=assumptions,
     )

@@ -3,7 +3,8 @@ docs/estimator.md; the names of the constants below are the ones the docs and th
 
 The peak is not the sum of the rows: prefill transients (attention scores, MLP activations) exist
 while the KV cache holds only the prompt, and the cache is longest at the end of generation. So
-    total = weights + logits + overhead + max(KV(input + output), KV(input) + scratch + activations)
+    total = weights + logits + overhead + max(KV(input + output), KV(input) + transient)
+    transient = max(MLP activations, attention activations + attention scratch)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 # Named constants (docs/estimator.md says where each comes from).
 CUDA_CONTEXT_BYTES = 500 * MiB  # CUDA context + cuBLAS/cuDNN handles; outside torch's allocator counters
 CUDA_ALLOCATOR_SLACK = 0.05  # reserved-vs-allocated fragmentation of the caching allocator
-CPU_RUNTIME_BYTES = 140 * MiB  # CPU: lazily imported modules, tokenizer, kernel workspaces (measured)
+CPU_RUNTIME_BYTES = 125 * MiB  # CPU: lazily imported modules, tokenizer, kernel workspaces (measured)
 KV_QUANT_GROUP = 64  # quanto's default q_group_size: one scale + one zero-point (16-bit each) per group
 BNB_BLOCK = 64  # bitsandbytes 4-bit block size
 BNB_DQ_BLOCK = 256  # double quantization: absmax blocks per second-level fp32 constant
@@ -165,7 +166,8 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
 
     seqs = s.batch * s.concurrency  # sequences holding a KV cache at once
     kv_one_full, kv_f = kv_cache_bytes(p, s, s.input_len + s.max_new_tokens, b)
-    kv_one_prompt, _ = kv_cache_bytes(p, s, s.input_len, b)
+    # A static cache is allocated at its full length before the prefill.
+    kv_one_prompt = kv_one_full if s.kv_cache == "static" else kv_cache_bytes(p, s, s.input_len, b)[0]
     kv_full, kv_prompt = kv_one_full * seqs, kv_one_prompt * seqs
     kv_cpu = 0.0
     if s.kv_cache == "offloaded":  # only the layer in use and the one being prefetched stay on the device
@@ -180,27 +182,32 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
     q_len = min(s.prefill_chunk or kv_len, kv_len)  # a chunk of queries attends to everything before it
     heads = p.num_attention_heads
     if s.attn == "eager" or s.attn.endswith("|eager"):
-        # scores (dtype) + masked copy; softmax upcasts to fp32; plus the 4D float mask.
-        per_elem = max(2 * b, b + 4)
+        # scores in dtype + fp32 softmax output; below fp32 the softmax first upcasts its input (one more
+        # fp32 copy); plus the 4D float mask. Measured: 8.2 B/element fp32, 10.1 bf16 (docs/estimator.md).
+        per_elem = 2 * b if b == 4 else b + 8
         scratch = s.batch * heads * q_len * kv_len * per_elem + s.batch * q_len * kv_len * b
-        scratch_f = f"{s.batch} x {heads} heads x {q_len} x {kv_len} x max(2x{b}, {b}+4) B + mask"
+        scratch_f = f"{s.batch} x {heads} heads x {q_len} x {kv_len} x {per_elem} B + mask {s.batch} x {q_len} x {kv_len} x {b} B"
     else:
         scratch, scratch_f = 0, f"{s.attn}: tiled kernel, no q x kv score matrix"
     comps.append(Component(name="attention_scratch", bytes=int(scratch), phase="prefill", formula=scratch_f))
 
+    # Live activations per token: attention runs first (residual, normed input, q/k/v incl. repeated k/v,
+    # output), then the MLP (residual, normed input, gate, up, act(gate) x up); never both at once.
     inter = p.intermediate_size or 4 * p.hidden_size
-    width = max(2 * p.hidden_size + 3 * inter,
-                2 * p.hidden_size + (2 * heads + 3 * p.num_kv_heads) * p.head_dim + heads * p.head_dim)
-    acts = s.batch * q_len * width * b
+    mlp_w = 2 * p.hidden_size + 3 * inter
+    attn_w = 2 * p.hidden_size + (2 * heads + 3 * p.num_kv_heads) * p.head_dim + heads * p.head_dim
+    tok = s.batch * q_len * b
+    acts = tok * max(mlp_w, attn_w)
     comps.append(Component(name="activations", bytes=int(acts), phase="prefill",
-                           formula=f"{s.batch} x {q_len} tokens x {width} (2 hidden + 3 intermediate) x {b} B"))
+                           formula=f"{s.batch} x {q_len} tokens x max(MLP {mlp_w}, attention {attn_w}) x {b} B"))
+    transient = max(tok * mlp_w, tok * attn_w + scratch)
 
     # generate keeps only the last position's logits: lm_head output in dtype + the fp32 copy for sampling.
     logits = s.batch * p.vocab_size * (b + 4)
     comps.append(Component(name="logits", bytes=int(logits), phase="always",
                            formula=f"{s.batch} x {p.vocab_size} vocab x ({b} + 4) B"))
 
-    tensors = weights + logits + max(kv_full, kv_prompt + scratch + acts)
+    tensors = weights + logits + max(kv_full, kv_prompt + transient)
     if s.platform == "cuda":
         overhead = CUDA_CONTEXT_BYTES + CUDA_ALLOCATOR_SLACK * tensors
         over_f = f"CUDA context {CUDA_CONTEXT_BYTES // MiB} MiB + {CUDA_ALLOCATOR_SLACK:.0%} allocator slack"

@@ -16,12 +16,16 @@ from infertune.estimate.accelerators import Accelerator
 from infertune.estimate.memory import EstimateSettings, MemoryEstimate
 from infertune.probe.model import ModelProfile
 
+# Host-to-GPU copy rate for weights offloaded by device_map (pageable memory over PCIe 4.0 x16; pinned
+# transfers reach ~25 GB/s). Offloaded weights cross it at every forward pass.
+HOST_LINK_Bps = 12e9
+
 
 class BatchPoint(BaseModel):
     batch: int
     tpot_s: float
     tokens_per_s: float
-    bound: Literal["memory-bandwidth", "compute"]
+    bound: Literal["memory-bandwidth", "compute", "host-link"]
 
 
 class SpeedEstimate(BaseModel):
@@ -32,7 +36,7 @@ class SpeedEstimate(BaseModel):
     ttft_s: float
     tpot_s: float
     tokens_per_s: float
-    bound: Literal["memory-bandwidth", "compute"]
+    bound: Literal["memory-bandwidth", "compute", "host-link"]
     crossover_batch: int | None  # smallest batch at which a decode step turns compute-bound
     per_batch: list[BatchPoint]
 
@@ -57,22 +61,30 @@ def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc:
     return max(t_mem, t_cmp), ("compute" if t_cmp > t_mem else "memory-bandwidth")
 
 
-def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator) -> SpeedEstimate:
+def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator,
+                   offloaded_bytes: int = 0) -> SpeedEstimate:
+    """`offloaded_bytes`: weights kept in CPU RAM by device_map, copied to the GPU every forward pass."""
     flops_rate = _flops_rate(s, acc)
     S, B = s.input_len, s.batch
     prefill_flops = (2 * p.linear_params * B * S + 2 * p.num_layers * p.num_attention_heads * p.head_dim * S * S * B
                      + 2 * p.vocab_size * p.hidden_size * B)
-    prefill = prefill_flops / flops_rate
+    copy = offloaded_bytes / HOST_LINK_Bps
+    prefill = prefill_flops / flops_rate + copy
     seqs = s.batch * s.concurrency
     # KV bytes per sequence at the mean length during generation (the cache grows linearly).
     kv_per_seq = (mem.kv_cache_bytes + mem.kv_cache_cpu_bytes) / max(seqs, 1)
     mean_frac = (S + s.max_new_tokens / 2) / max(S + s.max_new_tokens, 1)
     kv_mean = kv_per_seq * mean_frac
     tpot, bound = _decode_step(p, mem, s, acc, seqs, kv_mean)
+    if copy > tpot:
+        bound = "host-link"
+    tpot += copy
     points, crossover = [], None
     b = 1
     while b <= 1024:
         t, bd = _decode_step(p, mem, s, acc, b, kv_mean)
+        bd = "host-link" if copy > t else bd
+        t += copy
         points.append(BatchPoint(batch=b, tpot_s=t, tokens_per_s=b / t, bound=bd))
         if bd == "compute" and crossover is None:
             crossover = b
