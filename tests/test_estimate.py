@@ -227,3 +227,18 @@ def test_apple_unified_memory_is_checked_against_its_capacity():
     assert e.fits == {"mps": False} and e.fit_details[0].headroom_bytes < 0  # 140 GB of weights > 128 GB
     assert e.max_input_len is None
     assert estimate(llama(), s, m3).fits == {"mps": True}
+
+
+@pytest.mark.parametrize("name, gtype, per, size", [("gguf-q4_k_m", "Q4_K", 256, 144), ("gguf-Q8_0", "Q8_0", 32, 34),
+                                                    ("gguf-q6_k", "Q6_K", 256, 210), ("gguf-f16", "F16", 1, 2)])
+def test_gguf_types_store_every_matrix_in_blocks_and_norms_in_f32(name, gtype, per, size):
+    q = Quantization.parse(name)
+    assert (q.method, q.gguf_type) == ("gguf", gtype)
+    m = estimate_memory(llama(), EstimateSettings(quantization=q))
+    matrices = 28_311_552 + 106_168_320  # embedding (tied: stored once) + linear
+    assert m.weights_bytes == int(matrices * size / per + 35_136 * 4)
+
+
+def test_unknown_gguf_type_is_one_clear_error():
+    with pytest.raises(UserError, match="unknown GGUF type 'q9_z'"):
+        Quantization.parse("gguf-q9_z")

@@ -121,6 +121,9 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
         "prefill of one generate call at a time (batch prompts); KV held for batch x concurrency sequences",
         f"speed is a roofline bound on {acc.name} ({acc.source}): real runs are slower",
     ]
+    if s.quantization.method == "gguf":
+        assumptions.append("GGUF weights as stored (llama.cpp-style runtimes keep them so); transformers "
+                           "dequantizes a GGUF checkpoint to the dtype at load: for a transformers run, no quantization")
     if placement and placement.offloaded_layers:
         assumptions.append(f"{placement.offloaded_layers} layers offloaded: their weights cross the host link "
                            f"every step ({HOST_LINK_Bps / 1e9:.0f} GB/s assumed)")

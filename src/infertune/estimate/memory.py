@@ -41,16 +41,26 @@ def resolve_dtype(dtype: str, native: str | None) -> str | None:
 class Quantization(BaseModel):
     """Weight quantization of the Linear layers inside the blocks (lm_head and embeddings keep the dtype)."""
 
-    method: Literal["none", "bnb-int8", "bnb-nf4", "bnb-fp4", "gptq", "awq", "int8", "int4", "fp8"] = "none"
+    method: Literal["none", "bnb-int8", "bnb-nf4", "bnb-fp4", "gptq", "awq", "int8", "int4", "fp8", "gguf"] = "none"
     bits: int = 4  # gptq/awq
     group_size: int = 128  # gptq/awq/int4
     double_quant: bool = False  # bnb 4-bit
+    gguf_type: str | None = None  # GGML type name (Q4_K, Q8_0, ...): every 2D weight incl. embeddings
+
+    @property
+    def gguf_block(self) -> tuple[int, int]:
+        """(weights per block, bytes per block) of the GGML type, from the gguf package's own table."""
+        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+        return GGML_QUANT_SIZES[GGMLQuantizationType[self.gguf_type]]
 
     @classmethod
     def parse(cls, text: str | None) -> Quantization:
         """'bnb-nf4', 'bnb-nf4-dq', 'gptq-4bit-g128', 'awq', 'int8', 'int4-g64', 'fp8', 'none'."""
         if not text or text == "none":
             return cls()
+        if text.lower().startswith("gguf-"):
+            return cls._parse_gguf(text[5:])
         parts = text.lower().split("-")
         kw: dict = {}
         if parts[-1] == "dq":
@@ -69,8 +79,22 @@ class Quantization(BaseModel):
         except Exception:
             raise UserError(
                 f"unknown quantization {text!r}; use none, bnb-int8, bnb-nf4[-dq], bnb-fp4[-dq], "
-                "gptq[-4bit][-g128], awq[-4bit][-g128], int8, int4[-g128] or fp8"
+                "gptq[-4bit][-g128], awq[-4bit][-g128], int8, int4[-g128], fp8 or gguf-TYPE (gguf-q4_k_m)"
             ) from None
+
+    @classmethod
+    def _parse_gguf(cls, name: str) -> Quantization:
+        """'q4_k_m' -> Q4_K: llama.cpp's _S/_M/_L mixes keep a few tensors at a larger type; we use the base."""
+        from gguf.constants import GGMLQuantizationType
+
+        t = name.upper()
+        for suffix in ("_XS", "_S", "_M", "_L"):
+            if t.endswith(suffix) and t not in GGMLQuantizationType.__members__:
+                t = t[: -len(suffix)]
+        if t not in GGMLQuantizationType.__members__:
+            known = ", ".join(n.lower() for n in ("Q2_K", "Q3_K", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16", "BF16"))
+            raise UserError(f"unknown GGUF type {name!r}; e.g. gguf-{known.replace(', ', ', gguf-')}")
+        return cls(method="gguf", gguf_type=t)
 
     def linear_bytes(self, params: int, rows: int, dtype_bytes: int) -> tuple[float, str]:
         """Bytes of the quantized Linear weights, and the formula with the numbers in."""
@@ -87,6 +111,9 @@ class Quantization(BaseModel):
         if m in ("gptq", "awq"):  # packed b-bit weights + per group: fp16 scale and packed b-bit zero
             b = self.bits
             return params * (b / 8 + (2 + b / 8) / g), f"{params:,} x ({b}/8 + (2 + {b}/8)/{g}) B"
+        if m == "gguf":
+            per, size = self.gguf_block
+            return params * size / per, f"{params:,} x {size}/{per} B ({self.gguf_type} blocks)"
         if m == "int8":  # torchao/quanto weight-only: int8 + per-row scale in the compute dtype
             return params + dtype_bytes * rows, f"{params:,} x 1 B + {rows:,} rows x {dtype_bytes} B"
         # int4: packed 4-bit + per group a scale and a zero-point in the compute dtype
@@ -159,10 +186,16 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
     b = DTYPE_BYTES[s.dtype]
     n = p.num_parameters or 0
     linear, rows = p.linear_params, p.linear_rows or 0
-    lin_b, lin_f = s.quantization.linear_bytes(linear, rows, b)
-    weights = lin_b + (n - linear) * b
-    comps = [Component(name="weights", bytes=int(weights), phase="always",
-                       formula=f"linear: {lin_f}; other {n - linear:,} params x {b} B")]
+    if s.quantization.method == "gguf":  # GGUF stores every matrix (embeddings too) in blocks, norms in F32
+        other = (p.param_groups or {}).get("other", 0)
+        lin_b, lin_f = s.quantization.linear_bytes(n - other, rows, b)
+        weights = lin_b + other * 4
+        weights_f = f"matrices: {lin_f}; {other:,} norm/bias params x 4 B (F32)"
+    else:
+        lin_b, lin_f = s.quantization.linear_bytes(linear, rows, b)
+        weights = lin_b + (n - linear) * b
+        weights_f = f"linear: {lin_f}; other {n - linear:,} params x {b} B"
+    comps = [Component(name="weights", bytes=int(weights), phase="always", formula=weights_f)]
 
     seqs = s.batch * s.concurrency  # sequences holding a KV cache at once
     kv_one_full, kv_f = kv_cache_bytes(p, s, s.input_len + s.max_new_tokens, b)
