@@ -159,3 +159,42 @@ def test_estimate_placement_json(tiny_model):
 def test_estimate_model_without_config_is_exit_2(tmp_path):
     r = run("estimate", "--model", str(tmp_path), "--gpu", "L4")
     assert r.returncode == 2 and "config.json" in r.stderr
+
+
+def test_advise_json_contract(tiny_model, tmp_path):
+    wl = tmp_path / "wl.yaml"
+    wl.write_text(f"model: {tiny_model}\nmax_new_tokens: 64\nconcurrency: 8\n")
+    r = run("advise", str(wl), "--gpu", "A100-80GB", "--dtype", "float32", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["kind"] == "advice" and d["schema_version"]
+    assert d["workload"] == {"input_len": 512, "max_new_tokens": 64, "batch": 1, "concurrency": 8}
+    assert set(d["diagnosis"]) == {"bottleneck", "ranked", "evidence"}
+    assert d["diagnosis"]["bottleneck"] == "concurrency"
+    rec = d["next"]
+    for key in ("technique", "settings", "expected", "tradeoffs", "docs", "compatibility", "validate", "snippet"):
+        assert key in rec
+    assert rec["expected"]["kind"] == "estimate" and rec["compatibility"]["ok"] is True
+    assert set(rec["snippet"]) == {"python", "serve"}
+    assert d["recommendations"][0] == rec
+    assert any("input_len = 512" in a for a in d["assumptions"])  # not a TTY: stated, and asked as a question
+    assert any("prompts" in q for q in d["questions"])
+    assert all(set(x) == {"technique", "reasons"} for x in d["rejected"])
+
+
+def test_advise_table_names_the_next_change(tiny_model):
+    r = run("advise", "--model", str(tiny_model), "--gpu", "T4", "--dtype", "float32", "--input-len", "1k")
+    assert r.returncode == 0, r.stderr
+    assert "Diagnosis" in r.stdout and "Next: one change" in r.stdout and "estimate" in r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gpu", "H1000"], "closest"),
+    (["--quantization", "magic"], "--quantization"),
+    (["--batching", "sometimes"], "--batching"),
+    (["--gpu", "L4", "--vram", "lots"], "--vram"),
+    (["--dtype", "int3"], "--dtype"),
+])
+def test_advise_bad_input(tiny_model, args, needle):
+    r = run("advise", "--model", str(tiny_model), *args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1

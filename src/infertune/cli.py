@@ -482,3 +482,121 @@ def main() -> None:
                   highlight=False, soft_wrap=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+# --- advise ----------------------------------------------------------------------------------------
+
+
+@app.command()
+def advise(
+    workload: Annotated[Optional[Path], typer.Argument(help="workload file (YAML, TOML or JSON)")] = None,
+    model: ModelOpt = None,
+    revision: Optional[str] = None,
+    gpu: Annotated[Optional[str], typer.Option(help="target GPU (H100, A100 80GB, L4, T4, RTX 4090, ...)")] = None,
+    gpus: Annotated[int, typer.Option(min=1, help="number of such GPUs")] = 1,
+    vram: Annotated[Optional[str], typer.Option(help="GPU memory available, e.g. 20GiB (default: the card's)")] = None,
+    cpu_ram: Annotated[Optional[str], typer.Option(help="CPU RAM for offloading, e.g. 64GiB (default: this host's)")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="current dtype: auto, float32, bfloat16, float16")] = None,
+    attn: Annotated[Optional[str], typer.Option(help="current attention: sdpa, eager, flash_attention_2, ...")] = None,
+    quantization: Annotated[Optional[str], typer.Option(
+        help="current weight quantization: none, bnb-8bit, bnb-4bit, awq, gptq, torchao-int4, torchao-int8, quanto-int8")] = None,
+    kv_cache: Annotated[Optional[str], typer.Option(help="current KV cache: dynamic, static, quantized, offloaded")] = None,
+    compile: Annotated[bool, typer.Option("--compile", help="you already use a static cache + torch.compile")] = False,
+    batching: Annotated[Optional[str], typer.Option(help="how concurrent requests are run now: serial, static, continuous")] = None,
+    input_len: Annotated[Optional[str], typer.Option(help="prompt tokens (1k, 32k, ...)")] = None,
+    max_new_tokens: Annotated[Optional[str], typer.Option(help="generated tokens per request")] = None,
+    batch: Annotated[Optional[int], typer.Option(min=1, help="prompts per generate call")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(min=1, help="requests in flight at once")] = None,
+    no_input: Annotated[bool, typer.Option("--no-input", help="never ask; state assumptions instead")] = False,
+    trust_remote_code: TrustOpt = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Diagnose where the workload hurts and propose one compatible change to try next."""
+    from infertune import intake, models
+    from infertune.advise import advise as run_advise
+    from infertune.probe.model import profile_model
+    from infertune.workload import read_run_file
+
+    data: dict = read_run_file(workload)[0] if workload else {}
+    model = model or data.get("model") or models.DEFAULT_MODEL
+    n_in = parse_tokens(input_len)[0] if input_len else data.get("input_len")
+    n_out = parse_tokens(max_new_tokens)[0] if max_new_tokens else data.get("max_new_tokens")
+    conc = concurrency or data.get("concurrency")
+    path = models.resolve(model, revision or data.get("revision"), say=_say)
+    prof = profile_model(path, trust_remote_code)
+    with err.status("reading the hardware", spinner="dots"):
+        acc, here = intake.target_hardware(gpu, vram)
+    ask = None
+    if not no_input and fmt is Format.table and sys.stdin.isatty() and sys.stdout.isatty():
+        from rich.prompt import IntPrompt
+
+        def ask(question: str, default: int) -> int:
+            return IntPrompt.ask(question, default=default, console=err)
+    # snippets and commands name the model as the user would load it: an embedded alias by its folder
+    shown = str(path) if model in models.EMBEDDED or model in models.ALIASES else model
+    i = intake.build(prof, shown, acc, here, gpus=gpus, cpu_ram=cpu_ram, input_len=n_in, max_new_tokens=n_out,
+                     batch=batch or data.get("batch") or 1, concurrency=conc, dtype=dtype, attn=attn,
+                     quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,
+                     gpu_given=gpu is not None, ask=ask)
+    advice = run_advise(i.facts, i.current, i.assumptions, i.questions)
+    if fmt is Format.json:
+        _print_json(advice)
+    else:
+        _print_advice(advice)
+
+
+def _print_advice(a) -> None:
+    from rich.panel import Panel
+
+    d = a.diagnosis
+    w = a.workload
+    out.print(f"[bold]Advice[/bold] for {a.model} on {a.hardware['gpus']} x {a.hardware['accelerator']}: "
+              f"input {w['input_len']:,} + output {w['max_new_tokens']:,} tokens, batch {w['batch']}, "
+              f"concurrency {w['concurrency']}. All numbers are [bold]estimates[/bold] until measured.")
+    lines = []
+    for k, f in enumerate(d.ranked, 1):
+        lines.append(f"{k}. [bold]{f.category}[/bold] ({f.severity})")
+        lines += [f"   {e}" for e in f.evidence]
+    out.print(Panel("\n".join(lines), title=f"Diagnosis: {d.bottleneck}", border_style="yellow"))
+    if a.next:
+        r, x = a.next, a.next.expected
+        body = [f"[bold]{r.technique}[/bold]: {r.title}",
+                "sets " + ", ".join(f"{k}={v}" for k, v in r.settings.items()),
+                f"peak memory {_gib(x.peak_bytes_before)} -> {_gib(x.peak_bytes_after)} "
+                f"({'fits' if x.fits_after else 'does not fit'}; estimate)",
+                f"time per token {_ms(x.tpot_s_before)} -> {_ms(x.tpot_s_after)}, TTFT {_ms(x.ttft_s_before)} -> "
+                f"{_ms(x.ttft_s_after)}, {x.tokens_per_s_before:,.0f} -> {x.tokens_per_s_after:,.0f} tokens/s (roofline)"]
+        if x.note:
+            body.append(f"note: {x.note}")
+        body += [f"trade-off: {t}" for t in r.tradeoffs]
+        body += [f"[yellow]open: {i}[/yellow]" for i in r.compatibility.issues]
+        body += [f"validate: [cyan]{r.validate_cmd}[/cyan]", f"serve: [cyan]{r.snippet.serve}[/cyan]"]
+        if r.run_file:
+            body.append("run file (infertune-run.yaml):\n" + r.run_file.rstrip())
+        body += [f"docs: {u}" for u in r.docs]
+        out.print(Panel("\n".join(body), title="Next: one change", border_style="green"))
+        out.print(Panel(r.snippet.python.rstrip(), title="Python", border_style="dim"))
+    else:
+        out.print(Panel("no compatible technique helps; see the workload trade-offs below", title="Next",
+                        border_style="red"))
+    if len(a.recommendations) > 1:
+        t = Table(title="Other candidates (ranked, estimates)")
+        for col in ("technique", "addresses", "peak after", "fits", "ms/token after"):
+            t.add_column(col)
+        for r in a.recommendations[1:]:
+            t.add_row(r.technique, ", ".join(r.addresses), _gib(r.expected.peak_bytes_after),
+                      "yes" if r.expected.fits_after else "no", f"{r.expected.tpot_s_after * 1e3:,.2f}")
+        out.print(t)
+    if a.rejected:
+        t = Table(title="Rejected (incompatible)")
+        t.add_column("technique")
+        t.add_column("why")
+        for r in a.rejected:
+            t.add_row(r.technique, "; ".join(r.reasons))
+        out.print(t)
+    for wt in a.workload_tradeoffs:
+        out.print(f"[magenta]workload trade-off[/magenta] ({wt.change}): {wt.note}")
+    for s in a.assumptions:
+        out.print(f"[dim]assumption: {s}[/dim]")
+    for q in a.questions:
+        out.print(f"[dim]question: {q}[/dim]")

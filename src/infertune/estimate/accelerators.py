@@ -32,11 +32,12 @@ class Accelerator(BaseModel):
     flash_attn_3: bool
     interconnect: str
     interconnect_Bps: float  # per-GPU bandwidth to its peers (NVLink/Infinity Fabric, else PCIe)
+    compute_capability: str | None = None  # NVIDIA only: FlashAttention-2 needs >= 8.0, FA3 9.0
     source: str = "datasheet"
     aliases: tuple[str, ...] = ()
 
 
-def _gpu(name, vendor, mem_gb, bw_tbs, fp32, bf16, fp16=None, fp8=None, int8=None, *, cc_bf16=True,
+def _gpu(name, vendor, mem_gb, bw_tbs, fp32, bf16, fp16=None, fp8=None, int8=None, *, cc=None, cc_bf16=True,
          fa2=True, fa3=False, link="PCIe 4.0 x16", link_gbs=32.0, aliases=(), mem_gib=False) -> Accelerator:
     flops = {"float32": fp32 * TB, "bfloat16": bf16 * TB, "float16": (fp16 or bf16) * TB}
     if fp8:
@@ -46,29 +47,31 @@ def _gpu(name, vendor, mem_gb, bw_tbs, fp32, bf16, fp16=None, fp8=None, int8=Non
     return Accelerator(
         name=name, vendor=vendor, memory_bytes=int(mem_gb * (GiB if mem_gib else GB)), bandwidth_Bps=bw_tbs * TB,
         flops=flops, bf16=cc_bf16, fp8=fp8 is not None, flash_attn_2=fa2, flash_attn_3=fa3, interconnect=link,
-        interconnect_Bps=link_gbs * GB, aliases=aliases,
+        interconnect_Bps=link_gbs * GB, aliases=aliases, compute_capability=cc,
     )
 
 
 ACCELERATORS: list[Accelerator] = [
     _gpu("H200", "NVIDIA", 141, 4.8, 67, 989, fp8=1979, int8=1979, fa3=True, link="NVLink 4", link_gbs=900,
-         aliases=("h200 sxm", "gh200")),
+         cc="9.0", aliases=("h200 sxm", "gh200")),
     _gpu("H100 SXM", "NVIDIA", 80, 3.35, 67, 989, fp8=1979, int8=1979, fa3=True, link="NVLink 4", link_gbs=900,
-         aliases=("h100", "h100 sxm5", "h100 80gb hbm3")),
+         cc="9.0", aliases=("h100", "h100 sxm5", "h100 80gb hbm3")),
     _gpu("H100 PCIe", "NVIDIA", 80, 2.0, 51, 756, fp8=1513, int8=1513, fa3=True, link="PCIe 5.0 x16", link_gbs=64,
-         aliases=("h100 pcie 80gb",)),
+         cc="9.0", aliases=("h100 pcie 80gb",)),
     _gpu("A100 80GB", "NVIDIA", 80, 2.039, 19.5, 312, int8=624, link="NVLink 3", link_gbs=600,
-         aliases=("a100 sxm4 80gb", "a100-80gb", "a100 80gb pcie")),
+         cc="8.0", aliases=("a100 sxm4 80gb", "a100-80gb", "a100 80gb pcie")),
     _gpu("A100 40GB", "NVIDIA", 40, 1.555, 19.5, 312, int8=624, link="NVLink 3", link_gbs=600,
-         aliases=("a100", "a100 sxm4 40gb", "a100-40gb", "a100 pcie 40gb")),
-    _gpu("L40S", "NVIDIA", 48, 0.864, 91.6, 362, fp8=733, int8=733, aliases=("l40s",)),
-    _gpu("L4", "NVIDIA", 24, 0.300, 30.3, 121, fp8=242, int8=242, aliases=("l4",)),
+         cc="8.0", aliases=("a100", "a100 sxm4 40gb", "a100-40gb", "a100 pcie 40gb")),
+    _gpu("L40S", "NVIDIA", 48, 0.864, 91.6, 362, fp8=733, int8=733, cc="8.9", aliases=("l40s",)),
+    _gpu("L4", "NVIDIA", 24, 0.300, 30.3, 121, fp8=242, int8=242, cc="8.9", aliases=("l4",)),
     # NVIDIA publishes A10 figures; AWS's A10G is the same GA102 chip with 24 GB at 600 GB/s.
-    _gpu("A10G", "NVIDIA", 24, 0.600, 31.2, 125, int8=250, aliases=("a10", "a10g")),
+    _gpu("A10G", "NVIDIA", 24, 0.600, 31.2, 125, int8=250, cc="8.6", aliases=("a10", "a10g")),
     _gpu("T4", "NVIDIA", 16, 0.320, 8.1, 8.1, fp16=65, int8=130, cc_bf16=False, fa2=False, link="PCIe 3.0 x16",
-         link_gbs=16, aliases=("tesla t4",)),
-    _gpu("RTX 4090", "NVIDIA", 24, 1.008, 82.6, 165.2, fp8=330.3, int8=660.6, aliases=("geforce rtx 4090", "4090")),
-    _gpu("RTX 3090", "NVIDIA", 24, 0.936, 35.6, 35.6, int8=284, aliases=("geforce rtx 3090", "3090")),
+         link_gbs=16, cc="7.5", aliases=("tesla t4",)),
+    _gpu("V100", "NVIDIA", 32, 0.900, 15.7, 15.7, fp16=125, cc_bf16=False, fa2=False, link="NVLink 2", link_gbs=300,
+         cc="7.0", aliases=("tesla v100", "v100 sxm2 32gb", "v100 32gb")),
+    _gpu("RTX 4090", "NVIDIA", 24, 1.008, 82.6, 165.2, fp8=330.3, int8=660.6, cc="8.9", aliases=("geforce rtx 4090", "4090")),
+    _gpu("RTX 3090", "NVIDIA", 24, 0.936, 35.6, 35.6, int8=284, cc="8.6", aliases=("geforce rtx 3090", "3090")),
     _gpu("MI300X", "AMD", 192, 5.3, 163.4, 1307.4, fp8=2614.9, int8=2614.9, fa3=False,
          link="Infinity Fabric", link_gbs=896, aliases=("instinct mi300x", "amd instinct mi300x")),
     # Apple: unified memory (the largest configuration); GPU FP32 peak, half precision at the same rate.

@@ -40,6 +40,9 @@ class ModelProfile(BaseModel):
     linear_rows: int | None = None  # sum of out_features over Linear layers: per-row quantization scales
     checkpoint_format: Literal["safetensors", "pytorch", "gguf"] | None
     checkpoint_bytes: int
+    # The model class's own support flags (sdpa, flash_attn, flex_attn, compile, tp_plan); empty: unknown
+    # (an architecture transformers does not ship, e.g. remote code).
+    supports: dict[str, bool] = {}
 
     @property
     def linear_params(self) -> int:
@@ -132,6 +135,24 @@ def _count_meta(cfg, trust_remote_code: bool) -> tuple[int, dict[str, int], int]
     return sum(groups.values()), groups, rows
 
 
+def _supports(cfg) -> dict[str, bool]:
+    """Read the causal-LM class's support flags without instantiating it."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    try:
+        cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(cfg)]
+    except KeyError:
+        return {}
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    return {
+        "sdpa": bool(getattr(cls, "_supports_sdpa", False)),
+        "flash_attn": bool(getattr(cls, "_supports_flash_attn", False)),
+        "flex_attn": bool(getattr(cls, "_supports_flex_attn", False)),
+        "compile": bool(getattr(cls, "_can_compile_fullgraph", False)),  # static cache + torch.compile
+        "tp_plan": bool(getattr(text, "base_model_tp_plan", None)),
+    }
+
+
 def _count_safetensors(path: Path) -> int | None:
     from huggingface_hub import get_local_safetensors_metadata
 
@@ -184,4 +205,5 @@ def profile_model(path: str | Path, trust_remote_code: bool = False) -> ModelPro
         linear_rows=rows,
         checkpoint_format=fmt,
         checkpoint_bytes=nbytes,
+        supports=_supports(cfg),
     )

@@ -1,0 +1,124 @@
+"""Where it hurts, with the estimator's numbers as evidence.
+
+Categories (public): load-memory, kv-cache-growth, long-input-attention, concurrency, decode-speed,
+prefill-speed, none. Memory failures rank first (nothing runs until they are fixed), then queueing under
+concurrency, then speed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from infertune.estimate import Estimate
+from infertune.techniques.base import Category, Facts, Setup
+
+Severity = Literal["blocking", "major", "minor"]
+GiB = 2**30
+
+
+class Finding(BaseModel):
+    category: Category
+    severity: Severity  # blocking: it does not run; major: it runs badly; minor: room to improve
+    evidence: list[str]
+    bytes: int = 0  # how much memory this problem accounts for (ranks memory findings)
+
+
+class Diagnosis(BaseModel):
+    bottleneck: Category
+    ranked: list[Finding]
+    evidence: dict[str, float | int | bool | None]  # the headline numbers (estimates)
+
+
+def _g(n: float) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+def worst_device(e: Estimate):
+    """The checked device with the least headroom."""
+    return min(e.fit_details, key=lambda fd: fd.headroom_bytes) if e.fit_details else None
+
+
+def serving_times(f: Facts, s: Setup, e: Estimate) -> dict[str, float]:
+    """Per-request latency and throughput under the workload's concurrency, from the roofline estimate."""
+    sp = e.speed
+    e2e = sp.ttft_s + sp.tpot_s * max(f.max_new_tokens - 1, 0)
+    if s.batching == "serial" and f.concurrency > 1:
+        # one generate call at a time: request k waits for the k-1 before it
+        wait = (f.concurrency - 1) / 2 * e2e
+        tps = f.batch * f.max_new_tokens / e2e
+    else:
+        wait, tps = 0.0, sp.tokens_per_s
+    return {"e2e_s": e2e, "queue_wait_mean_s": wait, "tokens_per_s": tps}
+
+
+def diagnose(f: Facts, s: Setup, e: Estimate, e_prompt: Estimate) -> Diagnosis:
+    """`e` is the estimate for the whole workload; `e_prompt` the same with one new token (what the
+    prefill alone needs), which separates "fits at load, runs out while generating" from the rest."""
+    m = e.memory
+    worst = worst_device(e)
+    findings: list[Finding] = []
+    cap = worst.capacity_bytes if worst else 0
+    static = m.weights_bytes + m.overhead_bytes
+    if worst and m.load_peak_bytes > cap or static > cap:
+        findings.append(Finding(category="load-memory", severity="blocking", bytes=static, evidence=[
+            f"weights {_g(m.weights_bytes)} ({s.dtype}, {s.quantization} quantization) + runtime {_g(m.overhead_bytes)}"
+            f" vs {_g(cap)} on {worst.device}",
+            f"load peak {_g(m.load_peak_bytes)}" + (" (dtype conversion holds both copies)"
+                                                    if m.load_peak_bytes > static else ""),
+        ]))
+    elif worst and not worst.fits:
+        grows = e_prompt.fit_details and all(fd.fits for fd in e_prompt.fit_details)
+        if m.attention_scratch_bytes and m.attention_scratch_bytes > m.kv_cache_bytes / 2:
+            findings.append(Finding(category="long-input-attention", severity="blocking",
+                                    bytes=m.attention_scratch_bytes, evidence=[
+                f"{s.attn} attention materialises {_g(m.attention_scratch_bytes)} of scores for {f.input_len:,}-token "
+                f"prompts (batch {f.batch}); {worst.device} is short by {_g(-worst.headroom_bytes)}"]))
+        kv_ev = [f"KV cache {_g(m.kv_cache_bytes)} at {f.input_len + f.max_new_tokens:,} tokens x "
+                 f"{e.settings.batch * e.settings.concurrency} sequences; {worst.device} short by "
+                 f"{_g(-worst.headroom_bytes)}"]
+        if grows:
+            kv_ev.append(f"the prefill fits ({_g(e_prompt.memory.total_bytes)}): memory runs out as generation grows")
+        if f.concurrency > 1 and s.batching != "serial":
+            findings.append(Finding(category="concurrency", severity="blocking", bytes=m.kv_cache_bytes, evidence=kv_ev + [
+                f"per-request state: {f.concurrency} concurrent requests; at most {e.max_concurrency or 0} fit"]))
+        else:
+            findings.append(Finding(category="kv-cache-growth", severity="blocking", bytes=m.kv_cache_bytes,
+                                    evidence=kv_ev))
+    else:
+        # It fits. Still worth saying: eager attention at long inputs, and a KV cache that dominates memory.
+        if m.attention_scratch_bytes > 0.25 * m.total_bytes:
+            findings.append(Finding(category="long-input-attention", severity="major", bytes=m.attention_scratch_bytes,
+                                    evidence=[f"{s.attn} attention holds {_g(m.attention_scratch_bytes)} of scores "
+                                              f"({m.attention_scratch_bytes / m.total_bytes:.0%} of the peak)"]))
+        if worst and worst.headroom_bytes < 0.1 * cap and m.kv_cache_bytes > 0.3 * m.total_bytes:
+            findings.append(Finding(category="kv-cache-growth", severity="major", bytes=m.kv_cache_bytes, evidence=[
+                f"fits with only {_g(worst.headroom_bytes)} to spare; the KV cache is {_g(m.kv_cache_bytes)}"]))
+
+    times = serving_times(f, s, e)
+    if f.concurrency > 1 and s.batching == "serial" and not any(x.category == "concurrency" for x in findings):
+        findings.append(Finding(category="concurrency", severity="major", evidence=[
+            f"{f.concurrency} concurrent requests served one generate call at a time: each waits "
+            f"{times['queue_wait_mean_s']:.1f} s on average behind the others (estimate)",
+            f"throughput stays at one request's {times['tokens_per_s']:.0f} tokens/s; batched decode reads the "
+            "weights once for all sequences"]))
+
+    if not any(x.severity == "blocking" for x in findings):
+        sp = e.speed
+        decode = sp.tpot_s * max(f.max_new_tokens - 1, 0)
+        cat: Category = "prefill-speed" if sp.prefill_s > decode else "decode-speed"
+        findings.append(Finding(category=cat, severity="minor", evidence=[
+            f"prefill {sp.prefill_s * 1e3:.1f} ms vs decode {decode * 1e3:.1f} ms ({f.max_new_tokens} tokens at "
+            f"{sp.tpot_s * 1e3:.2f} ms) per request, roofline on {e.accelerator.name}; decode is {sp.bound}-bound"]))
+
+    order = {"blocking": 0, "major": 1, "minor": 2}
+    findings.sort(key=lambda x: (order[x.severity], -x.bytes))
+    evidence = {
+        "peak_bytes": m.total_bytes, "capacity_bytes": cap, "fits": bool(worst and worst.fits),
+        "weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
+        "attention_scratch_bytes": m.attention_scratch_bytes, "load_peak_bytes": m.load_peak_bytes,
+        "prefill_s": e.speed.prefill_s, "tpot_s": e.speed.tpot_s, "max_input_len": e.max_input_len,
+        "max_concurrency": e.max_concurrency, **times,
+    }
+    return Diagnosis(bottleneck=findings[0].category, ranked=findings, evidence=evidence)

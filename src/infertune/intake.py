@@ -1,0 +1,149 @@
+"""Intake: turn what the user said (flags, a run file) plus what this host can detect into the advisor's
+Facts and current Setup. For a missing detail that changes the answer: ask when a person is there (the
+`ask` callback), otherwise take a stated default, listed under `assumptions`, and put the follow-up
+question under `questions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Callable
+
+from infertune.errors import UserError
+from infertune.estimate.accelerators import Accelerator, find_accelerator, from_detected_gpu, probe_cpu
+from infertune.estimate.memory import resolve_dtype
+from infertune.probe.model import ModelProfile
+from infertune.techniques import QUANTIZATIONS, Facts, Setup
+
+# Packages whose presence changes what can run; checked on this host only.
+PACKAGES = ("torch", "transformers", "accelerate", "kernels", "flash_attn", "flash_attn_3", "bitsandbytes",
+            "torchao", "optimum.quanto", "gptqmodel", "vllm")
+DEFAULTS = {"input_len": 512, "max_new_tokens": 256, "concurrency": 1}
+
+Ask = Callable[[str, int], int]  # (question, default) -> answer
+
+
+@dataclass
+class Intake:
+    facts: Facts
+    current: Setup
+    assumptions: list[str] = field(default_factory=list)
+    questions: list[str] = field(default_factory=list)
+
+
+def installed_packages() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        dist = {"optimum.quanto": "optimum-quanto", "flash_attn": "flash-attn"}.get(name, name)
+        try:
+            out[name] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def parse_size(text: str, flag: str) -> int:
+    from accelerate.utils import convert_file_size_to_int
+
+    try:
+        n = int(convert_file_size_to_int(text.strip()))
+    except (ValueError, AttributeError):
+        raise UserError(f"{flag}: cannot read the size {text!r}; e.g. 24GiB, 80GB, 512MiB") from None
+    if n <= 0:
+        raise UserError(f"{flag}: the size must be positive")
+    return n
+
+
+def target_hardware(gpu: str | None, vram: str | None, cpu: bool = False) -> tuple[Accelerator, bool]:
+    """(accelerator, is_this_host). --gpu names a card (another machine, perhaps); else the detected GPU;
+    else this host's CPU, probed. --vram overrides the memory (a partly used or smaller variant)."""
+    if gpu:
+        acc, here = find_accelerator(gpu), False
+    else:
+        from infertune.probe.hardware import detect_gpus
+
+        found = [] if cpu else detect_gpus()
+        acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes) if found else probe_cpu()
+        here = True
+    if vram:
+        acc = acc.model_copy(update={"memory_bytes": parse_size(vram, "--vram")})
+    return acc, here
+
+
+def platform_of(acc: Accelerator) -> str:
+    return "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
+
+
+def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: bool, *, gpus: int = 1,
+          cpu_ram: str | None = None, input_len: int | None = None, max_new_tokens: int | None = None,
+          batch: int = 1, concurrency: int | None = None, dtype: str | None = None, attn: str | None = None,
+          quantization: str | None = None, kv_cache: str | None = None, compile: bool = False,
+          batching: str | None = None, gpu_given: bool = False, ask: Ask | None = None) -> Intake:
+    assumptions: list[str] = []
+    questions: list[str] = []
+
+    def detail(name: str, value: int | None, question: str, flag: str) -> int:
+        if value is not None:
+            return value
+        default = DEFAULTS[name]
+        if ask is not None:
+            return ask(question, default)
+        assumptions.append(f"{name} = {default} (not given; {flag} sets it)")
+        questions.append(question)
+        return default
+
+    platform = platform_of(acc)
+    if not gpu_given and platform == "cpu":
+        if ask is None:
+            assumptions.append("hardware = this host's CPU (no GPU detected and none named)")
+            questions.append("Which GPU will run this, if any? (--gpu NAME, e.g. L4, A100 80GB, H100)")
+    n_in = detail("input_len", input_len, "How long are the prompts, in tokens?", "--input-len")
+    n_out = detail("max_new_tokens", max_new_tokens, "How many tokens does each request generate at most?",
+                   "--max-new-tokens")
+    conc = detail("concurrency", concurrency, "How many requests are in flight at once?", "--concurrency")
+
+    ram = None
+    if cpu_ram:
+        ram = parse_size(cpu_ram, "--cpu-ram")
+    elif on_this_host:
+        import psutil
+
+        ram = psutil.virtual_memory().total
+    else:
+        assumptions.append("CPU RAM of the target unknown: CPU offload budgets left out (--cpu-ram sets it)")
+
+    resolved = resolve_dtype(dtype or "auto", profile.native_dtype)
+    if resolved is None or resolved == "fp8":
+        raise UserError(f"--dtype: unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16")
+    if dtype is None:
+        assumptions.append(f"dtype = auto: transformers 5 loads the checkpoint's dtype ({resolved}); "
+                           "say --dtype float32 if your code forces fp32")
+    attn_now = attn or ("sdpa" if profile.supports.get("sdpa", True) else "eager")
+    if attn is None:
+        assumptions.append(f"attention = {attn_now} (transformers' default for this model; --attn sets it)")
+    quant = (quantization or "none").lower()
+    if quant not in QUANTIZATIONS:
+        raise UserError(f"--quantization: unknown {quantization!r}; use one of {', '.join(QUANTIZATIONS)}")
+    kv = kv_cache or "dynamic"
+    if kv not in ("dynamic", "static", "quantized", "offloaded"):
+        raise UserError(f"--kv-cache: unknown {kv_cache!r}; use dynamic, static, quantized or offloaded")
+    mode = batching or "serial"
+    if mode not in ("serial", "static", "continuous"):
+        raise UserError(f"--batching: unknown {batching!r}; use serial, static or continuous")
+    if batching is None and conc > 1:
+        assumptions.append("batching = serial: each request is its own generate call (what a plain web handler "
+                           "does); --batching static|continuous if not")
+    if compile and kv != "static":
+        kv = "static"  # generate compiles only with a static cache
+    current = Setup(dtype=resolved, attn=attn_now, quantization=quant, kv_cache=kv, compile=compile, batching=mode,
+                    max_batch_tokens=None)
+
+    packages = installed_packages()
+    if not on_this_host:
+        assumptions.append("library versions of the target = this host's (torch "
+                           f"{packages.get('torch')}, transformers {packages.get('transformers')})")
+    facts = Facts(profile=profile, model=model, input_len=n_in, max_new_tokens=n_out, batch=batch,
+                  concurrency=conc, accelerator=acc, gpus=gpus, platform=platform, cpu_ram_bytes=ram,
+                  packages=packages, packages_known=on_this_host)
+    return Intake(facts=facts, current=current, assumptions=assumptions, questions=questions)

@@ -1,0 +1,16 @@
+"""The technique catalog: one module per family, every technique registered under its public id."""
+
+from infertune.techniques import (  # noqa: F401  (importing registers)
+    attention,
+    batching,
+    compile,
+    dtype,
+    kv_cache,
+    parallel,
+    placement,
+    quantization,
+    serving,
+)
+from infertune.techniques.base import CATEGORIES, QUANTIZATIONS, REGISTRY, Check, Facts, Setup, Technique
+
+__all__ = ["CATEGORIES", "QUANTIZATIONS", "REGISTRY", "Check", "Facts", "Setup", "Technique"]

@@ -1,0 +1,158 @@
+"""What a technique is, the settings it changes, and the facts its compatibility check reads.
+
+A `Setup` is the advisor's view of how a model runs (the user's current settings, or a candidate): every
+knob a technique may turn. A technique never changes more than its own knobs, so "one change at a time"
+is a property of the catalog, not a promise of the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from infertune.estimate.accelerators import Accelerator
+from infertune.probe.model import ModelProfile
+
+Category = Literal["load-memory", "kv-cache-growth", "long-input-attention", "concurrency", "decode-speed",
+                   "prefill-speed", "none"]
+CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
+
+# infertune's weight-quantization names (the user's --quantization and the catalog's settings)
+QUANTIZATIONS = ("none", "bnb-8bit", "bnb-4bit", "awq", "gptq", "gguf", "torchao-int4", "torchao-int8",
+                 "quanto-int8", "fp8")
+
+
+class Setup(BaseModel):
+    """The knobs the advisor turns. Defaults are what a plain `from_pretrained` + `generate` gives."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dtype: str = "float32"  # resolved: float32, bfloat16, float16
+    attn: str = "sdpa"
+    quantization: str = "none"
+    kv_cache: Literal["dynamic", "static", "quantized", "offloaded"] = "dynamic"
+    compile: bool = False
+    kernels: bool = False  # use_kernels=True: fused Hub kernels for norms, MLPs, rotary
+    batching: Literal["serial", "static", "continuous"] = "serial"
+    max_batch_tokens: int | None = None  # continuous batching: tokens per forward (chunked prefill)
+    device_map: str | None = None
+    max_memory: dict[str, str] | None = None
+    tp: int = 1
+    engine: Literal["transformers", "vllm", "sglang"] = "transformers"
+
+    def changes(self, other: Setup) -> dict[str, object]:
+        """The knobs `other` sets differently from self."""
+        mine, theirs = self.model_dump(), other.model_dump()
+        return {k: v for k, v in theirs.items() if mine[k] != v}
+
+
+@dataclass
+class Facts:
+    """What compatibility checks may read: the model, the workload's shape, the target hardware and software."""
+
+    profile: ModelProfile
+    model: str  # how the user names the model (for snippets and commands)
+    input_len: int
+    max_new_tokens: int
+    batch: int
+    concurrency: int
+    accelerator: Accelerator
+    gpus: int
+    platform: Literal["cuda", "cpu", "mps"]
+    cpu_ram_bytes: int | None = None
+    # Installed versions on the target (None: not installed). `packages_known` is False when the target is
+    # another machine (--gpu NAME): then a needed package is an open question, not a rejection.
+    packages: dict[str, str | None] = field(default_factory=dict)
+    packages_known: bool = True
+
+    @property
+    def cc(self) -> float | None:
+        c = self.accelerator.compute_capability
+        return float(c) if c else None
+
+    def version(self, package: str) -> tuple[int, ...] | None:
+        v = self.packages.get(package)
+        if not v:
+            return None
+        parts = []
+        for p in v.split("+")[0].split(".")[:3]:
+            digits = "".join(ch for ch in p if ch.isdigit())
+            parts.append(int(digits) if digits else 0)
+        return tuple(parts)
+
+
+@dataclass
+class Check:
+    """A compatibility verdict: `blockers` reject the technique; `issues` are open items (install X)."""
+
+    blockers: list[str] = field(default_factory=list)
+    issues: list[str] = field(default_factory=list)
+
+    def need_platform(self, f: Facts, *platforms: str, why: str = "") -> Check:
+        if f.platform not in platforms:
+            where = {"cuda": "a CUDA GPU", "mps": "Apple silicon (mps)", "cpu": "the CPU"}
+            self.blockers.append(f"needs {' or '.join(where[p] for p in platforms)}; the target is "
+                                 f"{f.accelerator.name}" + (f" ({why})" if why else ""))
+        return self
+
+    def need_package(self, f: Facts, package: str, pip: str | None = None, min_version: tuple[int, ...] = ()) -> Check:
+        pip = pip or package
+        if not f.packages_known:
+            self.issues.append(f"needs `{pip}` on the target machine (not checked: the target is not this host)")
+            return self
+        v = f.version(package)
+        if v is None:
+            self.issues.append(f"needs `pip install {pip}` (not installed here)")
+        elif min_version and v < min_version:
+            need = ".".join(map(str, min_version))
+            self.blockers.append(f"needs {package} >= {need}; installed: {f.packages[package]}")
+        return self
+
+    def need(self, condition: bool, reason: str) -> Check:
+        if not condition:
+            self.blockers.append(reason)
+        return self
+
+
+class Technique:
+    """One change. Subclasses set the class attributes and override `check` and `apply`."""
+
+    id: str = ""
+    family: str = ""
+    title: str = ""
+    addresses: tuple[Category, ...] = ()
+    priority: int = 50  # the expert's order among techniques that address the same problem: try lower first
+    tradeoffs: tuple[str, ...] = ()
+    docs: tuple[str, ...] = ()
+
+    def rank(self, f: Facts) -> int:
+        """The priority for these facts (most techniques: a constant)."""
+        return self.priority
+
+    def applied(self, s: Setup) -> bool:
+        """Already in effect in `s` (then it is not a candidate at all)."""
+        return False
+
+    def check(self, f: Facts, s: Setup) -> Check:
+        return Check()
+
+    def apply(self, f: Facts, s: Setup) -> Setup:
+        raise NotImplementedError
+
+
+REGISTRY: dict[str, Technique] = {}
+
+
+def register(cls: type[Technique]) -> type[Technique]:
+    """Class decorator: one instance per technique id, in declaration order."""
+    inst = cls()
+    if inst.id in REGISTRY:
+        raise ValueError(f"duplicate technique id {inst.id!r}")
+    REGISTRY[inst.id] = inst
+    return cls
+
+
+HF = "https://huggingface.co/docs/transformers/main/en/"
+OVERVIEW = HF + "optimization_overview"

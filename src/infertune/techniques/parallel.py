@@ -1,0 +1,41 @@
+"""Tensor parallelism: every layer split over N GPUs (DistributedConfig(tp_size=N), launched by torchrun)."""
+
+from __future__ import annotations
+
+from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
+
+
+@register
+class TensorParallel(Technique):
+    id = "tensor-parallel"
+    family = "parallel"
+    title = "Tensor parallelism over the GPUs (DistributedConfig(tp_size=N), torchrun)"
+    addresses = ("load-memory", "decode-speed", "kv-cache-growth")
+    priority = 30
+    tradeoffs = ("all-reduce after attention and MLP in every layer: needs NVLink-class links to scale",
+                 "each rank keeps replicated parts (embeddings, norms); launch with torchrun --nproc-per-node N")
+    docs = (HF + "perf_infer_gpu_multi", OVERVIEW)
+
+    def size(self, f: Facts) -> int:
+        """The largest power of two <= gpus that divides the attention and KV heads."""
+        p, n = f.profile, 1
+        while n * 2 <= f.gpus and p.num_attention_heads % (n * 2) == 0 and p.num_kv_heads % (n * 2) == 0:
+            n *= 2
+        return n
+
+    def applied(self, s: Setup) -> bool:
+        return s.tp > 1
+
+    def check(self, f: Facts, s: Setup) -> Check:
+        c = Check().need(f.gpus > 1, "needs more than one GPU (--gpus N)")
+        c.need_platform(f, "cuda")
+        if f.profile.supports:
+            c.need(f.profile.supports.get("tp_plan", False), f"{f.profile.architecture} has no tensor-parallel plan")
+        if f.gpus > 1:
+            c.need(self.size(f) > 1, f"no tp size in 2..{f.gpus} divides {f.profile.num_attention_heads} attention "
+                   f"and {f.profile.num_kv_heads} KV heads")
+        c.need(s.device_map is None, "not with device_map (tp_plan places the weights)")
+        return c
+
+    def apply(self, f: Facts, s: Setup) -> Setup:
+        return s.model_copy(update={"tp": self.size(f), "device_map": None, "max_memory": None})

@@ -1,0 +1,129 @@
+"""Advisor scenarios on published model configs and named GPUs: the right bottleneck, a compatible
+`next`, and nothing the hardware cannot run."""
+
+import json
+
+import pytest
+
+from infertune.advise import advise
+from infertune.estimate.accelerators import find_accelerator
+from infertune.probe.model import profile_model
+from infertune.techniques import REGISTRY, Facts, Setup
+
+# meta-llama/Meta-Llama-3-8B's published config.json (the fields that shape memory and speed)
+LLAMA3_8B = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 8192, "rope_theta": 500000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "bos_token_id": 128000, "eos_token_id": 128001,
+}
+CUDA_ONLY = {"attn-flash2", "attn-flash3", "attn-kernels-hub", "quant-bnb-8bit", "quant-bnb-4bit", "kv-offloaded",
+             "static-cache-compile", "device-map", "tensor-parallel", "serving-engine", "quant-prequantized"}
+HOST = {"torch": "2.13.0", "transformers": "5.24.0", "accelerate": "1.10.0"}
+
+
+@pytest.fixture(scope="module")
+def llama8b(tmp_path_factory):
+    d = tmp_path_factory.mktemp("llama3-8b")
+    (d / "config.json").write_text(json.dumps(LLAMA3_8B))
+    p = profile_model(d)
+    assert p.num_parameters == 8_030_261_248  # the published count: the advice starts from the real model
+    return p
+
+
+def facts(profile, gpu, *, input_len=512, max_new_tokens=256, batch=1, concurrency=1, gpus=1, platform="cuda"):
+    acc = find_accelerator(gpu) if gpu else find_accelerator("L4").model_copy(
+        update={"name": "CPU", "vendor": "host", "memory_bytes": 24 * 2**30, "compute_capability": None,
+                "flash_attn_2": False, "flash_attn_3": False})
+    return Facts(profile=profile, model="meta-llama/Meta-Llama-3-8B", input_len=input_len,
+                 max_new_tokens=max_new_tokens, batch=batch, concurrency=concurrency, accelerator=acc, gpus=gpus,
+                 platform=platform, cpu_ram_bytes=64 * 2**30, packages=dict(HOST), packages_known=True)
+
+
+def proposed(a):
+    return {r.technique for r in a.recommendations}
+
+
+def test_8b_in_fp32_on_a_24gb_card_is_load_memory_and_bf16_fixes_it(llama8b):
+    a = advise(facts(llama8b, "RTX 4090"), Setup(dtype="float32"))
+    assert a.diagnosis.bottleneck == "load-memory"
+    assert a.diagnosis.ranked[0].severity == "blocking"
+    assert a.next.technique == "dtype" and a.next.settings == {"dtype": "bfloat16"}
+    assert a.next.expected.kind == "estimate"
+    assert not a.next.expected.fits_before and a.next.expected.fits_after
+    assert "--dtype bfloat16" in a.next.validate_cmd
+    assert "dtype='bfloat16'" in a.next.snippet.python and "--dtype bfloat16" in a.next.snippet.serve
+
+
+def test_the_same_model_on_a_t4_never_gets_bf16_or_flash_attention(llama8b):
+    a = advise(facts(llama8b, "T4"), Setup(dtype="float32"))
+    assert a.diagnosis.bottleneck == "load-memory"
+    assert a.next.family == "quantization" and a.next.expected.fits_after  # fp16 (16 GB) does not fit 15 GiB
+    assert len(a.next.settings) == 1  # one change: the quantization alone
+    for r in a.recommendations:
+        assert r.settings.get("dtype") != "bfloat16"
+        assert not r.technique.startswith("attn-flash")
+    rejected = {r.technique: " ".join(r.reasons) for r in a.rejected}
+    assert "compute capability" in rejected["attn-flash2"] and "Hopper" in rejected["attn-flash3"]
+    if "quant-bnb-4bit" in proposed(a):
+        r = next(r for r in a.recommendations if r.technique == "quant-bnb-4bit")
+        assert "float16" in r.snippet.python and "bfloat16" not in r.snippet.python  # T4 computes in fp16
+
+
+def test_32k_prompts_with_eager_attention_point_at_attention(llama8b):
+    a = advise(facts(llama8b, "A100 80GB", input_len=32768), Setup(dtype="bfloat16", attn="eager"))
+    assert a.diagnosis.bottleneck == "long-input-attention"
+    assert a.next.technique == "attn-sdpa" and a.next.expected.fits_after
+    assert a.next.expected.peak_bytes_after < a.next.expected.peak_bytes_before / 5
+
+
+def test_64_concurrent_requests_served_serially_need_batching(llama8b):
+    a = advise(facts(llama8b, "A100 80GB", concurrency=64), Setup(dtype="bfloat16"))
+    assert a.diagnosis.bottleneck == "concurrency"
+    assert a.next.technique == "continuous-batching"
+    assert a.next.expected.tokens_per_s_after > 10 * a.next.expected.tokens_per_s_before
+    assert "--continuous-batching" in a.next.snippet.serve and "generate_batch" in a.next.snippet.python
+    assert "serving-engine" in proposed(a)  # 64 is past the point where vLLM pays off
+    engine = next(r for r in a.recommendations if r.technique == "serving-engine")
+    assert engine.snippet.serve.startswith("vllm serve") and "--max-num-seqs 64" in engine.snippet.serve
+
+
+def test_generation_that_grows_the_kv_cache_past_memory(llama8b):
+    a = advise(facts(llama8b, "L4", input_len=8192, max_new_tokens=24576, batch=2), Setup(dtype="bfloat16"))
+    top = a.diagnosis.ranked[0]
+    assert a.diagnosis.bottleneck == "kv-cache-growth" and top.severity == "blocking"
+    assert any("runs out as generation grows" in e for e in top.evidence)
+    assert a.next.family == "kv-cache" and a.next.expected.peak_bytes_after < a.next.expected.peak_bytes_before
+    assert any(t.change == "max_new_tokens" for t in a.workload_tradeoffs)  # a trade-off, never `next`
+
+
+def test_cpu_target_gets_nothing_that_needs_cuda(llama8b):
+    a = advise(facts(llama8b, None, platform="cpu"), Setup(dtype="float32"))
+    assert not proposed(a) & CUDA_ONLY
+    assert {"quant-bnb-4bit", "attn-flash2", "static-cache-compile"} <= {r.technique for r in a.rejected}
+
+
+def test_every_technique_is_either_proposed_rejected_or_already_applied(llama8b):
+    s = Setup(dtype="float32")
+    a = advise(facts(llama8b, "H100 SXM", concurrency=32, gpus=2), s)
+    seen = proposed(a) | {r.technique for r in a.rejected}
+    considered = {t for t, tech in REGISTRY.items() if not tech.applied(s)}
+    # candidates that do not help any diagnosed problem are left out of recommendations, not hidden as rejected
+    assert seen <= considered
+    assert {r.technique for r in a.rejected}.isdisjoint(proposed(a))
+
+
+def test_tensor_parallel_needs_dividing_heads(llama8b):
+    f = facts(llama8b, "H100 SXM", gpus=4)
+    tp = REGISTRY["tensor-parallel"]
+    assert tp.check(f, Setup()).blockers == [] and tp.apply(f, Setup()).tp == 4
+    odd = llama8b.model_copy(update={"num_attention_heads": 9, "num_kv_heads": 3})
+    assert "divides" in " ".join(tp.check(facts(odd, "H100 SXM", gpus=4), Setup()).blockers)
+
+
+def test_missing_packages_are_open_issues_not_rejections(llama8b):
+    f = facts(llama8b, "A100 80GB")
+    c = REGISTRY["attn-flash2"].check(f, Setup(dtype="bfloat16"))
+    assert c.blockers == [] and any("pip install flash-attn" in i for i in c.issues)
+    f.packages["torch"] = "2.4.1"
+    assert "torch >= 2.5" in " ".join(REGISTRY["attn-flex"].check(f, Setup()).blockers)
