@@ -127,3 +127,29 @@ def test_missing_packages_are_open_issues_not_rejections(llama8b):
     assert c.blockers == [] and any("pip install flash-attn" in i for i in c.issues)
     f.packages["torch"] = "2.4.1"
     assert "torch >= 2.5" in " ".join(REGISTRY["attn-flex"].check(f, Setup()).blockers)
+
+
+def test_intake_asks_when_a_person_is_there_and_states_assumptions_otherwise(llama8b):
+    from infertune import intake
+
+    acc = find_accelerator("L4")
+    asked = []
+
+    def ask(question, default):
+        asked.append((question, default))
+        return 2048 if "prompts" in question else default
+
+    i = intake.build(llama8b, "m", acc, False, gpu_given=True, ask=ask)
+    assert i.facts.input_len == 2048 and len(asked) == 3 and not i.questions
+    quiet = intake.build(llama8b, "m", acc, False, gpu_given=True)
+    assert quiet.facts.input_len == 512 and len(quiet.questions) == 3
+    assert any(a.startswith("input_len = 512") for a in quiet.assumptions)
+    assert quiet.current.dtype == "bfloat16"  # transformers 5 loads the checkpoint's dtype by default
+    assert not quiet.facts.packages_known  # a named GPU is another machine: packages are open questions
+
+
+def test_the_advisor_doc_lists_every_technique():
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "advisor.md").read_text()
+    assert [t for t in REGISTRY if f"| `{t}` |" not in doc] == []
