@@ -198,3 +198,20 @@ def test_advise_table_names_the_next_change(tiny_model):
 def test_advise_bad_input(tiny_model, args, needle):
     r = run("advise", "--model", str(tiny_model), *args)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--max-memory", "1KB"], "below the weights of every candidate"),
+    (["--objective", "speed"], "--objective"),
+    (["--min-quality", "2"], "--min-quality"),
+    (["--max-memory", "lots"], "--max-memory"),
+])
+def test_tune_refuses_bad_input_before_any_trial(tiny_model, tmp_path, args, needle):
+    r = run("tune", "--model", str(tiny_model), "--output", str(tmp_path / "run"), *args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def test_tune_resume_of_a_non_run_directory_is_exit_2(tmp_path):
+    r = run("tune", "--resume", str(tmp_path))
+    assert r.returncode == 2 and "not a tune run directory" in r.stderr

@@ -54,3 +54,18 @@ def test_measure_demo_answers_sensibly(demo_path):
     assert m["ttft_s"] > 0 and m["tpot_s"] > 0
     assert m["peak_memory_bytes"] > m["weights_bytes"] > 200 * 2**20
     assert "Paris" in d["outputs"][0]["text"]
+
+
+def test_demo_tunes_and_its_snippet_reproduces_the_reported_output(demo_path, tmp_path):
+    out = tmp_path / "demo"
+    r = run("demo", "--output", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["kind"] == "tune-report" and report["steps"][0]["technique"] is None
+    assert len(report["steps"]) >= 2 and "report.md" in r.stdout
+    best = report["best"]
+    script = tmp_path / "snippet.py"
+    script.write_text(best["python"])
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.strip().endswith(best["greedy_output_prompt_0"].strip())

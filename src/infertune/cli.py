@@ -600,3 +600,180 @@ def _print_advice(a) -> None:
         out.print(f"[dim]assumption: {s}[/dim]")
     for q in a.questions:
         out.print(f"[dim]question: {q}[/dim]")
+
+
+# --- tune / demo -----------------------------------------------------------------------------------
+
+
+def _host_facts(spec, profile):
+    """Facts for the machine the trials run on (this one), with the workload's shape."""
+    from infertune import intake
+
+    acc, _ = intake.target_hardware(None, None)
+    wl = spec.workload
+    i = intake.build(profile, spec.model_path, acc, True, input_len=wl.input_len or 64,
+                     max_new_tokens=wl.max_new_tokens, batch=wl.batch, concurrency=1)
+    return i.facts
+
+
+def _run_tune(run, facts, spec) -> None:
+    """The loop with a live view: the table so far and the trial in flight. Ctrl-C stops cleanly."""
+    import signal
+
+    from rich.live import Live
+
+    from infertune import report
+    from infertune.tune import tune as run_loop
+
+    state = {"now": "starting", "rows": []}
+
+    def view():
+        t = Table(title=f"tune: {spec.objective} (measured; {spec.max_trials} trials at most)")
+        for col in ("#", "change", "status", "peak MiB", "TTFT ms", "ms/tok", "tok/s", "match", "kept", "why"):
+            t.add_column(col, overflow="fold")
+        for s in state["rows"]:
+            m = s.trial.metrics
+            q = s.quality
+            t.add_row(str(s.index), s.technique or "baseline", s.trial.status,
+                      f"{m.peak_memory_bytes / 2**20:,.0f}" if m else "-", f"{m.ttft_s * 1e3:,.0f}" if m else "-",
+                      f"{m.tpot_s * 1e3:,.1f}" if m and m.tpot_s else "-", f"{m.tokens_per_s:,.1f}" if m else "-",
+                      f"{q.exact_match_rate:.0%}" if q else "-", "yes" if s.accepted else "no", s.reason)
+        t.caption = state["now"]
+        return t
+
+    def on_event(e: dict) -> None:
+        if e.get("event") == "step":
+            state["rows"].append(e["step"])
+        elif e.get("event") == "trial":
+            state["now"] = f"trial {e['index']}: {e['setup'].dtype}, {e['setup'].attn}, {e['setup'].kv_cache} KV"
+        elif e.get("event") == "phase":
+            state["now"] = state["now"].split(" [")[0] + f" [{e['phase']}]"
+        elif e.get("event") == "progress":
+            state["now"] = state["now"].split(" [")[0] + f" [generate {e['done']}/{e['total']}]"
+        live.update(view())
+
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
+    try:
+        with Live(view(), console=err, refresh_per_second=4, transient=False) as live:
+            steps = run_loop(run, facts, on_event)
+            state["now"] = f"done: {len(steps)} trials"
+            live.update(view())
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted: finished trials are in {run.results}; continue with "
+                  f"`infertune tune --resume {run.path}`[/yellow]")
+        raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for w in run.warnings:
+        err.print(f"[yellow]warning: {w}[/yellow]")
+    r = report.write(run.path, spec, steps, facts, run.warnings)
+    best = r["best"]
+    if best:
+        out.print(f"accepted: {', '.join(s['technique'] for s in r['steps'] if s['accepted'] and s['technique']) or 'none (the baseline stays)'}")
+        out.print(f"ship it: [cyan]{best['serve']}[/cyan]")
+    out.print(f"report: {run.path / 'report.md'} (also report.html, report.json)")
+
+
+def _parse_size(text: Optional[str], flag: str) -> Optional[int]:
+    if text is None:
+        return None
+    from infertune.intake import parse_size
+
+    return int(text) if text.strip().isdigit() else parse_size(text, flag)
+
+
+@app.command()
+def tune(
+    workload: Annotated[Optional[Path], typer.Argument(help="workload file (YAML, TOML or JSON)")] = None,
+    model: ModelOpt = None,
+    revision: Optional[str] = None,
+    max_new_tokens: Annotated[Optional[int], typer.Option(help="tokens to generate per request")] = None,
+    input_len: Annotated[Optional[int], typer.Option(help="pad each prompt to exactly N input tokens")] = None,
+    batch: Annotated[Optional[int], typer.Option(help="prompts per generate call")] = None,
+    repeats: Annotated[Optional[int], typer.Option(help="timed passes over the prompts")] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="untimed generate calls first")] = None,
+    seed: Optional[int] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="starting dtype (default: the checkpoint's)")] = None,
+    attn: Annotated[Optional[str], typer.Option(help="starting attention (default: sdpa)")] = None,
+    kv_cache: Annotated[Optional[str], typer.Option(help="starting KV cache: dynamic, static, quantized, offloaded")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="run directory (default: ./infertune-runs/tune-TIME)")] = None,
+    resume: Annotated[Optional[Path], typer.Option(help="continue the run in this directory")] = None,
+    max_trials: Annotated[int, typer.Option(min=1, help="trials at most, baseline included")] = 8,
+    time_budget: Annotated[Optional[float], typer.Option(help="seconds of trials at most")] = None,
+    objective: Annotated[str, typer.Option(help="memory, latency or throughput")] = "latency",
+    max_memory: Annotated[Optional[str], typer.Option(help="peak memory limit: 512MiB, 20GB, or bytes")] = None,
+    max_ttft: Annotated[Optional[float], typer.Option(help="TTFT limit, seconds")] = None,
+    max_tpot: Annotated[Optional[float], typer.Option(help="time per output token limit, seconds")] = None,
+    min_quality: Annotated[Optional[float], typer.Option(help="least share of prompts with the baseline's greedy output")] = None,
+    trial_timeout: Annotated[float, typer.Option(help="seconds per trial before it is stopped")] = 900.0,
+    trust_remote_code: TrustOpt = False,
+) -> None:
+    """Measure the baseline, then one change at a time; keep what helps without hurting quality; report."""
+    import datetime
+
+    from infertune import models
+    from infertune.config import config_from
+    from infertune.measure.quality import Tolerance
+    from infertune.probe.model import profile_model
+    from infertune.tune import Constraints, Run, TuneSpec, precheck
+    from infertune.workload import load_run
+
+    if resume is not None:
+        run = Run(resume)
+        spec = run.spec()
+        facts = _host_facts(spec, profile_model(spec.model_path, trust_remote_code))
+        _run_tune(run, facts, spec)
+        return
+    if objective not in ("memory", "latency", "throughput"):
+        raise UserError(f"--objective: unknown {objective!r}; use memory, latency or throughput")
+    if min_quality is not None and not 0 <= min_quality <= 1:
+        raise UserError("--min-quality is a share of prompts between 0 and 1")
+    wl, cfg_data = load_run(workload, model=model, revision=revision, max_new_tokens=max_new_tokens,
+                            input_len=input_len, batch=batch, repeats=repeats, warmup=warmup, seed=seed)
+    if wl.concurrency > 1:
+        raise UserError("tune measures one request at a time: set concurrency: 1 (concurrent trials are not built yet)")
+    if wl.do_sample:
+        raise UserError("tune compares greedy outputs against the baseline: set do_sample: false")
+    cfg = config_from(cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache)
+    path = models.resolve(wl.model, wl.revision, say=_say)
+    prof = profile_model(path, trust_remote_code)
+    from infertune.estimate.memory import resolve_dtype
+    from infertune.techniques import Setup
+
+    start = Setup(dtype=resolve_dtype(cfg.dtype, prof.native_dtype) or "float32", attn=cfg.attn_implementation or "sdpa",
+                  kv_cache=cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded")
+                  else "dynamic")
+    tol = Tolerance() if min_quality is None else Tolerance(min_exact_match=min_quality)
+    spec = TuneSpec(model=wl.model, model_path=str(path), workload=wl, start=start, objective=objective,
+                    constraints=Constraints(max_memory_bytes=_parse_size(max_memory, "--max-memory"),
+                                            max_ttft_s=max_ttft, max_tpot_s=max_tpot),
+                    tolerance=tol, max_trials=max_trials, time_budget_s=time_budget, trial_timeout_s=trial_timeout)
+    facts = _host_facts(spec, prof)
+    precheck(spec, facts)
+    run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("tune-%Y%m%d-%H%M%S")
+    run = Run.create(run_dir, spec)
+    _say(f"run directory: {run.path}")
+    _run_tune(run, facts, spec)
+
+
+@app.command()
+def demo(output: Annotated[Optional[Path], typer.Option(help="run directory")] = None) -> None:
+    """Prepare the embedded model and tune a chat workload on it, starting from a naive script's settings
+    (fp32, eager attention): a few minutes on 2 CPU cores."""
+    import datetime
+
+    from infertune import models
+    from infertune.probe.model import profile_model
+    from infertune.techniques import Setup
+    from infertune.tune import Run, TuneSpec
+    from infertune.workload import Workload
+
+    path = models.prepare("smollm2", say=_say)
+    wl = Workload(model="demo", max_new_tokens=32)
+    spec = TuneSpec(model="demo", model_path=str(path), workload=wl, start=Setup(dtype="float32", attn="eager"),
+                    objective="latency", max_trials=4, trial_timeout_s=600)
+    facts = _host_facts(spec, profile_model(path))
+    run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("demo-%Y%m%d-%H%M%S")
+    run = Run.create(run_dir, spec)
+    _say(f"run directory: {run.path}")
+    _run_tune(run, facts, spec)

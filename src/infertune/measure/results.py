@@ -44,6 +44,7 @@ class TrialMetrics(BaseModel):
     input_tokens_mean: float
     requests: int = Field(description="timed requests (prompts x repeats, batches filled by cycling)")
     generate_calls: int
+    reference_nll: float | None = Field(None, description="teacher-forced mean NLL (nats/token) on the reference text")
 
 
 class RequestOutput(BaseModel):
@@ -60,6 +61,8 @@ class TrialSpec(BaseModel):
     config: InferenceConfig
     workload: Workload
     model_path: str
+    reference_text: str | None = None  # scored teacher-forced after generation (quality checks)
+    logprobs_path: str | None = None  # where the reference's next-token log-probs go (float32 .npy)
 
 
 class TrialResult(BaseModel):

@@ -71,17 +71,21 @@ def run_trial(
     timeout_s: float = 900.0,
     on_event: Callable[[Event], None] | None = None,
     python: str = sys.executable,
+    reference_text: str | None = None,
+    logprobs_path: str | Path | None = None,
 ) -> TrialResult:
     """Measure `config` on `workload` in a fresh child; always returns a TrialResult.
 
     `python` is the child's interpreter: another environment's python measures another library stack.
+    `reference_text`: also score it teacher-forced (metrics.reference_nll; log-probs to `logprobs_path`).
     """
     started = time.perf_counter()
     base = {"config": config, "workload": workload, "model_path": str(model_path)}
+    extra = {"reference_text": reference_text, "logprobs_path": str(logprobs_path) if logprobs_path else None}
     phase = {"now": "starting"}
     with tempfile.TemporaryDirectory(prefix="infertune-trial-") as tmp:
         spec_file, result_file, log_file = Path(tmp, "spec.json"), Path(tmp, "result.json"), Path(tmp, "child.log")
-        spec_file.write_text(TrialSpec(**base).model_dump_json(), encoding="utf-8")
+        spec_file.write_text(TrialSpec(**base, **extra).model_dump_json(), encoding="utf-8")
         with open(log_file, "wb") as log:
             proc = subprocess.Popen(
                 [python, "-m", "infertune.measure.worker", str(spec_file), str(result_file)],

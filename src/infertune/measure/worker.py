@@ -180,6 +180,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                     )
 
     cpu_peak = max(peak_rss_bytes(), *((peak_load, phase.peak) if meter.kind == "cpu_rss" else ()))
+    nll = _score_reference(model, tok, spec) if spec.reference_text else None
     ttft_m = _pstats(ttft)
     e2e_m = _pstats(e2e)
     tpot_m = _pstats(gaps) if gaps else (None, None, None)
@@ -201,6 +202,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         input_tokens_mean=float(np.mean(lengths)),
         requests=len(ttft),
         generate_calls=len(calls) - wl.warmup,
+        reference_nll=nll,
     )
     return {
         "status": "ok",
@@ -208,6 +210,20 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         "metrics": metrics.model_dump(),
         "outputs": [outputs[i].model_dump() for i in sorted(outputs)],
     }
+
+
+def _score_reference(model: Any, tok: Any, spec: TrialSpec) -> float:
+    """Teacher-forced mean NLL of the reference text; its next-token log-probs saved for KL checks.
+    Runs after the timed calls, outside the memory phase: it measures quality, not cost."""
+    import torch
+
+    ids = tok(spec.reference_text, return_tensors="pt").input_ids.to(model.device)
+    with torch.inference_mode():
+        logp = torch.log_softmax(model(ids).logits[0].float(), dim=-1)
+    nll = -logp[:-1].gather(1, ids[0, 1:, None]).mean().item()
+    if spec.logprobs_path:
+        np.save(spec.logprobs_path, logp[:-1].cpu().numpy())
+    return nll
 
 
 def _is_oom(exc: BaseException) -> bool:

@@ -1,0 +1,250 @@
+"""A tune run's report: report.json (for programs), report.md (for people), report.html (self-contained,
+plots embedded). Measured numbers and estimates carry their labels; what was not run is "unverified"."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from infertune.advise import config_for, estimate_setup, serve_command
+from infertune.paths import write_atomic
+from infertune.techniques import REGISTRY, Facts
+from infertune.tune import Step, TuneSpec, best_step, measurable
+
+SCHEMA_VERSION = "1"
+MiB = 2**20
+
+
+def reproduce_snippet(spec: TuneSpec, step: Step, bf16: bool) -> str:
+    """Loads and generates exactly as the trial did for prompt 0 (greedy), printing its output."""
+    cfg = config_for(step.setup, bf16)
+    prompt = spec.workload.prompt_list()[0]
+    load = cfg.from_pretrained_kwargs("auto")
+    gen: dict[str, Any] = {"max_new_tokens": spec.workload.max_new_tokens, "do_sample": spec.workload.do_sample,
+                           **cfg.generation_kwargs()}
+    if not spec.workload.do_sample:
+        gen.update(temperature=None, top_p=None, top_k=None)
+    if spec.workload.ignore_eos:
+        gen["min_new_tokens"] = spec.workload.max_new_tokens
+    load_args = "".join(f"\n    {k}={v!r}," for k, v in load.items())
+    gen_args = "".join(f"\n    {k}={v!r}," for k, v in gen.items())
+    if isinstance(prompt, str):
+        encode = f"inputs = tok({prompt!r}, return_tensors='pt').to(model.device)\n"
+    else:
+        msgs = [m.model_dump() for m in prompt]
+        encode = (f"messages = {msgs!r}\n"
+                  "inputs = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors='pt', "
+                  "return_dict=True).to(model.device)\n")
+    head = f"# launch: torchrun --nproc-per-node {step.setup.tp} this_script.py\n" if step.setup.tp > 1 else ""
+    return (
+        head + "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+        f"torch.manual_seed({spec.workload.seed})\n"
+        f"tok = AutoTokenizer.from_pretrained({spec.model_path!r})\n"
+        f"model = AutoModelForCausalLM.from_pretrained(\n    {spec.model_path!r},{load_args}\n)\n"
+        + encode
+        + f"out = model.generate(**inputs,{gen_args}\n)\n"
+        "print(tok.decode(out[0, inputs['input_ids'].shape[1]:], skip_special_tokens=True))\n"
+    )
+
+
+def _metrics_row(s: Step) -> dict[str, Any]:
+    m = s.trial.metrics
+    if m is None:
+        return {"status": s.trial.status}
+    return {"status": s.trial.status, "peak_memory_bytes": m.peak_memory_bytes,
+            "peak_above_baseline_bytes": m.peak_memory_bytes - m.baseline_memory_bytes, "memory_kind": m.memory_kind,
+            "ttft_s": m.ttft_s, "tpot_s": m.tpot_s, "e2e_s": m.e2e_s, "tokens_per_s": m.tokens_per_s,
+            "reference_nll": m.reference_nll}
+
+
+def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None,
+          run_dir: Path | None = None) -> dict[str, Any]:
+    best = best_step(steps)
+    base = steps[0] if steps else None
+    accepted = [s for s in steps if s.accepted and s.technique]
+    tradeoffs = [t for s in accepted for t in REGISTRY[s.technique].tradeoffs]
+    docs = sorted({d for s in accepted for d in REGISTRY[s.technique].docs})
+    open_q: list[str] = []
+    unverified: list[dict[str, Any]] = []
+    if best is not None:
+        # Compatible with the accepted setup but not measured in this run: say why, mark unverified.
+        tried = {s.technique for s in steps}
+        for tid, t in REGISTRY.items():
+            if tid in tried or t.applied(best.setup):
+                continue
+            c = t.check(facts, best.setup)
+            if c.blockers:
+                continue
+            after = t.apply(facts, best.setup)
+            why = "; ".join(c.issues) or ("not measurable here (concurrency, several devices or another engine)"
+                                          if not measurable(after) else "not tried (trial or time budget)")
+            unverified.append({"technique": tid, "why": why})
+        open_q = sorted({i for u in unverified for i in u["why"].split("; ") if "?" in i})
+    out_text = None
+    if best is not None and best.trial.outputs:
+        out_text = best.trial.outputs[0].text
+    return {
+        "kind": "tune-report", "schema_version": SCHEMA_VERSION,
+        "model": spec.model, "workload": spec.workload.model_dump(mode="json"),
+        "environment": base.trial.environment if base else None,
+        "objective": spec.objective, "constraints": spec.constraints.model_dump(), "tolerance": spec.tolerance.model_dump(),
+        "steps": [{"index": s.index, "technique": s.technique, "changes": s.changes, "accepted": s.accepted,
+                   "reason": s.reason, "objective": s.objective, "measured": _metrics_row(s),
+                   "quality": s.quality.model_dump() if s.quality else None,
+                   "expected": s.expected.model_dump(mode="json") if s.expected else None} for s in steps],
+        "best": None if best is None else {
+            "index": best.index, "setup": best.setup.model_dump(),
+            "config": config_for(best.setup, facts.accelerator.bf16).model_dump(mode="json", exclude_defaults=True),
+            "python": reproduce_snippet(spec, best, facts.accelerator.bf16),
+            "serve": serve_command(facts, best.setup),
+            "greedy_output_prompt_0": out_text,
+            "validate": f"infertune measure --workload {run_dir / 'best.yaml' if run_dir else 'best.yaml'}",
+        },
+        "tradeoffs": tradeoffs, "docs": docs, "open_questions": open_q, "unverified": unverified,
+        "warnings": list(warnings or []),
+    }
+
+
+# --- rendering -----------------------------------------------------------------------------------------
+
+
+def _fmt(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    if unit == "MiB":
+        return f"{v / MiB:,.0f} MiB"
+    if unit == "ms":
+        return f"{v * 1e3:,.1f} ms"
+    return f"{v:,.2f}" if isinstance(v, float) else str(v)
+
+
+def markdown(r: dict[str, Any]) -> str:
+    w = r["workload"]
+    lines = [f"# infertune tune report: {r['model']}", "",
+             f"Objective: **{r['objective']}**. Workload: {len(w.get('prompts') or []) or 'default'} prompts, "
+             f"max_new_tokens {w['max_new_tokens']}, input_len {w.get('input_len') or 'natural'}, batch {w['batch']}. "
+             "Numbers under *measured* come from trials on this machine; *estimate* numbers from the estimator.", "",
+             "## Steps (measured)", "",
+             "| # | change | status | peak memory | TTFT | time/token | tokens/s | exact match | NLL delta | accepted | why |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s in r["steps"]:
+        m, q = s["measured"], s["quality"] or {}
+        change = s["technique"] or "baseline"
+        lines.append(f"| {s['index']} | {change} {s['changes'] or ''} | {m['status']} | {_fmt(m.get('peak_memory_bytes'), 'MiB')} | "
+                     f"{_fmt(m.get('ttft_s'), 'ms')} | {_fmt(m.get('tpot_s'), 'ms')} | {_fmt(m.get('tokens_per_s'))} | "
+                     f"{_fmt(q.get('exact_match_rate'))} | {_fmt(q.get('nll_delta'))} | "
+                     f"{'yes' if s['accepted'] else 'no'} | {s['reason']} |")
+    lines += ["", "Each change was chosen on an estimate (before -> after, *estimate*):", ""]
+    for s in r["steps"]:
+        e = s["expected"]
+        if e:
+            lines.append(f"- step {s['index']} `{s['technique']}`: peak {_fmt(e['peak_bytes_before'], 'MiB')} -> "
+                         f"{_fmt(e['peak_bytes_after'], 'MiB')}, time/token {_fmt(e['tpot_s_before'], 'ms')} -> "
+                         f"{_fmt(e['tpot_s_after'], 'ms')} (estimate{'; ' + e['note'] if e.get('note') else ''})")
+    b = r["best"]
+    if b:
+        lines += ["", "## The configuration to ship", "", "```python", b["python"].rstrip(), "```", "",
+                  "Serve it:", "", "```bash", b["serve"], "```", ""]
+        if b["greedy_output_prompt_0"] is not None:
+            lines += [f"Greedy output for prompt 0 (measured): `{b['greedy_output_prompt_0']}`", ""]
+    if r["tradeoffs"]:
+        lines += ["## Trade-offs", ""] + [f"- {t}" for t in r["tradeoffs"]] + [""]
+    if r["unverified"]:
+        lines += ["## Not run here (unverified)", ""] + [f"- `{u['technique']}`: {u['why']}" for u in r["unverified"]] + [""]
+    if r["open_questions"]:
+        lines += ["## Open compatibility questions", ""] + [f"- {q}" for q in r["open_questions"]] + [""]
+    if r["docs"]:
+        lines += ["## Documentation", ""] + [f"- {d}" for d in r["docs"]] + [""]
+    env = r.get("environment") or {}
+    lines += ["## Environment", "", "```json", json.dumps(env, indent=2), "```", ""]
+    if b:
+        lines += [f"Re-validate the accepted configuration on the same workload: `{b['validate']}`", ""]
+    if r["warnings"]:
+        lines += ["## Warnings", ""] + [f"- {x}" for x in r["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [s for s in r["steps"] if s["measured"].get("status") == "ok"]
+    labels = [s["technique"] or "baseline" for s in ok]
+    out = []
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.bar(labels, [s["measured"]["peak_memory_bytes"] / MiB for s in ok], color="#4c72b0")
+    ax.set_ylabel("peak memory, MiB (measured)")
+    ax.tick_params(axis="x", rotation=20)
+    out.append(("Peak memory per trial (measured)", _png(fig)))
+    plt.close(fig)
+
+    fig, ax = plt.subplots(1, 2, figsize=(9, 3))
+    ax[0].bar(labels, [s["measured"]["ttft_s"] * 1e3 for s in ok], color="#dd8452", label="TTFT")
+    ax[0].set_ylabel("TTFT, ms (measured)")
+    ax[1].bar(labels, [s["measured"]["tokens_per_s"] for s in ok], color="#55a868")
+    ax[1].set_ylabel("tokens/s (measured)")
+    for a in ax:
+        a.tick_params(axis="x", rotation=20)
+    out.append(("Latency and throughput per trial (measured)", _png(fig)))
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    q = [(s["technique"], s["quality"]) for s in ok if s["quality"]]
+    if q:
+        ax.bar([t for t, _ in q], [x["exact_match_rate"] for _, x in q], color="#8172b3", label="greedy exact match")
+        ax.plot([t for t, _ in q], [x["nll_delta"] or 0 for _, x in q], "ko-", label="NLL delta (nats/token)")
+        ax.legend(fontsize=8)
+        ax.tick_params(axis="x", rotation=20)
+    ax.set_title("quality vs baseline (measured)", fontsize=9)
+    out.append(("Quality per trial (measured)", _png(fig)))
+    plt.close(fig)
+
+    best = best_step(steps)
+    if best is not None:
+        lengths = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
+        est = [estimate_setup(facts, best.setup, input_len=n).memory.total_bytes / MiB for n in lengths]
+        fig, ax = plt.subplots(figsize=(6, 3))
+        ax.plot(lengths, est, "b-", label="estimate (peak above the process baseline)")
+        m = best.trial.metrics
+        if m is not None:
+            ax.plot([m.input_tokens_mean], [(m.peak_memory_generate_bytes - m.baseline_memory_bytes) / MiB], "ro",
+                    label="measured (this run)")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("input tokens")
+        ax.set_ylabel("MiB")
+        ax.legend(fontsize=8)
+        out.append(("Memory versus context length: estimate, with the measured point", _png(fig)))
+        plt.close(fig)
+    return out
+
+
+def write(run_dir: Path, spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None) -> dict:
+    import yaml
+
+    r = build(spec, steps, facts, warnings, run_dir)
+    best = best_step(steps)
+    if best is not None:  # the accepted configuration on the same workload, for `infertune measure --workload`
+        run_file = {**spec.workload.model_dump(mode="json", exclude_none=True), "model": spec.model_path,
+                    "config": r["best"]["config"]}
+        write_atomic(run_dir / "best.yaml", yaml.safe_dump(run_file, sort_keys=False))
+    write_atomic(run_dir / "report.json", json.dumps(r, indent=2))
+    md = markdown(r)
+    write_atomic(run_dir / "report.md", md)
+    figs = "".join(f"<h3>{html.escape(t)}</h3><img src='data:image/png;base64,{b}'/>" for t, b in plots(r, spec, facts, steps))
+    page = ("<!doctype html><meta charset='utf-8'><title>infertune report</title>"
+            "<style>body{font-family:sans-serif;max-width:980px;margin:auto}pre{background:#f4f4f4;padding:8px;"
+            "overflow-x:auto}</style>" + figs + "<h2>Report</h2><pre>" + html.escape(md) + "</pre>")
+    write_atomic(run_dir / "report.html", page)
+    return r

@@ -1,0 +1,118 @@
+"""The tuning loop on a tiny model: one change per step, quality-gated, durable, resumable, reported."""
+
+import json
+
+import numpy as np
+import pytest
+
+from infertune import report
+from infertune.cli import _host_facts
+from infertune.measure.quality import Tolerance, compare
+from infertune.measure.results import RequestOutput, TrialMetrics, TrialResult
+from infertune.probe.model import profile_model
+from infertune.techniques import Setup
+from infertune.tune import Run, TuneSpec, better, tune
+from infertune.workload import Workload
+
+
+def _spec(model, **kw) -> TuneSpec:
+    wl = Workload(model=str(model), prompts=["Once upon a time", "The sea is"], max_new_tokens=6, warmup=0)
+    base = dict(model=str(model), model_path=str(model), workload=wl, start=Setup(dtype="float32", attn="eager"),
+                objective="memory", max_trials=3, trial_timeout_s=300)
+    base.update(kw)
+    return TuneSpec(**base)
+
+
+@pytest.fixture(scope="module")
+def finished(tiny_model, tmp_path_factory):
+    """One real tune run (3 trials) shared by the tests below."""
+    run = Run.create(tmp_path_factory.mktemp("run") / "r", _spec(tiny_model))
+    facts = _host_facts(run.spec(), profile_model(tiny_model))
+    events = []
+    steps = tune(run, facts, events.append)
+    return run, facts, steps, events
+
+
+def test_baseline_then_one_change_per_step(finished):
+    run, facts, steps, events = finished
+    assert [s.index for s in steps] == [0, 1, 2] and steps[0].technique is None and steps[0].accepted
+    assert sum(e["event"] == "trial" for e in events) == 3
+    for s in steps[1:]:
+        assert s.technique and s.changes
+        assert s.expected is not None and s.expected.kind == "estimate"  # chosen on an estimate
+        assert s.trial.kind == "measured" and s.quality is not None and s.quality.kind == "measured"
+    dtype_step = next(s for s in steps if s.technique == "dtype")
+    assert dtype_step.changes == {"dtype": "bfloat16"}
+    # kept exactly when quality passes and the measured objective beats the best so far by the margin
+    m = dtype_step.trial.metrics
+    assert dtype_step.objective == m.peak_memory_bytes - m.baseline_memory_bytes
+    assert dtype_step.accepted == (dtype_step.quality.passed and better("memory", dtype_step.objective, steps[0].objective))
+
+
+def test_results_are_durable_and_resume_reruns_nothing_finished(finished):
+    run, facts, steps, _ = finished
+    lines = run.results.read_text().splitlines()
+    assert len(lines) == 3 and all(json.loads(x)["kind"] == "tune-step" for x in lines)
+    events = []
+    again = tune(Run(run.path), facts, events.append)
+    assert not [e for e in events if e["event"] == "trial"]  # the budget is spent: nothing re-run
+    assert [s.model_dump() for s in again] == [s.model_dump() for s in steps]
+
+
+def test_a_truncated_last_line_is_ignored_with_a_warning_and_that_step_rerun(finished, tmp_path):
+    run, facts, steps, _ = finished
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "spec.json").write_text((run.path / "spec.json").read_text())
+    (copy / "logprobs").mkdir()
+    for p in (run.path / "logprobs").iterdir():
+        (copy / "logprobs" / p.name).write_bytes(p.read_bytes())
+    lines = run.results.read_text().splitlines()
+    (copy / "results.jsonl").write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][: len(lines[2]) // 2])
+    r = Run(copy)
+    events = []
+    resumed = tune(r, facts, events.append)
+    assert any("incomplete" in w for w in r.warnings)
+    assert [e["index"] for e in events if e["event"] == "trial"] == [2]  # only the lost step
+    assert len(resumed) == 3
+
+
+def test_report_files(finished):
+    run, facts, steps, _ = finished
+    r = report.write(run.path, run.spec(), steps, facts)
+    assert r["kind"] == "tune-report" and r["best"]["python"].count("from_pretrained") == 2
+    md = (run.path / "report.md").read_text()
+    for section in ("## Steps (measured)", "estimate", "## The configuration to ship", "## Environment"):
+        assert section in md
+    html = (run.path / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4
+    assert (run.path / "best.yaml").exists()
+
+
+def _trial(tokens: list[list[int]], nll: float | None) -> TrialResult:
+    m = TrialMetrics(memory_kind="cpu_rss", load_s=1, baseline_memory_bytes=1, peak_memory_bytes=2,
+                     peak_memory_load_bytes=2, peak_memory_generate_bytes=2, cpu_peak_rss_bytes=2, weights_bytes=1,
+                     ttft_s=0.1, ttft_p50_s=0.1, ttft_p95_s=0.1, tpot_s=0.01, tpot_p50_s=0.01, tpot_p95_s=0.01,
+                     e2e_s=0.2, e2e_p50_s=0.2, e2e_p95_s=0.2, tokens_per_s=10, output_tokens=4, input_tokens_mean=3,
+                     requests=len(tokens), generate_calls=len(tokens), reference_nll=nll)
+    outs = [RequestOutput(prompt_index=i, input_tokens=3, output_token_ids=t, text="", finish="length")
+            for i, t in enumerate(tokens)]
+    return TrialResult(status="ok", config={}, workload=Workload(), model_path="-", metrics=m, outputs=outs)
+
+
+def test_quality_gate_passes_identical_and_rejects_broken_outputs(tmp_path):
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(10, 50))
+    base_lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    np.save(tmp_path / "a.npy", base_lp.astype(np.float32))
+    np.save(tmp_path / "b.npy", base_lp.astype(np.float32))
+    broken = np.roll(base_lp, 7, axis=-1)  # a different distribution at every position
+    np.save(tmp_path / "c.npy", broken.astype(np.float32))
+    base = _trial([[1, 2, 3, 4], [5, 6, 7, 8]], 2.0)
+    same = compare(base, _trial([[1, 2, 3, 4], [5, 6, 7, 8]], 2.0), tmp_path / "a.npy", tmp_path / "b.npy")
+    assert same.passed and same.exact_match_rate == 1 and same.mean_first_divergence is None
+    assert same.max_kl == pytest.approx(0, abs=1e-6)
+    bad = compare(base, _trial([[9, 9, 9, 9], [5, 6, 0, 0]], 2.6), tmp_path / "a.npy", tmp_path / "c.npy")
+    assert not bad.passed and bad.exact_match_rate == 0 and bad.mean_first_divergence == 1.0
+    assert bad.nll_delta == pytest.approx(0.6) and bad.max_kl > Tolerance().max_kl
+    assert len(bad.reasons) == 3 and any("greedy outputs match on 0%" in r for r in bad.reasons)
