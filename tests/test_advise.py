@@ -153,3 +153,15 @@ def test_the_advisor_doc_lists_every_technique():
 
     doc = (Path(__file__).parent.parent / "docs" / "advisor.md").read_text()
     assert [t for t in REGISTRY if f"| `{t}` |" not in doc] == []
+
+
+def test_a_measured_trial_joins_the_evidence_and_a_measured_oom_overrides_the_estimate(llama8b):
+    from infertune.measure.results import TrialResult
+    from infertune.workload import Workload
+
+    oom = TrialResult(status="oom", error="CUDA out of memory", config={}, workload=Workload(), model_path="-")
+    a = advise(facts(llama8b, "H100 SXM"), Setup(dtype="bfloat16"), measured=oom)
+    top = a.diagnosis.ranked[0]
+    assert top.severity == "blocking" and a.diagnosis.bottleneck in ("kv-cache-growth", "load-memory")
+    assert any(e.startswith("measured: the trial ended oom") for e in top.evidence)
+    assert a.diagnosis.evidence["measured_status"] == "oom"

@@ -215,3 +215,10 @@ def test_tune_refuses_bad_input_before_any_trial(tiny_model, tmp_path, args, nee
 def test_tune_resume_of_a_non_run_directory_is_exit_2(tmp_path):
     r = run("tune", "--resume", str(tmp_path))
     assert r.returncode == 2 and "not a tune run directory" in r.stderr
+
+
+def test_advise_measured_file_must_be_a_measure_result(tiny_model, tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{}")
+    r = run("advise", "--model", str(tiny_model), "--gpu", "L4", "--measured", str(bad))
+    assert r.returncode == 2 and "not a measure result" in r.stderr

@@ -18,6 +18,7 @@ from infertune.diagnose import Diagnosis, diagnose, serving_times, worst_device
 from infertune.estimate import Estimate, _largest, estimate
 from infertune.estimate.memory import EstimateSettings, Quantization
 from infertune.estimate.placement import parse_max_memory
+from infertune.measure.results import TrialResult
 from infertune.techniques import REGISTRY, Facts, Setup, Technique
 from infertune.techniques.serving import vllm_command
 
@@ -300,10 +301,11 @@ def _tradeoffs(f: Facts, s: Setup, e: Estimate) -> list[WorkloadTradeoff]:
 
 
 def advise(f: Facts, current: Setup, assumptions: list[str] | None = None,
-           questions: list[str] | None = None) -> Advice:
+           questions: list[str] | None = None, measured: TrialResult | None = None) -> Advice:
+    """`measured`: a trial of the current setup on this workload (from `infertune measure --output`)."""
     base = estimate_setup(f, current)
     prompt_only = estimate_setup(f, current, max_new_tokens=1)
-    diag = diagnose(f, current, base, prompt_only)
+    diag = diagnose(f, current, base, prompt_only, measured)
 
     candidates: list[Recommendation] = []
     rejected: list[Rejected] = []

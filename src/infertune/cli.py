@@ -507,6 +507,8 @@ def advise(
     max_new_tokens: Annotated[Optional[str], typer.Option(help="generated tokens per request")] = None,
     batch: Annotated[Optional[int], typer.Option(min=1, help="prompts per generate call")] = None,
     concurrency: Annotated[Optional[int], typer.Option(min=1, help="requests in flight at once")] = None,
+    measured: Annotated[Optional[Path], typer.Option(
+        help="a trial of the current setup (measure --output FILE): its numbers join the evidence")] = None,
     no_input: Annotated[bool, typer.Option("--no-input", help="never ask; state assumptions instead")] = False,
     trust_remote_code: TrustOpt = False,
     fmt: FormatOpt = Format.table,
@@ -538,7 +540,17 @@ def advise(
                      batch=batch or data.get("batch") or 1, concurrency=conc, dtype=dtype, attn=attn,
                      quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,
                      gpu_given=gpu is not None, ask=ask)
-    advice = run_advise(i.facts, i.current, i.assumptions, i.questions)
+    trial = None
+    if measured is not None:
+        from infertune.measure.results import TrialResult
+
+        try:
+            trial = TrialResult.model_validate_json(measured.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"--measured: no such file {measured}") from None
+        except ValueError:
+            raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE)") from None
+    advice = run_advise(i.facts, i.current, i.assumptions, i.questions, trial)
     if fmt is Format.json:
         _print_json(advice)
     else:

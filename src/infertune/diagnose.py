@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from infertune.estimate import Estimate
+from infertune.measure.results import TrialResult
 from infertune.techniques.base import Category, Facts, Setup
 
 Severity = Literal["blocking", "major", "minor"]
@@ -28,7 +29,7 @@ class Finding(BaseModel):
 class Diagnosis(BaseModel):
     bottleneck: Category
     ranked: list[Finding]
-    evidence: dict[str, float | int | bool | None]  # the headline numbers (estimates)
+    evidence: dict[str, float | int | bool | str | None]  # headline numbers: estimates, and measured_* when given
 
 
 def _g(n: float) -> str:
@@ -53,9 +54,21 @@ def serving_times(f: Facts, s: Setup, e: Estimate) -> dict[str, float]:
     return {"e2e_s": e2e, "queue_wait_mean_s": wait, "tokens_per_s": tps}
 
 
-def diagnose(f: Facts, s: Setup, e: Estimate, e_prompt: Estimate) -> Diagnosis:
+def _measured_evidence(t: TrialResult) -> tuple[list[str], dict[str, float | int | bool | str | None]]:
+    m = t.metrics
+    if t.status != "ok" or m is None:
+        return [f"measured: the trial ended {t.status}: {t.error}"], {"measured_status": t.status}
+    lines = [f"measured: peak {_g(m.peak_memory_bytes)} ({m.memory_kind}), TTFT {m.ttft_s * 1e3:.0f} ms, "
+             f"{(m.tpot_s or 0) * 1e3:.1f} ms per token, {m.tokens_per_s:.1f} tokens/s"]
+    return lines, {"measured_status": t.status, "measured_peak_bytes": m.peak_memory_bytes,
+                   "measured_ttft_s": m.ttft_s, "measured_tpot_s": m.tpot_s}
+
+
+def diagnose(f: Facts, s: Setup, e: Estimate, e_prompt: Estimate, measured: TrialResult | None = None) -> Diagnosis:
     """`e` is the estimate for the whole workload; `e_prompt` the same with one new token (what the
-    prefill alone needs), which separates "fits at load, runs out while generating" from the rest."""
+    prefill alone needs), which separates "fits at load, runs out while generating" from the rest.
+    `measured`: a trial of this setup, when one exists: its numbers join the evidence, and a measured
+    out-of-memory makes memory the bottleneck even where the estimate says it fits."""
     m = e.memory
     worst = worst_device(e)
     findings: list[Finding] = []
@@ -112,13 +125,23 @@ def diagnose(f: Facts, s: Setup, e: Estimate, e_prompt: Estimate) -> Diagnosis:
             f"prefill {sp.prefill_s * 1e3:.1f} ms vs decode {decode * 1e3:.1f} ms ({f.max_new_tokens} tokens at "
             f"{sp.tpot_s * 1e3:.2f} ms) per request, roofline on {e.accelerator.name}; decode is {sp.bound}-bound"]))
 
+    lines: list[str] = []
+    extra: dict[str, float | int | bool | str | None] = {}
+    if measured is not None:
+        lines, extra = _measured_evidence(measured)
+        if measured.status == "oom" and not any(x.severity == "blocking" for x in findings):
+            findings.append(Finding(category="kv-cache-growth", severity="blocking", bytes=m.total_bytes, evidence=[
+                "the estimate fits, but the measured trial ran out of memory: other processes may hold memory "
+                "(say --vram), or the estimate misses something here"]))
+
     order = {"blocking": 0, "major": 1, "minor": 2}
     findings.sort(key=lambda x: (order[x.severity], -x.bytes))
+    findings[0].evidence.extend(lines)  # measured beats estimated: it goes with the top finding
     evidence = {
         "peak_bytes": m.total_bytes, "capacity_bytes": cap, "fits": bool(worst and worst.fits),
         "weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
         "attention_scratch_bytes": m.attention_scratch_bytes, "load_peak_bytes": m.load_peak_bytes,
         "prefill_s": e.speed.prefill_s, "tpot_s": e.speed.tpot_s, "max_input_len": e.max_input_len,
-        "max_concurrency": e.max_concurrency, **times,
+        "max_concurrency": e.max_concurrency, **times, **extra,
     }
     return Diagnosis(bottleneck=findings[0].category, ranked=findings, evidence=evidence)
