@@ -641,15 +641,16 @@ def _run_tune(run, facts, spec) -> None:
 
     def view():
         t = Table(title=f"tune: {spec.objective} (measured; {spec.max_trials} trials at most)")
-        for col in ("#", "change", "status", "peak MiB", "TTFT ms", "ms/tok", "tok/s", "match", "kept", "why"):
-            t.add_column(col, overflow="fold")
+        for col in ("#", "change", "peak MiB", "TTFT ms", "ms/tok", "tok/s", "match", "kept"):
+            t.add_column(col, no_wrap=True, justify="left" if col == "change" else "right")
         for s in state["rows"]:
             m = s.trial.metrics
             q = s.quality
-            t.add_row(str(s.index), s.technique or "baseline", s.trial.status,
+            kept = "yes" if s.accepted else ("no" if s.trial.status == "ok" else s.trial.status)
+            t.add_row(str(s.index), s.technique or "baseline",
                       f"{m.peak_memory_bytes / 2**20:,.0f}" if m else "-", f"{m.ttft_s * 1e3:,.0f}" if m else "-",
                       f"{m.tpot_s * 1e3:,.1f}" if m and m.tpot_s else "-", f"{m.tokens_per_s:,.1f}" if m else "-",
-                      f"{q.exact_match_rate:.0%}" if q else "-", "yes" if s.accepted else "no", s.reason)
+                      f"{q.exact_match_rate:.0%}" if q else "-", kept)
         t.caption = state["now"]
         return t
 
@@ -670,6 +671,7 @@ def _run_tune(run, facts, spec) -> None:
             steps = run_loop(run, facts, on_event)
             state["now"] = f"done: {len(steps)} trials"
             live.update(view())
+        err.print()
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted: finished trials are in {run.results}; continue with "
                   f"`infertune tune --resume {run.path}`[/yellow]")
@@ -678,6 +680,8 @@ def _run_tune(run, facts, spec) -> None:
         signal.signal(signal.SIGTERM, previous)
     for w in run.warnings:
         err.print(f"[yellow]warning: {w}[/yellow]")
+    for s in steps:
+        out.print(f"step {s.index} ({s.technique or 'baseline'}): {'kept' if s.accepted else 'rejected'}: {s.reason}")
     r = report.write(run.path, spec, steps, facts, run.warnings)
     best = r["best"]
     if best:
