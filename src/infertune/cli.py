@@ -154,6 +154,12 @@ ModelOpt = Annotated[
     Optional[str], typer.Option("--model", help="'demo', a local model folder, or a hub id in the local HF cache")
 ]
 TrustOpt = Annotated[bool, typer.Option("--trust-remote-code", help="allow the model's own code to run")]
+# workload flags shared by measure and tune
+MaxNewTokensOpt = Annotated[Optional[int], typer.Option(help="tokens to generate per request")]
+InputLenOpt = Annotated[Optional[int], typer.Option(help="pad each prompt to exactly N input tokens")]
+BatchOpt = Annotated[Optional[int], typer.Option(help="prompts per generate call")]
+RepeatsOpt = Annotated[Optional[int], typer.Option(help="timed passes over the prompts")]
+WarmupOpt = Annotated[Optional[int], typer.Option(help="untimed generate calls first")]
 
 
 @app.command()
@@ -184,11 +190,11 @@ def measure(
     workload: Annotated[Optional[Path], typer.Option("--workload", help="workload file (YAML, TOML or JSON)")] = None,
     model: ModelOpt = None,
     revision: Optional[str] = None,
-    max_new_tokens: Annotated[Optional[int], typer.Option(help="tokens to generate per request")] = None,
-    input_len: Annotated[Optional[int], typer.Option(help="pad each prompt to exactly N input tokens")] = None,
-    batch: Annotated[Optional[int], typer.Option(help="prompts per generate call")] = None,
-    repeats: Annotated[Optional[int], typer.Option(help="timed passes over the prompts")] = None,
-    warmup: Annotated[Optional[int], typer.Option(help="untimed generate calls first")] = None,
+    max_new_tokens: MaxNewTokensOpt = None,
+    input_len: InputLenOpt = None,
+    batch: BatchOpt = None,
+    repeats: RepeatsOpt = None,
+    warmup: WarmupOpt = None,
     seed: Optional[int] = None,
     dtype: Annotated[Optional[str], typer.Option(help="auto (checkpoint's), float32, bfloat16, float16")] = None,
     attn: Annotated[Optional[str], typer.Option(help="attention: sdpa, eager, flash_attention_2, ...")] = None,
@@ -703,11 +709,11 @@ def tune(
     workload: Annotated[Optional[Path], typer.Argument(help="workload file (YAML, TOML or JSON)")] = None,
     model: ModelOpt = None,
     revision: Optional[str] = None,
-    max_new_tokens: Annotated[Optional[int], typer.Option(help="tokens to generate per request")] = None,
-    input_len: Annotated[Optional[int], typer.Option(help="pad each prompt to exactly N input tokens")] = None,
-    batch: Annotated[Optional[int], typer.Option(help="prompts per generate call")] = None,
-    repeats: Annotated[Optional[int], typer.Option(help="timed passes over the prompts")] = None,
-    warmup: Annotated[Optional[int], typer.Option(help="untimed generate calls first")] = None,
+    max_new_tokens: MaxNewTokensOpt = None,
+    input_len: InputLenOpt = None,
+    batch: BatchOpt = None,
+    repeats: RepeatsOpt = None,
+    warmup: WarmupOpt = None,
     seed: Optional[int] = None,
     dtype: Annotated[Optional[str], typer.Option(help="starting dtype (default: the checkpoint's)")] = None,
     attn: Annotated[Optional[str], typer.Option(help="starting attention (default: sdpa)")] = None,

@@ -21,6 +21,15 @@ class _Attention(Technique):
         paged = s.batching == "continuous"  # continuous batching runs the paged variant of a backend
         return s.model_copy(update={"attn": ("paged|" if paged and "/" not in self.impl else "") + self.impl})
 
+    def _flash(self, f: Facts, s: Setup, min_cc: float, table_ok: bool, kernel: str) -> Check:
+        """FlashAttention-family rules: the model's flash support, a CUDA GPU of `min_cc`, half precision."""
+        c = self._model(f, "flash_attn", "FlashAttention")
+        c.need_platform(f, "cuda")
+        if f.platform == "cuda":
+            c.need(table_ok and (f.cc or 0) >= min_cc, f"{kernel} needs compute capability >= {min_cc}; "
+                   f"{f.accelerator.name} has {f.accelerator.compute_capability or 'none'}")
+        return c.need(s.dtype in HALF, f"needs fp16 or bf16 weights (current: {s.dtype}); change the dtype first")
+
     def _model(self, f: Facts, flag: str, name: str) -> Check:
         sup = f.profile.supports
         c = Check()
@@ -57,13 +66,7 @@ class Flash2(_Attention):
     docs = ATTN_DOCS
 
     def check(self, f: Facts, s: Setup) -> Check:
-        c = self._model(f, "flash_attn", "FlashAttention")
-        c.need_platform(f, "cuda")
-        if f.platform == "cuda":
-            c.need(f.accelerator.flash_attn_2 and (f.cc is None or f.cc >= 8.0),
-                   f"FlashAttention-2 needs compute capability >= 8.0 (Ampere+); {f.accelerator.name} has "
-                   f"{f.accelerator.compute_capability or 'no support'}")
-        c.need(s.dtype in HALF, f"needs fp16 or bf16 weights (current: {s.dtype}); change the dtype first")
+        c = self._flash(f, s, 8.0, f.accelerator.flash_attn_2, "FlashAttention-2 (Ampere+)")
         return c.need_package(f, "flash_attn", "flash-attn")
 
 
@@ -78,13 +81,7 @@ class Flash3(_Attention):
     docs = ATTN_DOCS
 
     def check(self, f: Facts, s: Setup) -> Check:
-        c = self._model(f, "flash_attn", "FlashAttention")
-        c.need_platform(f, "cuda")
-        if f.platform == "cuda":
-            c.need(f.accelerator.flash_attn_3 and (f.cc or 0) >= 9.0,
-                   f"FlashAttention-3 needs a Hopper GPU (compute capability 9.0); {f.accelerator.name} has "
-                   f"{f.accelerator.compute_capability or 'none'}")
-        c.need(s.dtype in HALF, f"needs fp16 or bf16 weights (current: {s.dtype})")
+        c = self._flash(f, s, 9.0, f.accelerator.flash_attn_3, "FlashAttention-3 (Hopper)")
         return c.need_package(f, "flash_attn_3", "flash_attn_3 (build from flash-attention/hopper)")
 
 
@@ -115,13 +112,7 @@ class KernelsHub(_Attention):
     docs = ("https://huggingface.co/docs/kernels/index", OVERVIEW)
 
     def check(self, f: Facts, s: Setup) -> Check:
-        c = self._model(f, "flash_attn", "FlashAttention")
-        c.need_platform(f, "cuda")
-        if f.platform == "cuda":
-            c.need((f.cc or 0) >= 8.0 and f.accelerator.flash_attn_2,
-                   f"the flash-attn2 kernel needs compute capability >= 8.0; {f.accelerator.name} has "
-                   f"{f.accelerator.compute_capability or 'none'}")
-        c.need(s.dtype in HALF, f"needs fp16 or bf16 weights (current: {s.dtype})")
+        c = self._flash(f, s, 8.0, f.accelerator.flash_attn_2, "the Hub flash-attn2 kernel")
         return c.need_package(f, "kernels")
 
 
