@@ -222,3 +222,27 @@ def test_advise_measured_file_must_be_a_measure_result(tiny_model, tmp_path):
     bad.write_text("{}")
     r = run("advise", "--model", str(tiny_model), "--gpu", "L4", "--measured", str(bad))
     assert r.returncode == 2 and "not a measure result" in r.stderr
+
+
+def test_tune_interrupted_keeps_finished_trials_and_resume_reruns_none(tiny_model, tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "infertune", "tune", "--model", str(tiny_model), "--max-new-tokens", "4",
+           "--warmup", "0", "--max-trials", "3", "--output", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    results = out / "results.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (results.exists() and results.read_text().count("\n") >= 1):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "--resume" in stderr
+    done = results.read_text().splitlines()
+    assert 1 <= len(done) < 3
+    r = run("tune", "--resume", str(out))
+    assert r.returncode == 0, r.stderr
+    after = results.read_text().splitlines()
+    assert after[: len(done)] == done and len(after) == 3  # finished lines untouched, only the rest measured
+    assert (out / "report.json").exists()

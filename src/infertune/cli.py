@@ -727,6 +727,8 @@ def tune(
     max_ttft: Annotated[Optional[float], typer.Option(help="TTFT limit, seconds")] = None,
     max_tpot: Annotated[Optional[float], typer.Option(help="time per output token limit, seconds")] = None,
     min_quality: Annotated[Optional[float], typer.Option(help="least share of prompts with the baseline's greedy output")] = None,
+    max_nll_delta: Annotated[Optional[float], typer.Option(help="most reference NLL increase, nats/token (0.05)")] = None,
+    max_kl: Annotated[Optional[float], typer.Option(help="most next-token KL vs the baseline, nats (0.5)")] = None,
     trial_timeout: Annotated[float, typer.Option(help="seconds per trial before it is stopped")] = 900.0,
     trust_remote_code: TrustOpt = False,
 ) -> None:
@@ -765,7 +767,8 @@ def tune(
     start = Setup(dtype=resolve_dtype(cfg.dtype, prof.native_dtype) or "float32", attn=cfg.attn_implementation or "sdpa",
                   kv_cache=cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded")
                   else "dynamic")
-    tol = Tolerance() if min_quality is None else Tolerance(min_exact_match=min_quality)
+    given = {"min_exact_match": min_quality, "max_nll_increase": max_nll_delta, "max_kl": max_kl}
+    tol = Tolerance(**{k: v for k, v in given.items() if v is not None})
     spec = TuneSpec(model=wl.model, model_path=str(path), workload=wl, start=start, objective=objective,
                     constraints=Constraints(max_memory_bytes=_parse_size(max_memory, "--max-memory"),
                                             max_ttft_s=max_ttft, max_tpot_s=max_tpot),
