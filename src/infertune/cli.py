@@ -802,3 +802,71 @@ def demo(output: Annotated[Optional[Path], typer.Option(help="run directory")] =
     run = Run.create(run_dir, spec)
     _say(f"run directory: {run.path}")
     _run_tune(run, facts, spec)
+
+
+# --- loadtest --------------------------------------------------------------------------------------
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--concurrency: not a list of integers: {text!r} (e.g. 1,4,16,64)") from None
+    if not levels or min(levels) < 1:
+        raise UserError("--concurrency: give positive integers, e.g. 1,4,16")
+    return levels
+
+
+def _print_load(res) -> None:
+    t = Table(title=f"Load test (measured): {res.url}{res.endpoint}, {res.max_new_tokens} tokens per request")
+    for col in ("concurrency", "ok", "failed", "TTFT p50", "TTFT p95", "TTFT p99", "ITL p50", "ITL p95", "ITL p99",
+                "tok/s", "req/s", "SLO"):
+        t.add_column(col, justify="right")
+    for lv in res.levels:
+        t.add_row(str(lv.concurrency), str(lv.requests_ok),
+                  str(lv.requests_failed) + (f" {lv.errors}" if lv.errors else ""),
+                  _ms(lv.ttft_s.p50), _ms(lv.ttft_s.p95), _ms(lv.ttft_s.p99), _ms(lv.itl_s.p50), _ms(lv.itl_s.p95),
+                  _ms(lv.itl_s.p99), f"{lv.output_tokens_per_s:,.1f}", f"{lv.requests_per_s:,.2f}",
+                  "-" if lv.meets_slo is None else ("met" if lv.meets_slo else "missed"))
+    out.print(t)
+    if res.slo["max_ttft_s"] is not None or res.slo["max_tpot_s"] is not None:
+        out.print(f"knee: concurrency {res.knee_concurrency} is the highest that meets the SLO (p95)"
+                  if res.knee_concurrency else "knee: no level meets the SLO (p95)")
+
+
+@app.command()
+def loadtest(
+    url: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000")],
+    model: Annotated[Optional[str], typer.Option(help="model name to send (servers that host several need it)")] = None,
+    concurrency: Annotated[str, typer.Option(help="levels to sweep, e.g. 1,4,16,64")] = "1,4",
+    requests: Annotated[int, typer.Option(min=1, help="requests per level")] = 16,
+    duration: Annotated[Optional[float], typer.Option(help="seconds per level at most")] = None,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="max_tokens per request")] = 64,
+    max_ttft: Annotated[Optional[float], typer.Option(help="SLO: p95 TTFT, seconds")] = None,
+    max_tpot: Annotated[Optional[float], typer.Option(help="SLO: p95 inter-token latency, seconds")] = None,
+    endpoint: Annotated[str, typer.Option(help="chat (/v1/chat/completions) or completions (/v1/completions)")] = "chat",
+    timeout: Annotated[float, typer.Option(help="seconds per request before it counts as a timeout")] = 120.0,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Stream requests at each concurrency level; TTFT and inter-token latency percentiles, throughput."""
+    from urllib.parse import urlparse
+
+    from infertune.serving.loadtest import loadtest as run_load
+
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise UserError(f"--url: not an http(s) URL: {url!r} (e.g. http://127.0.0.1:8000)")
+    if endpoint not in ("chat", "completions"):
+        raise UserError("--endpoint: chat or completions")
+    levels = _levels(concurrency)
+
+    def on_level(lv) -> None:
+        _say(f"concurrency {lv.concurrency}: {lv.requests_ok} ok, {lv.requests_failed} failed, "
+             f"{lv.output_tokens_per_s:,.1f} tok/s")
+
+    res = run_load(url, model, levels, requests, duration, max_new_tokens, max_ttft, max_tpot, endpoint=endpoint,
+                   timeout_s=timeout, on_level=on_level)
+    if fmt is Format.json:
+        _print_json(res)
+    else:
+        _print_load(res)

@@ -1,0 +1,1 @@
+"""Serving: load tests against OpenAI-compatible servers, and server trials."""

@@ -1,0 +1,197 @@
+"""Load generator for any OpenAI-compatible server (transformers serve, vLLM, SGLang, TGI).
+
+Closed loop per concurrency level: C workers each send streaming requests back to back until the level's
+request count or time bound is reached. Streaming (SSE) gives each request's time to first token and its
+inter-token latencies. Errors, timeouts and non-2xx answers are counted per kind, never dropped; a
+refused connection on the first request is bad input (nothing is listening there), one clear error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from infertune.errors import UserError
+
+DEFAULT_PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+
+
+class Percentiles(BaseModel):
+    mean: float | None
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+    @classmethod
+    def of(cls, values: list[float]) -> Percentiles:
+        if not values:
+            return cls(mean=None, p50=None, p95=None, p99=None)
+        a = np.asarray(values, dtype=float)
+        return cls(mean=float(a.mean()), p50=float(np.percentile(a, 50)), p95=float(np.percentile(a, 95)),
+                   p99=float(np.percentile(a, 99)))
+
+
+class RequestRecord(BaseModel):
+    ok: bool
+    error: str | None = None  # kind: http-<status>, timeout, connection, stream
+    ttft_s: float | None = None
+    itl_s: list[float] = Field(default_factory=list)
+    e2e_s: float | None = None
+    output_tokens: int = 0
+
+
+class LevelResult(BaseModel):
+    concurrency: int
+    requests_ok: int
+    requests_failed: int
+    errors: dict[str, int]
+    duration_s: float
+    ttft_s: Percentiles
+    itl_s: Percentiles
+    e2e_s: Percentiles
+    output_tokens_per_s: float
+    requests_per_s: float
+    meets_slo: bool | None  # against --max-ttft/--max-tpot (p95), None when no SLO given
+
+
+class LoadTestResult(BaseModel):
+    kind: Literal["measured"] = "measured"
+    test: Literal["loadtest"] = "loadtest"
+    url: str
+    model: str | None
+    endpoint: str
+    max_new_tokens: int
+    levels: list[LevelResult]
+    knee_concurrency: int | None  # the highest level that still meets the SLO
+    slo: dict[str, float | None]
+
+
+def _chunk_text(obj: dict, chat: bool) -> str:
+    try:
+        choice = obj["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        return ""
+    if chat:
+        return (choice.get("delta") or {}).get("content") or ""
+    return choice.get("text") or ""
+
+
+async def one_request(client, url: str, body: dict, chat: bool, timeout_s: float) -> RequestRecord:
+    import httpx
+
+    start = time.perf_counter()
+    stamps: list[float] = []
+    try:
+        async with client.stream("POST", url, json=body, timeout=timeout_s) as resp:
+            if resp.status_code // 100 != 2:
+                await resp.aread()
+                return RequestRecord(ok=False, error=f"http-{resp.status_code}")
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                try:
+                    obj = json.loads(data)
+                except ValueError:
+                    return RequestRecord(ok=False, error="stream")
+                if _chunk_text(obj, chat):
+                    stamps.append(time.perf_counter())
+    except httpx.TimeoutException:
+        return RequestRecord(ok=False, error="timeout")
+    except httpx.ConnectError:
+        return RequestRecord(ok=False, error="connection")
+    except httpx.HTTPError as e:
+        return RequestRecord(ok=False, error=type(e).__name__)
+    if not stamps:
+        return RequestRecord(ok=False, error="empty")
+    return RequestRecord(ok=True, ttft_s=stamps[0] - start, itl_s=np.diff(stamps).tolist(), e2e_s=stamps[-1] - start,
+                         output_tokens=len(stamps))
+
+
+async def run_level(client, url: str, body: dict, chat: bool, concurrency: int, requests: int,
+                    duration_s: float | None, timeout_s: float) -> tuple[list[RequestRecord], float]:
+    records: list[RequestRecord] = []
+    issued = 0
+    start = time.perf_counter()
+
+    async def worker() -> None:
+        nonlocal issued
+        while issued < requests and (duration_s is None or time.perf_counter() - start < duration_s):
+            issued += 1
+            records.append(await one_request(client, url, body, chat, timeout_s))
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return records, time.perf_counter() - start
+
+
+def summarize(concurrency: int, records: list[RequestRecord], elapsed: float, max_ttft: float | None,
+              max_tpot: float | None) -> LevelResult:
+    ok = [r for r in records if r.ok]
+    ttft = Percentiles.of([r.ttft_s for r in ok if r.ttft_s is not None])
+    itl = Percentiles.of([x for r in ok for x in r.itl_s])
+    meets = None
+    if max_ttft is not None or max_tpot is not None:
+        meets = bool(ok) and len(ok) == len(records)
+        if max_ttft is not None:
+            meets = meets and ttft.p95 is not None and ttft.p95 <= max_ttft
+        if max_tpot is not None:
+            meets = meets and (itl.p95 is None or itl.p95 <= max_tpot)
+    return LevelResult(
+        concurrency=concurrency, requests_ok=len(ok), requests_failed=len(records) - len(ok),
+        errors=dict(Counter(r.error for r in records if not r.ok)), duration_s=elapsed, ttft_s=ttft, itl_s=itl,
+        e2e_s=Percentiles.of([r.e2e_s for r in ok if r.e2e_s is not None]),
+        output_tokens_per_s=sum(r.output_tokens for r in ok) / elapsed if elapsed > 0 else 0.0,
+        requests_per_s=len(ok) / elapsed if elapsed > 0 else 0.0, meets_slo=meets,
+    )
+
+
+async def _preflight(client, base: str) -> None:
+    """A refused connection is bad input: say so once, before any level runs."""
+    import httpx
+
+    try:
+        await client.get(base + "/v1/models", timeout=10)
+    except httpx.ConnectError:
+        raise UserError(f"cannot connect to {base}: nothing is listening there (is the server running?)") from None
+    except httpx.HTTPError:
+        pass  # reachable; the endpoint may not list models: the requests will tell
+
+
+async def loadtest_async(url: str, model: str | None, levels: list[int], requests: int, duration_s: float | None,
+                         max_new_tokens: int, max_ttft: float | None, max_tpot: float | None, endpoint: str = "chat",
+                         prompt: str = DEFAULT_PROMPT, timeout_s: float = 120.0, on_level=None) -> LoadTestResult:
+    import httpx
+
+    base = url.rstrip("/")
+    chat = endpoint == "chat"
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    body: dict = {"max_tokens": max_new_tokens, "stream": True, "temperature": 0}
+    body.update({"messages": [{"role": "user", "content": prompt}]} if chat else {"prompt": prompt})
+    if model:
+        body["model"] = model
+    out = []
+    limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
+    async with httpx.AsyncClient(limits=limits) as client:
+        await _preflight(client, base)
+        for c in levels:
+            records, elapsed = await run_level(client, base + path, body, chat, c, requests, duration_s, timeout_s)
+            level = summarize(c, records, elapsed, max_ttft, max_tpot)
+            out.append(level)
+            if on_level:
+                on_level(level)
+    meeting = [lv.concurrency for lv in out if lv.meets_slo]
+    return LoadTestResult(url=base, model=model, endpoint=path, max_new_tokens=max_new_tokens, levels=out,
+                          knee_concurrency=max(meeting) if meeting else None,
+                          slo={"max_ttft_s": max_ttft, "max_tpot_s": max_tpot})
+
+
+def loadtest(*args, **kwargs) -> LoadTestResult:
+    return asyncio.run(loadtest_async(*args, **kwargs))

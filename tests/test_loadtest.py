@@ -1,0 +1,116 @@
+"""The load generator against a fake OpenAI-compatible server on loopback (streams SSE, or fails on demand)."""
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from infertune.errors import UserError
+from infertune.serving.loadtest import loadtest
+
+TOKENS = 5
+DELAY = 0.01  # between streamed tokens
+
+
+class FakeOpenAI(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fail_every = 0  # every Nth completion answers 500
+    calls = 0
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": "fake"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls += 1
+        if self.fail_every and type(self).calls % self.fail_every == 0:
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        n = min(TOKENS, req.get("max_tokens", TOKENS))
+        for i in range(n):
+            time.sleep(DELAY)
+            delta = {"choices": [{"delta": {"content": f"t{i} "}}]}
+            self._chunk(f"data: {json.dumps(delta)}\n\n")
+        self._chunk("data: [DONE]\n\n")
+        self._chunk("")
+
+    def _chunk(self, text: str):
+        data = text.encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+@pytest.fixture()
+def server():
+    FakeOpenAI.calls, FakeOpenAI.fail_every = 0, 0
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+def test_levels_report_ttft_itl_percentiles_and_throughput(server):
+    res = loadtest(server, "fake", [1, 4], 8, None, 16, max_ttft=5.0, max_tpot=1.0)
+    assert [lv.concurrency for lv in res.levels] == [1, 4]
+    for lv in res.levels:
+        assert lv.requests_ok == 8 and lv.requests_failed == 0
+        assert DELAY * 0.5 < lv.ttft_s.p50 < 1.0 and lv.itl_s.p50 >= DELAY * 0.5
+        assert lv.ttft_s.p50 <= lv.ttft_s.p95 <= lv.ttft_s.p99
+        assert lv.output_tokens_per_s > 0 and lv.meets_slo
+    # four at a time finish the same 8 requests sooner than one at a time
+    assert res.levels[1].requests_per_s > 1.5 * res.levels[0].requests_per_s
+    assert res.knee_concurrency == 4 and res.kind == "measured"
+
+
+def test_failures_are_counted_not_hidden_and_slo_knee(server):
+    FakeOpenAI.fail_every = 4
+    res = loadtest(server, None, [2], 8, None, 16, max_ttft=1e-6, max_tpot=None)
+    lv = res.levels[0]
+    assert lv.requests_ok + lv.requests_failed == 8 and lv.requests_failed == 2 and lv.errors == {"http-500": 2}
+    assert lv.meets_slo is False and res.knee_concurrency is None
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_nothing_listening_is_one_clear_error():
+    with pytest.raises(UserError, match="nothing is listening"):
+        loadtest(f"http://127.0.0.1:{_free_port()}", None, [1], 1, None, 4, None, None)
+    r = subprocess.run([sys.executable, "-m", "infertune", "loadtest", "--url", f"http://127.0.0.1:{_free_port()}"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "nothing is listening" in r.stderr
+
+
+def test_cli_json(server):
+    r = subprocess.run([sys.executable, "-m", "infertune", "loadtest", "--url", server, "--concurrency", "1,2",
+                        "--requests", "4", "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    lv = d["levels"][1]
+    for key in ("ttft_s", "itl_s"):
+        assert set(lv[key]) >= {"p50", "p95", "p99"}
+    assert lv["requests_ok"] == 4 and lv["requests_failed"] == 0 and lv["output_tokens_per_s"] > 0
