@@ -114,3 +114,18 @@ def test_cli_json(server):
     for key in ("ttft_s", "itl_s"):
         assert set(lv[key]) >= {"p50", "p95", "p99"}
     assert lv["requests_ok"] == 4 and lv["requests_failed"] == 0 and lv["output_tokens_per_s"] > 0
+
+
+def test_serve_trial_runs_transformers_serve_on_loopback_and_leaves_nothing_behind(tiny_model, tmp_path):
+    import psutil
+
+    r = subprocess.run([sys.executable, "-m", "infertune", "serve-trial", "--model", str(tiny_model),
+                        "--concurrency", "1,2", "--requests", "2", "--max-new-tokens", "4", "--output",
+                        str(tmp_path), "--format", "json"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert "--host 127.0.0.1" in d["command"] and (tmp_path / "server.log").exists()
+    assert [lv["requests_ok"] for lv in d["load"]["levels"]] == [2, 2]
+    leftovers = [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])
+                 or any("transformers.cli.transformers" in c for c in (p.info["cmdline"] or []))]
+    assert leftovers == []

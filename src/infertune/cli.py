@@ -819,16 +819,20 @@ def _levels(text: str) -> list[int]:
 
 def _print_load(res) -> None:
     t = Table(title=f"Load test (measured): {res.url}{res.endpoint}, {res.max_new_tokens} tokens per request")
-    for col in ("concurrency", "ok", "failed", "TTFT p50", "TTFT p95", "TTFT p99", "ITL p50", "ITL p95", "ITL p99",
-                "tok/s", "req/s", "SLO"):
+    for col in ("conc", "ok", "fail", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "tok/s", "req/s", "SLO"):
         t.add_column(col, justify="right")
+
+    def ms(v):
+        return "-" if v is None else f"{v * 1e3:,.0f}"
     for lv in res.levels:
-        t.add_row(str(lv.concurrency), str(lv.requests_ok),
-                  str(lv.requests_failed) + (f" {lv.errors}" if lv.errors else ""),
-                  _ms(lv.ttft_s.p50), _ms(lv.ttft_s.p95), _ms(lv.ttft_s.p99), _ms(lv.itl_s.p50), _ms(lv.itl_s.p95),
-                  _ms(lv.itl_s.p99), f"{lv.output_tokens_per_s:,.1f}", f"{lv.requests_per_s:,.2f}",
+        t.add_row(str(lv.concurrency), str(lv.requests_ok), str(lv.requests_failed), ms(lv.ttft_s.p50),
+                  ms(lv.ttft_s.p95), ms(lv.itl_s.p50), ms(lv.itl_s.p95), f"{lv.output_tokens_per_s:,.1f}", f"{lv.requests_per_s:,.2f}",
                   "-" if lv.meets_slo is None else ("met" if lv.meets_slo else "missed"))
     out.print(t)
+    out.print("TTFT and ITL (inter-token latency) in ms; p99 and the rest in --format json")
+    for lv in res.levels:
+        if lv.errors:
+            out.print(f"[red]concurrency {lv.concurrency}: failed requests by kind: {lv.errors}[/red]")
     if res.slo["max_ttft_s"] is not None or res.slo["max_tpot_s"] is not None:
         out.print(f"knee: concurrency {res.knee_concurrency} is the highest that meets the SLO (p95)"
                   if res.knee_concurrency else "knee: no level meets the SLO (p95)")
@@ -869,4 +873,58 @@ def loadtest(
     if fmt is Format.json:
         _print_json(res)
     else:
+        _print_load(res)
+
+
+@app.command("serve-trial")
+def serve_trial(
+    model: ModelOpt = None,
+    revision: Optional[str] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="--dtype for transformers serve")] = None,
+    attn: Annotated[Optional[str], typer.Option(help="--attn-implementation for transformers serve")] = None,
+    continuous_batching: Annotated[bool, typer.Option("--continuous-batching", help="serve with continuous batching")] = False,
+    quantization: Annotated[Optional[str], typer.Option(help="bnb-4bit or bnb-8bit (CUDA)")] = None,
+    compile: Annotated[bool, typer.Option("--compile", help="serve with torch.compile")] = False,
+    concurrency: Annotated[str, typer.Option(help="levels to sweep, e.g. 1,4,8")] = "1,4",
+    requests: Annotated[int, typer.Option(min=1, help="requests per level")] = 8,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="max_tokens per request")] = 32,
+    output: Annotated[Optional[Path], typer.Option(help="where the server log goes (default: ./infertune-runs/serve-TIME)")] = None,
+    ready_timeout: Annotated[float, typer.Option(help="seconds to wait for the server to come up")] = 300.0,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Start `transformers serve` with a candidate's flags on 127.0.0.1, load-test it, stop it."""
+    import datetime
+
+    import httpx
+
+    from infertune import models
+    from infertune.serving.loadtest import loadtest as run_load
+    from infertune.serving.server import ServeProcess, serve_args
+
+    if continuous_batching and compile:
+        raise UserError("--compile is not compatible with --continuous-batching (transformers serve refuses it)")
+    if quantization and quantization not in ("bnb-4bit", "bnb-8bit"):
+        raise UserError("--quantization: transformers serve supports bnb-4bit or bnb-8bit")
+    levels = _levels(concurrency)
+    path = str(models.resolve(model or models.DEFAULT_MODEL, revision, say=_say))
+    run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("serve-%Y%m%d-%H%M%S")
+    args = serve_args(path, dtype, attn, continuous_batching, quantization, compile)
+    server = ServeProcess(args, run_dir / "server.log", ready_timeout_s=ready_timeout)
+    with err.status(f"starting transformers serve on {server.url}", spinner="dots"):
+        server.__enter__()
+    try:
+        with err.status("warming up (the first request loads the model)", spinner="dots"):
+            httpx.post(server.url + "/v1/chat/completions", timeout=ready_timeout,
+                       json={"model": path, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
+        res = run_load(server.url, path, levels, requests, None, max_new_tokens, None, None,
+                       on_level=lambda lv: _say(f"concurrency {lv.concurrency}: {lv.requests_ok} ok, "
+                                                f"{lv.output_tokens_per_s:,.1f} tok/s"))
+    finally:
+        server.stop()
+    result = {"kind": "measured", "test": "serve-trial", "command": " ".join(server.cmd), "log": str(server.log_path),
+              "flags": args[1:], "load": res.model_dump(mode="json")}
+    if fmt is Format.json:
+        _print_json(result)
+    else:
+        out.print(f"server: {' '.join(['transformers serve', *args])} (log: {server.log_path})")
         _print_load(res)
