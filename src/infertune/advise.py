@@ -147,7 +147,8 @@ def config_for(s: Setup, bf16: bool = True) -> InferenceConfig:
         load["tp_plan"] = "auto"
     cache = None if s.kv_cache == "dynamic" else s.kv_cache
     return InferenceConfig(
-        dtype=s.dtype, attn_implementation=s.attn, cache_implementation=cache,
+        dtype=s.dtype, attn_implementation=s.attn, cache_implementation=cache, batching=s.batching,
+        max_batch_tokens=s.max_batch_tokens,
         cache_config={"backend": "quanto", "nbits": 4} if s.kv_cache == "quantized" else None,
         device_map=s.device_map, max_memory=s.max_memory, load_kwargs=load,
     )
@@ -200,20 +201,26 @@ MEASURE_FLAGS = {"dtype", "attn", "kv_cache"}  # what `infertune measure` takes 
 def validation(f: Facts, current: Setup, s: Setup) -> tuple[str, str | None]:
     """The infertune command that measures this setup on the workload (and a run file when flags are not enough)."""
     shape = f"--model {f.model} --input-len {f.input_len} --max-new-tokens {f.max_new_tokens} --batch {f.batch}"
-    if s.batching == "continuous" or s.engine != "transformers":
-        return (f"{serve_command(f, s)}  # then load it with {f.concurrency} concurrent streaming requests "
-                "(`infertune measure` runs one request at a time; concurrent trials are not built yet)"), None
-    changed = set(Setup().changes(s))
-    note = "  # one request at a time: concurrent load is not measured by `measure`" if f.concurrency > 1 else ""
+    if s.engine != "transformers":
+        return (f"{serve_command(f, s)}  # then: infertune loadtest --url http://127.0.0.1:8000 "
+                f"--concurrency {f.concurrency}"), None
+    if f.concurrency > 1:
+        shape += f" --concurrency {f.concurrency} --batching {s.batching}"
+        if s.max_batch_tokens:
+            shape += f" --max-batch-tokens {s.max_batch_tokens}"
+    changed = set(Setup().changes(s)) - {"batching", "max_batch_tokens"}
     if changed <= MEASURE_FLAGS | {"compile"} and s.kv_cache != "quantized":
-        flags = f" --dtype {s.dtype} --attn {s.attn}" + (f" --kv-cache {s.kv_cache}" if s.kv_cache != "dynamic" else "")
-        return f"infertune measure {shape}{flags}{note}", None
+        attn = shlex.quote(s.attn)
+        flags = f" --dtype {s.dtype} --attn {attn}" + (f" --kv-cache {s.kv_cache}" if s.kv_cache != "dynamic" else "")
+        return f"infertune measure {shape}{flags}", None
     import yaml
 
     cfg = config_for(s, f.accelerator.bf16).model_dump(exclude_defaults=True)
     run = {"model": f.model, "input_len": f.input_len, "max_new_tokens": f.max_new_tokens, "batch": f.batch,
            "config": cfg}
-    return f"infertune measure --workload infertune-run.yaml{note}", yaml.safe_dump(run, sort_keys=False)
+    if f.concurrency > 1:
+        run["concurrency"] = f.concurrency
+    return "infertune measure --workload infertune-run.yaml", yaml.safe_dump(run, sort_keys=False)
 
 
 # --- the advisor ----------------------------------------------------------------------------------------

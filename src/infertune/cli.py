@@ -200,6 +200,11 @@ def measure(
     attn: Annotated[Optional[str], typer.Option(help="attention: sdpa, eager, flash_attention_2, ...")] = None,
     kv_cache: Annotated[Optional[str], typer.Option(help="cache_implementation: dynamic, static, ...")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:N, mps (default: cuda if present)")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(min=1, help="requests arriving together, per round")] = None,
+    batching: Annotated[Optional[str], typer.Option(
+        help="how concurrent requests run: serial (one generate each), static (one padded batch), continuous "
+             "(generate_batch)")] = None,
+    max_batch_tokens: Annotated[Optional[int], typer.Option(help="continuous batching: tokens per forward")] = None,
     trust_remote_code: TrustOpt = False,
     timeout: Annotated[float, typer.Option(help="seconds before the trial is stopped (load included)")] = 900.0,
     fmt: FormatOpt = Format.table,
@@ -214,13 +219,11 @@ def measure(
 
     wl, cfg_data = load_run(
         workload, model=model, revision=revision, max_new_tokens=max_new_tokens, input_len=input_len,
-        batch=batch, repeats=repeats, warmup=warmup, seed=seed,
+        batch=batch, repeats=repeats, warmup=warmup, seed=seed, concurrency=concurrency,
     )
-    if wl.concurrency > 1:
-        raise UserError("concurrency > 1 is not measured yet: measure runs requests serially (set concurrency: 1)")
     cfg = config_from(
         cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache, device=device,
-        trust_remote_code=trust_remote_code or None,
+        trust_remote_code=trust_remote_code or None, batching=batching, max_batch_tokens=max_batch_tokens,
     )
     if timeout <= 0:
         raise UserError("--timeout must be positive")
@@ -630,7 +633,8 @@ def _host_facts(spec, profile):
     acc, _ = intake.target_hardware(None, None)
     wl = spec.workload
     i = intake.build(profile, spec.model_path, acc, True, input_len=wl.input_len or 64,
-                     max_new_tokens=wl.max_new_tokens, batch=wl.batch, concurrency=1)
+                     max_new_tokens=wl.max_new_tokens, batch=wl.batch, concurrency=wl.concurrency,
+                     batching=spec.start.batching)
     return i.facts
 
 
@@ -754,8 +758,6 @@ def tune(
         raise UserError("--min-quality is a share of prompts between 0 and 1")
     wl, cfg_data = load_run(workload, model=model, revision=revision, max_new_tokens=max_new_tokens,
                             input_len=input_len, batch=batch, repeats=repeats, warmup=warmup, seed=seed)
-    if wl.concurrency > 1:
-        raise UserError("tune measures one request at a time: set concurrency: 1 (concurrent trials are not built yet)")
     if wl.do_sample:
         raise UserError("tune compares greedy outputs against the baseline: set do_sample: false")
     cfg = config_from(cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache)
@@ -765,6 +767,7 @@ def tune(
     from infertune.techniques import Setup
 
     start = Setup(dtype=resolve_dtype(cfg.dtype, prof.native_dtype) or "float32", attn=cfg.attn_implementation or "sdpa",
+                  batching=cfg.batching, max_batch_tokens=cfg.max_batch_tokens,
                   kv_cache=cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded")
                   else "dynamic")
     given = {"min_exact_match": min_quality, "max_nll_increase": max_nll_delta, "max_kl": max_kl}

@@ -60,6 +60,9 @@ class InferenceConfig(BaseModel):
     max_memory: dict[str, str] | None = Field(None, description="per-device budget for device_map, e.g. {'0': '20GiB'}")
     cache_implementation: str | None = Field(None, description="KV cache kind for generate")
     cache_config: dict[str, Any] | None = Field(None, description="options of the cache (e.g. nbits for 'quantized')")
+    batching: Literal["serial", "static", "continuous"] = Field(
+        "serial", description="concurrent requests: one generate each, one padded batch, or generate_batch")
+    max_batch_tokens: int | None = Field(None, description="continuous batching: tokens per forward pass")
     trust_remote_code: bool = Field(False, description="run code shipped with the model; only when asked for")
     load_kwargs: dict[str, Any] = Field(default_factory=dict, description="other from_pretrained kwargs, passed through")
     generate_kwargs: dict[str, Any] = Field(default_factory=dict, description="other generate kwargs, passed through")
@@ -147,7 +150,8 @@ class InferenceConfig(BaseModel):
     def label(self) -> str:
         """A short human label: only what differs from the library defaults."""
         shown = {"dtype": self.dtype if self.dtype != "auto" else None, "attn": self.attn_implementation,
-                 "device": self.device, "device_map": self.device_map, "cache": self.cache_implementation}
+                 "device": self.device, "device_map": self.device_map, "cache": self.cache_implementation,
+                 "batching": self.batching if self.batching != "serial" else None}
         return ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None) or "defaults"
 
 

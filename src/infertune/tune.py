@@ -92,8 +92,8 @@ def violations(c: Constraints, t: TrialResult) -> list[str]:
 
 
 def measurable(s: Setup) -> bool:
-    """What `measure` can run in one process on one device."""
-    return s.batching == "serial" and s.engine == "transformers" and s.tp == 1 and s.device_map is None
+    """What a trial can run in one process on one device (serial, static or continuous batching)."""
+    return s.engine == "transformers" and s.tp == 1 and s.device_map is None
 
 
 def candidates(f: Facts, best: Setup, tried: set[str]) -> list[tuple[str, Setup]]:

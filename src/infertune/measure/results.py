@@ -45,6 +45,11 @@ class TrialMetrics(BaseModel):
     requests: int = Field(description="timed requests (prompts x repeats, batches filled by cycling)")
     generate_calls: int
     reference_nll: float | None = Field(None, description="teacher-forced mean NLL (nats/token) on the reference text")
+    concurrency: int = Field(1, description="requests arriving together (a burst) per round")
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = Field(None, description="p99 inter-token latency (ITL)")
+    e2e_p99_s: float | None = None
+    requests_per_s: float | None = Field(None, description="timed requests / their total wall time")
 
 
 class RequestOutput(BaseModel):

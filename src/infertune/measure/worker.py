@@ -140,50 +140,76 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     if not wl.do_sample:  # drop the checkpoint's sampling defaults, which would only warn under greedy
         gen_kwargs.update(temperature=None, top_p=None, top_k=None)
 
-    batches = wl.batches()
-    calls = [(False, b) for b in (batches * wl.warmup)[: wl.warmup]] + [(True, b) for b in batches * wl.repeats]
+    def one_call(seqs: list[list[int]]):
+        """One generate call; (start, end, per-step times, generated ids)."""
+        width = max(len(x) for x in seqs)
+        # Left padding: decoder-only models continue from the last position of every row.
+        input_ids = torch.tensor([[pad_id] * (width - len(x)) + x for x in seqs], device=model.device)
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in seqs], device=model.device)
+        timer = StepTimer()
+        torch.manual_seed(wl.seed)
+        start = time.perf_counter()
+        out = model.generate(input_ids=input_ids, attention_mask=mask, streamer=timer, **gen_kwargs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        return start, time.perf_counter(), timer.steps, out[:, width:].cpu()
+
     ttft, e2e, gaps, lengths = [], [], [], []
     total_time, total_out = 0.0, 0
     outputs: dict[int, RequestOutput] = {}
+
+    def record(i: int, seq: list[int], ids: list[int], steps: list[float], t0: float, finish: str) -> None:
+        """One timed request: times from `t0`, when it arrived (queueing included)."""
+        nonlocal total_out
+        ttft.append(steps[0] - t0)
+        e2e.append(steps[-1] - t0)
+        gaps.extend(np.diff(steps).tolist())
+        lengths.append(len(seq))
+        total_out += len(ids)
+        if i not in outputs:
+            text = tok.decode(ids, skip_special_tokens=True)
+            outputs[i] = RequestOutput(prompt_index=i, input_tokens=len(seq), output_token_ids=ids, text=text,
+                                       finish=finish)
+
+    def record_call(idx: list[int], seqs: list[list[int]], start: float, steps: list[float], gen, t0: float) -> None:
+        for row, (i, (n, finish)) in enumerate(zip(idx, _row_lengths(gen, eos_ids, wl.ignore_eos), strict=True)):
+            record(i, seqs[row], gen[row, :n].tolist(), steps[:n], t0, finish)
+
+    if wl.concurrency == 1 and cfg.batching == "serial":
+        batches = wl.batches()
+        calls = [(False, b) for b in (batches * wl.warmup)[: wl.warmup]] + [(True, b) for b in batches * wl.repeats]
+        rounds = None
+    else:  # bursts: `concurrency` requests (prompts cycled) arrive together, each round
+        n = len(encoded)
+        burst = [k % n for k in range(wl.concurrency * wl.batch)]
+        calls = [(False, burst)] * wl.warmup + [(True, burst)] * wl.repeats
+        rounds = True
     emit(event="phase", phase="generate", total=len(calls))
     with torch.inference_mode(), meter.generate_phase() as phase:
         for k, (timed, idx) in enumerate(calls):
             seqs = [encoded[i] for i in idx]
-            width = max(len(s) for s in seqs)
-            # Left padding: decoder-only models continue from the last position of every row.
-            input_ids = torch.tensor([[pad_id] * (width - len(s)) + s for s in seqs], device=model.device)
-            mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=model.device)
-            timer = StepTimer()
-            torch.manual_seed(wl.seed)
-            start = time.perf_counter()
-            out = model.generate(input_ids=input_ids, attention_mask=mask, streamer=timer, **gen_kwargs)
-            if device.startswith("cuda"):
-                torch.cuda.synchronize(device)
-            end = time.perf_counter()
+            t0 = time.perf_counter()
+            if rounds is None or cfg.batching == "static":
+                start, end, steps, gen = one_call(seqs)
+                if timed:
+                    record_call(idx, seqs, start, steps, gen, start)
+            elif cfg.batching == "serial":  # one generate per request, in arrival order: the rest wait
+                for j, i in enumerate(idx):
+                    start, end, steps, gen = one_call([seqs[j]])
+                    if timed:
+                        record_call([i], [seqs[j]], start, steps, gen, t0)
+            else:
+                end = _continuous(model, seqs, idx, wl, cfg, eos_ids, pad_id, record if timed else None, t0)
+            if timed:
+                total_time += end - t0
             emit(event="progress", done=k + 1, total=len(calls))
-            if not timed:
-                continue
-            gen = out[:, width:].cpu()
-            total_time += end - start
-            for row, (i, (n, finish)) in enumerate(zip(idx, _row_lengths(gen, eos_ids, wl.ignore_eos), strict=True)):
-                steps = timer.steps[:n]
-                ttft.append(steps[0] - start)
-                e2e.append(steps[-1] - start)
-                gaps.extend(np.diff(steps).tolist())
-                lengths.append(len(seqs[row]))
-                total_out += n
-                if i not in outputs:
-                    ids = gen[row, :n].tolist()
-                    text = tok.decode(ids, skip_special_tokens=True)
-                    outputs[i] = RequestOutput(
-                        prompt_index=i, input_tokens=len(seqs[row]), output_token_ids=ids, text=text, finish=finish
-                    )
 
     cpu_peak = max(peak_rss_bytes(), *((peak_load, phase.peak) if meter.kind == "cpu_rss" else ()))
     nll = _score_reference(model, tok, spec) if spec.reference_text else None
     ttft_m = _pstats(ttft)
     e2e_m = _pstats(e2e)
     tpot_m = _pstats(gaps) if gaps else (None, None, None)
+    p99 = {k: float(np.percentile(v, 99)) if v else None for k, v in (("ttft", ttft), ("tpot", gaps), ("e2e", e2e))}
     metrics = TrialMetrics(
         memory_kind=meter.kind,
         load_s=load_s,
@@ -203,6 +229,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         requests=len(ttft),
         generate_calls=len(calls) - wl.warmup,
         reference_nll=nll,
+        concurrency=wl.concurrency,
+        ttft_p99_s=p99["ttft"], tpot_p99_s=p99["tpot"], e2e_p99_s=p99["e2e"],
+        requests_per_s=len(ttft) / total_time if total_time > 0 else None,
     )
     return {
         "status": "ok",
@@ -210,6 +239,34 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         "metrics": metrics.model_dump(),
         "outputs": [outputs[i].model_dump() for i in sorted(outputs)],
     }
+
+
+def _continuous(model: Any, seqs: list[list[int]], idx: list[int], wl: Any, cfg: InferenceConfig, eos_ids: set[int],
+                pad_id: int, record: Any, t0: float) -> float:
+    """All requests of the burst through generate_batch (continuous batching, paged cache); per-token
+    timestamps give each request's TTFT and inter-token gaps. Returns the time the last one finished."""
+    from transformers.generation import ContinuousBatchingConfig, GenerationConfig
+
+    gcfg = GenerationConfig(max_new_tokens=wl.max_new_tokens, do_sample=wl.do_sample, pad_token_id=pad_id,
+                            eos_token_id=sorted(eos_ids) or None,
+                            min_new_tokens=wl.max_new_tokens if wl.ignore_eos else None)
+    cb = ContinuousBatchingConfig(max_batch_tokens=cfg.max_batch_tokens)
+    outs = model.generate_batch(inputs=seqs, generation_config=gcfg, continuous_batching_config=cb,
+                                record_timestamps=True, progress_bar=False)
+    end = time.perf_counter()
+    by_prompt: dict[tuple[int, ...], list] = {}
+    for o in outs.values():
+        by_prompt.setdefault(tuple(o.prompt_ids), []).append(o)
+    for j, i in enumerate(idx):
+        o = by_prompt[tuple(seqs[j])].pop(0)
+        if o.error:
+            raise RuntimeError(f"continuous batching request failed: {o.error}")
+        ids = list(o.generated_tokens)
+        stamps = list(o.timestamps or [])
+        if record is not None and stamps:
+            finish = "eos" if ids and ids[-1] in eos_ids and len(ids) < wl.max_new_tokens else "length"
+            record(i, seqs[j], ids, stamps, t0, finish)
+    return end
 
 
 def _score_reference(model: Any, tok: Any, spec: TrialSpec) -> float:

@@ -1,0 +1,50 @@
+"""Concurrent requests in a trial: a burst of N requests run serially, as one padded batch, or through
+continuous batching (generate_batch), with per-request TTFT that includes queueing."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from infertune.config import InferenceConfig
+from infertune.measure import run_trial
+from infertune.workload import Workload
+
+
+@pytest.fixture(scope="module")
+def bursts(tiny_model):
+    wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is", "Hello there"], max_new_tokens=6,
+                  concurrency=4, warmup=1, repeats=2, ignore_eos=True)
+    return {mode: run_trial(InferenceConfig(batching=mode, max_batch_tokens=64), wl, tiny_model, timeout_s=300)
+            for mode in ("serial", "static", "continuous")}
+
+
+@pytest.mark.parametrize("mode", ["serial", "static", "continuous"])
+def test_every_request_of_every_timed_burst_is_measured(bursts, mode):
+    r = bursts[mode]
+    assert r.status == "ok", (r.error, r.log_tail)
+    m = r.metrics
+    assert m.concurrency == 4 and m.requests == 8 and m.output_tokens == 8 * 6
+    assert m.ttft_p50_s <= m.ttft_p95_s <= m.ttft_p99_s and m.requests_per_s > 0
+    assert {o.prompt_index for o in r.outputs} == {0, 1, 2}
+
+
+def test_serial_requests_queue_and_a_static_batch_does_not(bursts):
+    serial, static = bursts["serial"].metrics, bursts["static"].metrics
+    # serially, the 4th request of a burst waits for three others: its TTFT is several requests long
+    assert serial.ttft_p99_s > 1.5 * serial.ttft_p50_s
+    # one padded batch: every request of the burst gets its first token at the same step
+    assert static.ttft_p99_s == pytest.approx(static.ttft_p50_s, rel=0.05)
+
+
+def test_measure_cli_takes_concurrency_and_batching(tiny_model):
+    r = subprocess.run([sys.executable, "-m", "infertune", "measure", "--model", str(tiny_model), "--max-new-tokens",
+                        "4", "--concurrency", "3", "--batching", "static", "--warmup", "0", "--format", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["config"]["batching"] == "static" and d["metrics"]["concurrency"] == 3 and d["metrics"]["requests"] == 3
+    bad = subprocess.run([sys.executable, "-m", "infertune", "measure", "--model", str(tiny_model), "--batching",
+                          "sometimes"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "batching" in bad.stderr
