@@ -60,6 +60,9 @@ def _measured_evidence(t: TrialResult) -> tuple[list[str], dict[str, float | int
         return [f"measured: the trial ended {t.status}: {t.error}"], {"measured_status": t.status}
     lines = [f"measured: peak {_g(m.peak_memory_bytes)} ({m.memory_kind}), TTFT {m.ttft_s * 1e3:.0f} ms, "
              f"{(m.tpot_s or 0) * 1e3:.1f} ms per token, {m.tokens_per_s:.1f} tokens/s"]
+    if m.concurrency > 1 and m.ttft_p99_s is not None:  # queueing, as measured
+        lines.append(f"measured with {m.concurrency} requests arriving together ({t.config.batching}): TTFT p50 "
+                     f"{m.ttft_p50_s * 1e3:.0f} ms, p99 {m.ttft_p99_s * 1e3:.0f} ms, {m.requests_per_s or 0:.2f} requests/s")
     return lines, {"measured_status": t.status, "measured_peak_bytes": m.peak_memory_bytes,
                    "measured_ttft_s": m.ttft_s, "measured_tpot_s": m.tpot_s}
 
