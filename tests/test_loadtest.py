@@ -129,3 +129,26 @@ def test_serve_trial_runs_transformers_serve_on_loopback_and_leaves_nothing_behi
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])
                  or any("transformers.cli.transformers" in c for c in (p.info["cmdline"] or []))]
     assert leftovers == []
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_interrupted_serve_trial_leaves_no_server_behind(tiny_model, tmp_path, sig):
+    import signal
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-m", "infertune", "serve-trial", "--model", str(tiny_model),
+                             "--requests", "50", "--max-new-tokens", "64", "--output", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "server.log"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.exists() and log.stat().st_size > 0):
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.send_signal(getattr(signal, sig))
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    time.sleep(1)
+    left = [p for p in psutil.process_iter(["cmdline"])
+            if any("transformers.cli.transformers" in c for c in (p.info["cmdline"] or []))]
+    assert left == []

@@ -913,6 +913,9 @@ def serve_trial(
     run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("serve-%Y%m%d-%H%M%S")
     args = serve_args(path, dtype, attn, continuous_batching, quantization, compile)
     server = ServeProcess(args, run_dir / "server.log", ready_timeout_s=ready_timeout)
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the server too, like Ctrl-C
     with err.status(f"starting transformers serve on {server.url}", spinner="dots"):
         server.__enter__()
     try:
