@@ -48,3 +48,21 @@ def test_measure_cli_takes_concurrency_and_batching(tiny_model):
     bad = subprocess.run([sys.executable, "-m", "infertune", "measure", "--model", str(tiny_model), "--batching",
                           "sometimes"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "batching" in bad.stderr
+
+
+def test_poisson_arrivals_are_seeded_and_serial_requests_wait_for_their_arrival(tiny_model):
+    wl = Workload(model=str(tiny_model), prompts=["Once upon a time"], max_new_tokens=4, concurrency=4,
+                  arrival="poisson", rate=20.0, seed=3, warmup=0, ignore_eos=True)
+    a = wl.arrivals(4)
+    assert a == wl.arrivals(4) and a[0] == 0 and a == sorted(a) and a[-1] > 0  # same every run, increasing
+    r = run_trial(InferenceConfig(batching="serial"), wl, tiny_model, timeout_s=300)
+    assert r.status == "ok", r.error
+    # the round lasts at least until the last request arrived
+    assert r.metrics.requests == 4 and 4 / r.metrics.requests_per_s >= a[-1]
+    bad = run_trial(InferenceConfig(batching="continuous"), wl, tiny_model, timeout_s=300)
+    assert bad.status == "error" and bad.error_type == "input" and "poisson" in bad.error
+
+
+def test_poisson_needs_a_rate():
+    with pytest.raises(ValueError, match="needs a rate"):
+        Workload(arrival="poisson")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from infertune.errors import UserError, validated
 
@@ -64,10 +64,29 @@ class Workload(BaseModel):
     ignore_eos: bool = Field(False, description="always generate max_new_tokens (fixed-length benchmark)")
     batch: PositiveInt = Field(1, description="prompts per generate call")
     concurrency: PositiveInt = Field(1, description="requests in flight at once")
+    arrival: Literal["burst", "poisson"] = Field(
+        "burst", description="concurrent requests arrive all at once, or as a Poisson process at `rate` (seeded)")
+    rate: PositiveFloat | None = Field(None, description="requests per second for poisson arrivals")
     repeats: PositiveInt = Field(1, description="timed passes over all prompts")
     warmup: NonNegativeInt = Field(1, description="untimed generate calls before timing")
     seed: int = 0
     do_sample: bool = Field(False, description="greedy by default: deterministic and comparable")
+
+    @model_validator(mode="after")
+    def _rate_with_poisson(self) -> Workload:
+        if self.arrival == "poisson" and self.rate is None:
+            raise ValueError("arrival 'poisson' needs a rate (requests per second)")
+        return self
+
+    def arrivals(self, n: int) -> list[float]:
+        """Arrival offsets (seconds) of the n requests of a round: all 0 for a burst; for poisson,
+        exponential gaps at `rate`, from a generator seeded with `seed` (the same every run)."""
+        if self.arrival == "burst":
+            return [0.0] * n
+        import numpy as np
+
+        gaps = np.random.default_rng(self.seed).exponential(1 / self.rate, size=n)
+        return (np.cumsum(gaps) - gaps[0]).tolist()  # the first request opens the round
 
     def prompt_list(self) -> list[Prompt]:
         if self.prompts is not None:

@@ -171,15 +171,25 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             outputs[i] = RequestOutput(prompt_index=i, input_tokens=len(seq), output_token_ids=ids, text=text,
                                        finish=finish)
 
-    def record_call(idx: list[int], seqs: list[list[int]], start: float, steps: list[float], gen, t0: float) -> None:
+    def record_call(idx: list[int], seqs: list[list[int]], start: float, steps: list[float], gen,
+                    t0s: list[float]) -> None:
+        """`t0s`: each row's arrival time."""
         for row, (i, (n, finish)) in enumerate(zip(idx, _row_lengths(gen, eos_ids, wl.ignore_eos), strict=True)):
-            record(i, seqs[row], gen[row, :n].tolist(), steps[:n], t0, finish)
+            record(i, seqs[row], gen[row, :n].tolist(), steps[:n], t0s[row], finish)
+
+    def wait_until(t: float) -> None:
+        delay = t - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
 
     if wl.concurrency == 1 and cfg.batching == "serial":
         batches = wl.batches()
         calls = [(False, b) for b in (batches * wl.warmup)[: wl.warmup]] + [(True, b) for b in batches * wl.repeats]
         rounds = None
-    else:  # bursts: `concurrency` requests (prompts cycled) arrive together, each round
+    else:  # rounds of `concurrency` requests (prompts cycled), arriving together or as a Poisson process
+        if wl.arrival == "poisson" and cfg.batching == "continuous":
+            raise UserError("poisson arrivals need requests submitted over time: in-process generate_batch takes "
+                            "them all at once; use serve-trial or loadtest against a continuous-batching server")
         n = len(encoded)
         burst = [k % n for k in range(wl.concurrency * wl.batch)]
         calls = [(False, burst)] * wl.warmup + [(True, burst)] * wl.repeats
@@ -189,15 +199,22 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         for k, (timed, idx) in enumerate(calls):
             seqs = [encoded[i] for i in idx]
             t0 = time.perf_counter()
-            if rounds is None or cfg.batching == "static":
+            arrive = [t0 + a for a in wl.arrivals(len(idx))]
+            if rounds is None:
                 start, end, steps, gen = one_call(seqs)
                 if timed:
-                    record_call(idx, seqs, start, steps, gen, start)
+                    record_call(idx, seqs, start, steps, gen, [start] * len(idx))
+            elif cfg.batching == "static":  # one padded batch once the round's last request has arrived
+                wait_until(arrive[-1])
+                start, end, steps, gen = one_call(seqs)
+                if timed:
+                    record_call(idx, seqs, start, steps, gen, arrive)
             elif cfg.batching == "serial":  # one generate per request, in arrival order: the rest wait
                 for j, i in enumerate(idx):
+                    wait_until(arrive[j])
                     start, end, steps, gen = one_call([seqs[j]])
                     if timed:
-                        record_call([i], [seqs[j]], start, steps, gen, t0)
+                        record_call([i], [seqs[j]], start, steps, gen, [arrive[j]])
             else:
                 end = _continuous(model, seqs, idx, wl, cfg, eos_ids, pad_id, record if timed else None, t0)
             if timed:
