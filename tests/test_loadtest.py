@@ -152,3 +152,16 @@ def test_interrupted_serve_trial_leaves_no_server_behind(tiny_model, tmp_path, s
     left = [p for p in psutil.process_iter(["cmdline"])
             if any("transformers.cli.transformers" in c for c in (p.info["cmdline"] or []))]
     assert left == []
+
+
+def test_open_loop_rates(server):
+    res = loadtest(server, None, [1], 6, None, 16, max_ttft=5.0, max_tpot=None, rates=[5.0, 50.0])
+    assert [lv.rate for lv in res.levels] == [5.0, 50.0]
+    assert all(lv.requests_ok == 6 and lv.requests_failed == 0 for lv in res.levels)
+    slow, fast = res.levels
+    assert slow.duration_s > fast.duration_s  # arrivals spread over ~1 s at 5/s, ~0.1 s at 50/s
+    assert fast.concurrency >= slow.concurrency >= 1  # more in flight when offered faster
+    assert res.knee_rate == 50.0 and res.knee_concurrency is None
+    r = subprocess.run([sys.executable, "-m", "infertune", "loadtest", "--url", server, "--rate", "fast"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--rate" in r.stderr

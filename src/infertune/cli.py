@@ -822,13 +822,16 @@ def _levels(text: str) -> list[int]:
 
 def _print_load(res) -> None:
     t = Table(title=f"Load test (measured): {res.url}{res.endpoint}, {res.max_new_tokens} tokens per request")
-    for col in ("conc", "ok", "fail", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "tok/s", "req/s", "SLO"):
+    open_loop = any(lv.rate is not None for lv in res.levels)
+    cols = ("rate", "peak", "ok", "fail") if open_loop else ("conc", "ok", "fail")
+    for col in (*cols, "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "tok/s", "req/s", "SLO"):
         t.add_column(col, justify="right")
 
     def ms(v):
         return "-" if v is None else f"{v * 1e3:,.0f}"
     for lv in res.levels:
-        t.add_row(str(lv.concurrency), str(lv.requests_ok), str(lv.requests_failed), ms(lv.ttft_s.p50),
+        lead = (f"{lv.rate:g}/s", str(lv.concurrency)) if open_loop else (str(lv.concurrency),)
+        t.add_row(*lead, str(lv.requests_ok), str(lv.requests_failed), ms(lv.ttft_s.p50),
                   ms(lv.ttft_s.p95), ms(lv.itl_s.p50), ms(lv.itl_s.p95), f"{lv.output_tokens_per_s:,.1f}", f"{lv.requests_per_s:,.2f}",
                   "-" if lv.meets_slo is None else ("met" if lv.meets_slo else "missed"))
     out.print(t)
@@ -837,8 +840,9 @@ def _print_load(res) -> None:
         if lv.errors:
             out.print(f"[red]concurrency {lv.concurrency}: failed requests by kind: {lv.errors}[/red]")
     if res.slo["max_ttft_s"] is not None or res.slo["max_tpot_s"] is not None:
-        out.print(f"knee: concurrency {res.knee_concurrency} is the highest that meets the SLO (p95)"
-                  if res.knee_concurrency else "knee: no level meets the SLO (p95)")
+        knee = (f"rate {res.knee_rate:g}/s" if res.knee_rate else None) if open_loop else (
+            f"concurrency {res.knee_concurrency}" if res.knee_concurrency else None)
+        out.print(f"knee: {knee} is the highest that meets the SLO (p95)" if knee else "knee: no level meets the SLO (p95)")
 
 
 @app.command()
@@ -846,6 +850,8 @@ def loadtest(
     url: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000")],
     model: Annotated[Optional[str], typer.Option(help="model name to send (servers that host several need it)")] = None,
     concurrency: Annotated[str, typer.Option(help="levels to sweep, e.g. 1,4,16,64")] = "1,4",
+    rate: Annotated[Optional[str], typer.Option(
+        help="open loop instead: offered request rates to sweep, requests/s (Poisson, seeded), e.g. 0.5,1,2")] = None,
     requests: Annotated[int, typer.Option(min=1, help="requests per level")] = 16,
     duration: Annotated[Optional[float], typer.Option(help="seconds per level at most")] = None,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="max_tokens per request")] = 64,
@@ -866,13 +872,21 @@ def loadtest(
     if endpoint not in ("chat", "completions"):
         raise UserError("--endpoint: chat or completions")
     levels = _levels(concurrency)
+    rates = None
+    if rate is not None:
+        try:
+            rates = [float(x) for x in rate.split(",") if x.strip()]
+        except ValueError:
+            raise UserError(f"--rate: not a list of numbers: {rate!r} (e.g. 0.5,1,2)") from None
+        if not rates or min(rates) <= 0:
+            raise UserError("--rate: give positive request rates, e.g. 0.5,1,2")
 
     def on_level(lv) -> None:
         _say(f"concurrency {lv.concurrency}: {lv.requests_ok} ok, {lv.requests_failed} failed, "
              f"{lv.output_tokens_per_s:,.1f} tok/s")
 
     res = run_load(url, model, levels, requests, duration, max_new_tokens, max_ttft, max_tpot, endpoint=endpoint,
-                   timeout_s=timeout, on_level=on_level)
+                   timeout_s=timeout, on_level=on_level, rates=rates)
     if fmt is Format.json:
         _print_json(res)
     else:

@@ -47,7 +47,8 @@ class RequestRecord(BaseModel):
 
 
 class LevelResult(BaseModel):
-    concurrency: int
+    concurrency: int  # closed loop: workers; open loop: the most requests that were in flight
+    rate: float | None = None  # open loop: requests per second offered (Poisson, seeded)
     requests_ok: int
     requests_failed: int
     errors: dict[str, int]
@@ -69,6 +70,7 @@ class LoadTestResult(BaseModel):
     max_new_tokens: int
     levels: list[LevelResult]
     knee_concurrency: int | None  # the highest level that still meets the SLO
+    knee_rate: float | None = None  # open loop: the highest offered rate that still meets the SLO
     slo: dict[str, float | None]
 
 
@@ -132,6 +134,30 @@ async def run_level(client, url: str, body: dict, chat: bool, concurrency: int, 
     return records, time.perf_counter() - start
 
 
+async def run_rate(client, url: str, body: dict, chat: bool, rate: float, requests: int, duration_s: float | None,
+                   timeout_s: float, seed: int = 0) -> tuple[list[RequestRecord], float, int]:
+    """Open loop: requests start at Poisson arrival times whatever the server's state (that is what
+    users do); returns the records, the elapsed time and the most requests in flight at once."""
+    gaps = np.random.default_rng(seed).exponential(1 / rate, size=requests)
+    offsets = np.cumsum(gaps) - gaps[0]
+    start = time.perf_counter()
+    state = {"now": 0, "peak": 0}
+
+    async def fire(at: float) -> RequestRecord | None:
+        if duration_s is not None and at > duration_s:
+            return None
+        await asyncio.sleep(max(0.0, start + at - time.perf_counter()))
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        try:
+            return await one_request(client, url, body, chat, timeout_s)
+        finally:
+            state["now"] -= 1
+
+    done = await asyncio.gather(*(fire(float(a)) for a in offsets))
+    return [r for r in done if r is not None], time.perf_counter() - start, state["peak"]
+
+
 def summarize(concurrency: int, records: list[RequestRecord], elapsed: float, max_ttft: float | None,
               max_tpot: float | None) -> LevelResult:
     ok = [r for r in records if r.ok]
@@ -167,7 +193,9 @@ async def _preflight(client, base: str) -> None:
 
 async def loadtest_async(url: str, model: str | None, levels: list[int], requests: int, duration_s: float | None,
                          max_new_tokens: int, max_ttft: float | None, max_tpot: float | None, endpoint: str = "chat",
-                         prompt: str = DEFAULT_PROMPT, timeout_s: float = 120.0, on_level=None) -> LoadTestResult:
+                         prompt: str = DEFAULT_PROMPT, timeout_s: float = 120.0, on_level=None,
+                         rates: list[float] | None = None, seed: int = 0) -> LoadTestResult:
+    """Closed loop over `levels` (concurrent workers), or, with `rates`, open loop at each offered rate."""
     import httpx
 
     base = url.rstrip("/")
@@ -178,18 +206,25 @@ async def loadtest_async(url: str, model: str | None, levels: list[int], request
     if model:
         body["model"] = model
     out = []
-    limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
+    width = max(levels) if not rates else requests
+    limits = httpx.Limits(max_connections=width + 4, max_keepalive_connections=width + 4)
     async with httpx.AsyncClient(limits=limits) as client:
         await _preflight(client, base)
-        for c in levels:
-            records, elapsed = await run_level(client, base + path, body, chat, c, requests, duration_s, timeout_s)
-            level = summarize(c, records, elapsed, max_ttft, max_tpot)
+        for x in (rates or levels):
+            if rates:
+                records, elapsed, peak = await run_rate(client, base + path, body, chat, x, requests, duration_s,
+                                                        timeout_s, seed)
+                level = summarize(peak, records, elapsed, max_ttft, max_tpot).model_copy(update={"rate": x})
+            else:
+                records, elapsed = await run_level(client, base + path, body, chat, x, requests, duration_s, timeout_s)
+                level = summarize(x, records, elapsed, max_ttft, max_tpot)
             out.append(level)
             if on_level:
                 on_level(level)
-    meeting = [lv.concurrency for lv in out if lv.meets_slo]
+    meeting = [lv for lv in out if lv.meets_slo]
     return LoadTestResult(url=base, model=model, endpoint=path, max_new_tokens=max_new_tokens, levels=out,
-                          knee_concurrency=max(meeting) if meeting else None,
+                          knee_concurrency=None if rates or not meeting else max(lv.concurrency for lv in meeting),
+                          knee_rate=max(lv.rate for lv in meeting) if rates and meeting else None,
                           slo={"max_ttft_s": max_ttft, "max_tpot_s": max_tpot})
 
 
