@@ -177,7 +177,7 @@ def python_snippet(f: Facts, s: Setup) -> str:
     cfg = config_for(s, f.accelerator.bf16)
     code = cfg.python_snippet(f.model, f.max_new_tokens)
     if s.batching == "continuous":
-        load = cfg.python_snippet(f.model, f.max_new_tokens).split("messages =")[0]
+        load = code.split("messages =")[0]
         code = (load.replace("from transformers import AutoModelForCausalLM, AutoTokenizer",
                              "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
                              "from transformers.generation import ContinuousBatchingConfig, GenerationConfig")
@@ -198,7 +198,7 @@ def python_snippet(f: Facts, s: Setup) -> str:
 MEASURE_FLAGS = {"dtype", "attn", "kv_cache"}  # what `infertune measure` takes as flags
 
 
-def validation(f: Facts, current: Setup, s: Setup) -> tuple[str, str | None]:
+def validation(f: Facts, s: Setup) -> tuple[str, str | None]:
     """The infertune command that measures this setup on the workload (and a run file when flags are not enough)."""
     shape = f"--model {f.model} --input-len {f.input_len} --max-new-tokens {f.max_new_tokens} --batch {f.batch}"
     if s.engine != "transformers":
@@ -250,7 +250,7 @@ def _expected(f: Facts, before: Estimate, after: Estimate, s_before: Setup, s_af
 def _recommend(f: Facts, t: Technique, current: Setup, base: Estimate, issues: list[str]) -> Recommendation:
     after = t.apply(f, current)
     est = estimate_setup(f, after)
-    cmd, run_file = validation(f, current, after)
+    cmd, run_file = validation(f, after)
     return Recommendation(
         technique=t.id, family=t.family, title=t.title, addresses=list(t.addresses), settings=current.changes(after),
         expected=_expected(f, base, est, current, after), tradeoffs=list(t.tradeoffs), docs=list(t.docs),

@@ -7,7 +7,6 @@ KL check). `resume` rebuilds the state from those files and re-runs no finished 
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -245,12 +244,3 @@ def best_step(steps: list[Step]) -> Step | None:
     accepted = [s for s in steps if s.accepted]
     return accepted[-1] if accepted else None
 
-
-def summary(steps: list[Step]) -> dict[str, Any]:
-    b = best_step(steps)
-    return {"trials": len(steps), "accepted": [s.technique for s in steps if s.accepted and s.technique],
-            "best_index": b.index if b else None}
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2)

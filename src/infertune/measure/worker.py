@@ -185,7 +185,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     if wl.concurrency == 1 and cfg.batching == "serial":
         batches = wl.batches()
         calls = [(False, b) for b in (batches * wl.warmup)[: wl.warmup]] + [(True, b) for b in batches * wl.repeats]
-        rounds = None
+        bursts = False
     else:  # rounds of `concurrency` requests (prompts cycled), arriving together or as a Poisson process
         if wl.arrival == "poisson" and cfg.batching == "continuous":
             raise UserError("poisson arrivals need requests submitted over time: in-process generate_batch takes "
@@ -193,14 +193,14 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         n = len(encoded)
         burst = [k % n for k in range(wl.concurrency * wl.batch)]
         calls = [(False, burst)] * wl.warmup + [(True, burst)] * wl.repeats
-        rounds = True
+        bursts = True
     emit(event="phase", phase="generate", total=len(calls))
     with torch.inference_mode(), meter.generate_phase() as phase:
         for k, (timed, idx) in enumerate(calls):
             seqs = [encoded[i] for i in idx]
             t0 = time.perf_counter()
             arrive = [t0 + a for a in wl.arrivals(len(idx))]
-            if rounds is None:
+            if not bursts:
                 start, end, steps, gen = one_call(seqs)
                 if timed:
                     record_call(idx, seqs, start, steps, gen, [start] * len(idx))
