@@ -34,8 +34,10 @@ def test_serial_requests_queue_and_a_static_batch_does_not(bursts):
     serial, static = bursts["serial"].metrics, bursts["static"].metrics
     # serially, the 4th request of a burst waits for three others: its TTFT is several requests long
     assert serial.ttft_p99_s > 1.5 * serial.ttft_p50_s
-    # one padded batch: every request of the burst gets its first token at the same step
-    assert static.ttft_p99_s == pytest.approx(static.ttft_p50_s, rel=0.05)
+    # one padded batch: every request of a burst gets its first token at the same step, so nobody waits for
+    # another's whole generation (p50 and p99 differ only by round-to-round noise, which is not asserted)
+    assert static.ttft_p99_s < serial.ttft_p99_s / 2
+    assert static.ttft_p99_s / static.ttft_p50_s < serial.ttft_p99_s / serial.ttft_p50_s
 
 
 def test_measure_cli_takes_concurrency_and_batching(tiny_model):
