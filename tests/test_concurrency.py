@@ -16,8 +16,9 @@ from infertune.workload import Workload
 def bursts(tiny_model):
     wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is", "Hello there"], max_new_tokens=6,
                   concurrency=4, warmup=1, repeats=2, ignore_eos=True)
-    return {mode: run_trial(InferenceConfig(batching=mode, max_batch_tokens=64), wl, tiny_model, timeout_s=300)
-            for mode in ("serial", "static", "continuous")}
+    configs = {"serial": InferenceConfig(), "static": InferenceConfig(batching="static"),
+               "continuous": InferenceConfig(batching="continuous", max_batch_tokens=64, cb_block_size=32)}
+    return {mode: run_trial(cfg, wl, tiny_model, timeout_s=300) for mode, cfg in configs.items()}
 
 
 @pytest.mark.parametrize("mode", ["serial", "static", "continuous"])

@@ -53,3 +53,12 @@ def test_serve_flags_and_label():
     assert cfg.serve_flags() == ["--dtype", "bfloat16", "--attn-implementation", "sdpa", "--device", "cuda:0"]
     assert cfg.label() == "dtype=bfloat16, attn=sdpa, device=cuda:0"
     assert InferenceConfig().label() == "defaults"
+
+
+def test_continuous_batching_options_become_cb_serve_flags_and_need_continuous_batching():
+    cfg = InferenceConfig(batching="continuous", attn_implementation="paged|sdpa", max_batch_tokens=256,
+                          cb_block_size=32, cb_num_blocks=128)
+    assert cfg.serve_flags() == ["--attn-implementation", "sdpa", "--continuous-batching", "--cb-max-batch-tokens",
+                                 "256", "--cb-block-size", "32", "--cb-num-blocks", "128"]
+    with pytest.raises(ValueError, match="cb_block_size only apply with batching 'continuous'"):
+        InferenceConfig(batching="static", cb_block_size=32)

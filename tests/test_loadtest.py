@@ -105,27 +105,43 @@ def test_nothing_listening_is_one_clear_error():
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "nothing is listening" in r.stderr
 
 
-def test_cli_json(server):
+def test_cli_json_and_report(server, tmp_path):
     r = subprocess.run([sys.executable, "-m", "infertune", "loadtest", "--url", server, "--concurrency", "1,2",
-                        "--requests", "4", "--format", "json"], capture_output=True, text=True, timeout=120)
+                        "--requests", "4", "--format", "json", "--output", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     lv = d["levels"][1]
     for key in ("ttft_s", "itl_s"):
         assert set(lv[key]) >= {"p50", "p95", "p99"}
     assert lv["requests_ok"] == 4 and lv["requests_failed"] == 0 and lv["output_tokens_per_s"] > 0
+    assert_load_report(tmp_path, d)
+
+
+def assert_load_report(folder, result):
+    """load.json holds the printed result; load.md its table; load.html both plots, embedded."""
+    saved = json.loads((folder / "load.json").read_text())
+    assert saved["levels"] == result["levels"]
+    md = (folder / "load.md").read_text()
+    assert md.count("\n| ") == 1 + len(result["levels"])  # header + one row per level
+    page = (folder / "load.html").read_text()
+    assert page.count("data:image/png;base64,") == 2
+    assert "Throughput versus load" in page and "Latency percentiles versus load" in page
 
 
 def test_serve_trial_runs_transformers_serve_on_loopback_and_leaves_nothing_behind(tiny_model, tmp_path):
     import psutil
 
     r = subprocess.run([sys.executable, "-m", "infertune", "serve-trial", "--model", str(tiny_model),
+                        "--continuous-batching", "--cb-block-size", "32", "--cb-num-blocks", "64",
                         "--concurrency", "1,2", "--requests", "2", "--max-new-tokens", "4", "--output",
                         str(tmp_path), "--format", "json"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(r.stdout)
     assert "--host 127.0.0.1" in d["command"] and (tmp_path / "server.log").exists()
+    assert "--continuous-batching --cb-block-size 32 --cb-num-blocks 64" in d["command"]
     assert [lv["requests_ok"] for lv in d["load"]["levels"]] == [2, 2]
+    assert_load_report(tmp_path, d["load"])
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])
                  or any("transformers.cli.transformers" in c for c in (p.info["cmdline"] or []))]
     assert leftovers == []

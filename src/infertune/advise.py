@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infertune.config import InferenceConfig
+from infertune.config import InferenceConfig, serve_flags
 from infertune.diagnose import Diagnosis, diagnose, serving_times, worst_device
 from infertune.estimate import Estimate, _largest, estimate
 from infertune.estimate.memory import EstimateSettings, Quantization
@@ -157,20 +157,10 @@ def config_for(s: Setup, bf16: bool = True) -> InferenceConfig:
 def serve_command(f: Facts, s: Setup) -> str:
     if s.engine == "vllm":
         return vllm_command(f.model, s, f.input_len + f.max_new_tokens, max(f.concurrency * f.batch, 1))
-    flags = ["transformers", "serve", "--host", "127.0.0.1"]
-    if s.dtype != "auto":
-        flags += ["--dtype", s.dtype]
-    if s.attn:  # serve picks the paged variant itself under --continuous-batching
-        flags += ["--attn-implementation", s.attn.removeprefix("paged|")]
-    if s.quantization in ("bnb-4bit", "bnb-8bit"):
-        flags += ["--quantization", s.quantization]
-    if s.compile:
-        flags.append("--compile")
-    if s.batching == "continuous":
-        flags.append("--continuous-batching")
-        if s.max_batch_tokens:
-            flags += ["--cb-max-batch-tokens", str(s.max_batch_tokens)]
-    return shlex.join(flags)
+    flags = serve_flags(dtype=s.dtype, attn=s.attn, compile=s.compile,
+                        quantization=s.quantization if s.quantization in ("bnb-4bit", "bnb-8bit") else None,
+                        continuous_batching=s.batching == "continuous", max_batch_tokens=s.max_batch_tokens)
+    return shlex.join(["transformers", "serve", "--host", "127.0.0.1", *flags])
 
 
 def python_snippet(f: Facts, s: Setup) -> str:

@@ -154,6 +154,9 @@ ModelOpt = Annotated[
     Optional[str], typer.Option("--model", help="'demo', a local model folder, or a hub id in the local HF cache")
 ]
 TrustOpt = Annotated[bool, typer.Option("--trust-remote-code", help="allow the model's own code to run")]
+CbBlockSizeOpt = Annotated[Optional[int], typer.Option(min=1, help="continuous batching: tokens per KV-cache block")]
+CbNumBlocksOpt = Annotated[Optional[int], typer.Option(min=1, help="continuous batching: KV-cache blocks (default: "
+                                                       "sized from free memory)")]
 # workload flags shared by measure and tune
 MaxNewTokensOpt = Annotated[Optional[int], typer.Option(help="tokens to generate per request")]
 InputLenOpt = Annotated[Optional[int], typer.Option(help="pad each prompt to exactly N input tokens")]
@@ -205,6 +208,8 @@ def measure(
         help="how concurrent requests run: serial (one generate each), static (one padded batch), continuous "
              "(generate_batch)")] = None,
     max_batch_tokens: Annotated[Optional[int], typer.Option(help="continuous batching: tokens per forward")] = None,
+    cb_block_size: CbBlockSizeOpt = None,
+    cb_num_blocks: CbNumBlocksOpt = None,
     trust_remote_code: TrustOpt = False,
     timeout: Annotated[float, typer.Option(help="seconds before the trial is stopped (load included)")] = 900.0,
     fmt: FormatOpt = Format.table,
@@ -224,6 +229,7 @@ def measure(
     cfg = config_from(
         cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache, device=device,
         trust_remote_code=trust_remote_code or None, batching=batching, max_batch_tokens=max_batch_tokens,
+        cb_block_size=cb_block_size, cb_num_blocks=cb_num_blocks,
     )
     if timeout <= 0:
         raise UserError("--timeout must be positive")
@@ -859,6 +865,8 @@ def loadtest(
     max_tpot: Annotated[Optional[float], typer.Option(help="SLO: p95 inter-token latency, seconds")] = None,
     endpoint: Annotated[str, typer.Option(help="chat (/v1/chat/completions) or completions (/v1/completions)")] = "chat",
     timeout: Annotated[float, typer.Option(help="seconds per request before it counts as a timeout")] = 120.0,
+    output: Annotated[Optional[Path], typer.Option(
+        help="write load.json, load.md and load.html (throughput and latency-percentile plots) here")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Stream requests at each concurrency level; TTFT and inter-token latency percentiles, throughput."""
@@ -887,6 +895,11 @@ def loadtest(
 
     res = run_load(url, model, levels, requests, duration, max_new_tokens, max_ttft, max_tpot, endpoint=endpoint,
                    timeout_s=timeout, on_level=on_level, rates=rates)
+    if output is not None:
+        from infertune.report import load as load_report
+
+        load_report.write(output, res)
+        _say(f"report: {output / 'load.html'}")
     if fmt is Format.json:
         _print_json(res)
     else:
@@ -902,10 +915,15 @@ def serve_trial(
     continuous_batching: Annotated[bool, typer.Option("--continuous-batching", help="serve with continuous batching")] = False,
     quantization: Annotated[Optional[str], typer.Option(help="bnb-4bit or bnb-8bit (CUDA)")] = None,
     compile: Annotated[bool, typer.Option("--compile", help="serve with torch.compile")] = False,
+    cb_max_batch_tokens: Annotated[Optional[int], typer.Option(
+        min=1, help="continuous batching: tokens per forward")] = None,
+    cb_block_size: CbBlockSizeOpt = None,
+    cb_num_blocks: CbNumBlocksOpt = None,
     concurrency: Annotated[str, typer.Option(help="levels to sweep, e.g. 1,4,8")] = "1,4",
     requests: Annotated[int, typer.Option(min=1, help="requests per level")] = 8,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="max_tokens per request")] = 32,
-    output: Annotated[Optional[Path], typer.Option(help="where the server log goes (default: ./infertune-runs/serve-TIME)")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        help="where the server log and load.json/md/html go (default: ./infertune-runs/serve-TIME)")] = None,
     ready_timeout: Annotated[float, typer.Option(help="seconds to wait for the server to come up")] = 300.0,
     fmt: FormatOpt = Format.table,
 ) -> None:
@@ -920,12 +938,16 @@ def serve_trial(
 
     if continuous_batching and compile:
         raise UserError("--compile is not compatible with --continuous-batching (transformers serve refuses it)")
+    cb = {"max_batch_tokens": cb_max_batch_tokens, "block_size": cb_block_size, "num_blocks": cb_num_blocks}
+    if not continuous_batching and any(v is not None for v in cb.values()):
+        raise UserError("--cb-* options need --continuous-batching")
     if quantization and quantization not in ("bnb-4bit", "bnb-8bit"):
         raise UserError("--quantization: transformers serve supports bnb-4bit or bnb-8bit")
     levels = _levels(concurrency)
     path = str(models.resolve(model or models.DEFAULT_MODEL, revision, say=_say))
     run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("serve-%Y%m%d-%H%M%S")
-    args = serve_args(path, dtype, attn, continuous_batching, quantization, compile)
+    args = serve_args(path, dtype=dtype, attn=attn, continuous_batching=continuous_batching,
+                      quantization=quantization, compile=compile, **cb)
     server = ServeProcess(args, run_dir / "server.log", ready_timeout_s=ready_timeout)
     import signal
 
@@ -941,10 +963,14 @@ def serve_trial(
                                                 f"{lv.output_tokens_per_s:,.1f} tok/s"))
     finally:
         server.stop()
+    from infertune.report import load as load_report
+
     result = {"kind": "measured", "test": "serve-trial", "command": " ".join(server.cmd), "log": str(server.log_path),
               "flags": args[1:], "load": res.model_dump(mode="json")}
+    load_report.write(run_dir, res, command=result["command"], log=result["log"], flags=result["flags"])
     if fmt is Format.json:
         _print_json(result)
     else:
-        out.print(f"server: {' '.join(['transformers serve', *args])} (log: {server.log_path})")
+        out.print(f"server: {' '.join(['transformers serve', *args])} (log: {server.log_path}; "
+                  f"report: {run_dir / 'load.html'})")
         _print_load(res)

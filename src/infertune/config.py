@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from infertune.errors import validated
 
@@ -62,7 +62,11 @@ class InferenceConfig(BaseModel):
     cache_config: dict[str, Any] | None = Field(None, description="options of the cache (e.g. nbits for 'quantized')")
     batching: Literal["serial", "static", "continuous"] = Field(
         "serial", description="concurrent requests: one generate each, one padded batch, or generate_batch")
-    max_batch_tokens: int | None = Field(None, description="continuous batching: tokens per forward pass")
+    max_batch_tokens: PositiveInt | None = Field(None, description="continuous batching: tokens per forward pass")
+    cb_block_size: PositiveInt | None = Field(
+        None, description="continuous batching: tokens per KV-cache block (page_size since transformers 5.17)")
+    cb_num_blocks: PositiveInt | None = Field(
+        None, description="continuous batching: KV-cache blocks; None: sized from free memory")
     trust_remote_code: bool = Field(False, description="run code shipped with the model; only when asked for")
     load_kwargs: dict[str, Any] = Field(default_factory=dict, description="other from_pretrained kwargs, passed through")
     generate_kwargs: dict[str, Any] = Field(default_factory=dict, description="other generate kwargs, passed through")
@@ -89,6 +93,13 @@ class InferenceConfig(BaseModel):
         if v is None or v in CACHE_IMPLEMENTATIONS:
             return v
         raise ValueError(f"unknown cache implementation {v!r}; use one of {', '.join(CACHE_IMPLEMENTATIONS)}")
+
+    @model_validator(mode="after")
+    def _cb_options_need_cb(self) -> InferenceConfig:
+        given = [k for k in ("max_batch_tokens", "cb_block_size", "cb_num_blocks") if getattr(self, k) is not None]
+        if given and self.batching != "continuous":
+            raise ValueError(f"{', '.join(given)} only apply with batching 'continuous'")
+        return self
 
     # --- translations -------------------------------------------------------------------------------
 
@@ -136,16 +147,10 @@ class InferenceConfig(BaseModel):
 
     def serve_flags(self) -> list[str]:
         """The `transformers serve` flags that express this configuration (those serve has)."""
-        flags: list[str] = []
-        if self.dtype != "auto":
-            flags += ["--dtype", self.dtype]
-        if self.attn_implementation is not None:
-            flags += ["--attn-implementation", self.attn_implementation]
-        if self.device is not None:
-            flags += ["--device", self.device]
-        if self.trust_remote_code:
-            flags.append("--trust-remote-code")
-        return flags
+        return serve_flags(dtype=self.dtype, attn=self.attn_implementation, device=self.device,
+                           continuous_batching=self.batching == "continuous", max_batch_tokens=self.max_batch_tokens,
+                           block_size=self.cb_block_size, num_blocks=self.cb_num_blocks,
+                           trust_remote_code=self.trust_remote_code)
 
     def label(self) -> str:
         """A short human label: only what differs from the library defaults."""
@@ -158,3 +163,30 @@ class InferenceConfig(BaseModel):
 def config_from(data: dict[str, Any], source: str = "config", **overrides: Any) -> InferenceConfig:
     """InferenceConfig from file fields, then CLI flags on top (flags given as None are left out)."""
     return validated(InferenceConfig, data, source, overrides)
+
+
+def serve_flags(*, dtype: str | None = None, attn: str | None = None, quantization: str | None = None,
+                compile: bool = False, continuous_batching: bool = False, max_batch_tokens: int | None = None,
+                block_size: int | None = None, num_blocks: int | None = None, device: str | None = None,
+                trust_remote_code: bool = False) -> list[str]:
+    """`transformers serve` flags: the one translation behind the advice, the report and serve-trial."""
+    flags: list[str] = []
+    if dtype and dtype != "auto":
+        flags += ["--dtype", dtype]
+    if attn:  # serve picks the paged variant itself under --continuous-batching
+        flags += ["--attn-implementation", attn.removeprefix("paged|")]
+    if device:
+        flags += ["--device", device]
+    if quantization:
+        flags += ["--quantization", quantization]
+    if compile:
+        flags.append("--compile")
+    if continuous_batching:
+        flags.append("--continuous-batching")
+        for name, v in (("--cb-max-batch-tokens", max_batch_tokens), ("--cb-block-size", block_size),
+                        ("--cb-num-blocks", num_blocks)):
+            if v is not None:
+                flags += [name, str(v)]
+    if trust_remote_code:
+        flags.append("--trust-remote-code")
+    return flags

@@ -267,7 +267,8 @@ def _continuous(model: Any, seqs: list[list[int]], idx: list[int], wl: Any, cfg:
     gcfg = GenerationConfig(max_new_tokens=wl.max_new_tokens, do_sample=wl.do_sample, pad_token_id=pad_id,
                             eos_token_id=sorted(eos_ids) or None,
                             min_new_tokens=wl.max_new_tokens if wl.ignore_eos else None)
-    cb = ContinuousBatchingConfig(max_batch_tokens=cfg.max_batch_tokens)
+    cb = ContinuousBatchingConfig(max_batch_tokens=cfg.max_batch_tokens, num_blocks=cfg.cb_num_blocks,
+                                  **_block_size_kwarg(ContinuousBatchingConfig, cfg.cb_block_size))
     outs = model.generate_batch(inputs=seqs, generation_config=gcfg, continuous_batching_config=cb,
                                 record_timestamps=True, progress_bar=False)
     end = time.perf_counter()
@@ -284,6 +285,15 @@ def _continuous(model: Any, seqs: list[list[int]], idx: list[int], wl: Any, cfg:
             finish = "eos" if ids and ids[-1] in eos_ids and len(ids) < wl.max_new_tokens else "length"
             record(i, seqs[j], ids, stamps, t0, finish)
     return end
+
+
+def _block_size_kwarg(cb_config: type, size: int | None) -> dict[str, int]:
+    """The KV block size under the name this transformers takes: `page_size` since 5.17, `block_size` before."""
+    if size is None:
+        return {}
+    import inspect
+
+    return {"page_size" if "page_size" in inspect.signature(cb_config).parameters else "block_size": size}
 
 
 def _score_reference(model: Any, tok: Any, spec: TrialSpec) -> float:

@@ -3,15 +3,13 @@ plots embedded). Measured numbers and estimates carry their labels; what was not
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 from infertune.advise import config_for, estimate_setup, serve_command
 from infertune.paths import write_atomic
+from infertune.report.render import html_page, png, pyplot
 from infertune.techniques import REGISTRY, Facts
 from infertune.tune import Step, TuneSpec, best_step, measurable
 
@@ -58,7 +56,9 @@ def _metrics_row(s: Step) -> dict[str, Any]:
     return {"status": s.trial.status, "peak_memory_bytes": m.peak_memory_bytes,
             "peak_above_baseline_bytes": m.peak_memory_bytes - m.baseline_memory_bytes, "memory_kind": m.memory_kind,
             "ttft_s": m.ttft_s, "tpot_s": m.tpot_s, "e2e_s": m.e2e_s, "tokens_per_s": m.tokens_per_s,
-            "reference_nll": m.reference_nll}
+            "reference_nll": m.reference_nll, "concurrency": m.concurrency, "requests_per_s": m.requests_per_s,
+            "ttft_percentiles_s": {"p50": m.ttft_p50_s, "p95": m.ttft_p95_s, "p99": m.ttft_p99_s},
+            "tpot_percentiles_s": {"p50": m.tpot_p50_s, "p95": m.tpot_p95_s, "p99": m.tpot_p99_s}}
 
 
 def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None,
@@ -168,18 +168,8 @@ def markdown(r: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode()
-
-
 def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     ok = [s for s in r["steps"] if s["measured"].get("status") == "ok"]
     labels = [s["technique"] or "baseline" for s in ok]
     out = []
@@ -187,8 +177,7 @@ def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) ->
     ax.bar(labels, [s["measured"]["peak_memory_bytes"] / MiB for s in ok], color="#4c72b0")
     ax.set_ylabel("peak memory, MiB (measured)")
     ax.tick_params(axis="x", rotation=20)
-    out.append(("Peak memory per trial (measured)", _png(fig)))
-    plt.close(fig)
+    out.append(("Peak memory per trial (measured)", png(fig)))
 
     fig, ax = plt.subplots(1, 2, figsize=(9, 3))
     ax[0].bar(labels, [s["measured"]["ttft_s"] * 1e3 for s in ok], color="#dd8452", label="TTFT")
@@ -197,8 +186,20 @@ def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) ->
     ax[1].set_ylabel("tokens/s (measured)")
     for a in ax:
         a.tick_params(axis="x", rotation=20)
-    out.append(("Latency and throughput per trial (measured)", _png(fig)))
-    plt.close(fig)
+    out.append(("Latency and throughput per trial (measured)", png(fig)))
+
+    # per-request percentiles: under concurrency the tail (queueing) is what users feel
+    fig, ax = plt.subplots(1, 2, figsize=(9, 3))
+    x = range(len(ok))
+    for a, key, name in ((ax[0], "ttft_percentiles_s", "TTFT"), (ax[1], "tpot_percentiles_s", "inter-token latency")):
+        for k, (p, color) in enumerate((("p50", "#4c72b0"), ("p95", "#dd8452"), ("p99", "#c44e52"))):
+            a.bar([i + (k - 1) * 0.27 for i in x], [(s["measured"][key][p] or 0) * 1e3 for s in ok], 0.27,
+                  color=color, label=p)
+        a.set_xticks(list(x), labels, rotation=20)
+        a.set_ylabel(f"{name}, ms (measured)")
+        a.legend(fontsize=8)
+    conc = ok[0]["measured"]["concurrency"] if ok else 1
+    out.append((f"Latency percentiles per trial, concurrency {conc} (measured)", png(fig)))
 
     fig, ax = plt.subplots(figsize=(6, 3))
     q = [(s["technique"], s["quality"]) for s in ok if s["quality"]]
@@ -208,8 +209,7 @@ def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) ->
         ax.legend(fontsize=8)
         ax.tick_params(axis="x", rotation=20)
     ax.set_title("quality vs baseline (measured)", fontsize=9)
-    out.append(("Quality per trial (measured)", _png(fig)))
-    plt.close(fig)
+    out.append(("Quality per trial (measured)", png(fig)))
 
     best = best_step(steps)
     if best is not None:
@@ -225,8 +225,7 @@ def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) ->
         ax.set_xlabel("input tokens")
         ax.set_ylabel("MiB")
         ax.legend(fontsize=8)
-        out.append(("Memory versus context length: estimate, with the measured point", _png(fig)))
-        plt.close(fig)
+        out.append(("Memory versus context length: estimate, with the measured point", png(fig)))
     return out
 
 
@@ -242,9 +241,6 @@ def write(run_dir: Path, spec: TuneSpec, steps: list[Step], facts: Facts, warnin
     write_atomic(run_dir / "report.json", json.dumps(r, indent=2))
     md = markdown(r)
     write_atomic(run_dir / "report.md", md)
-    figs = "".join(f"<h3>{html.escape(t)}</h3><img src='data:image/png;base64,{b}'/>" for t, b in plots(r, spec, facts, steps))
-    page = ("<!doctype html><meta charset='utf-8'><title>infertune report</title>"
-            "<style>body{font-family:sans-serif;max-width:980px;margin:auto}pre{background:#f4f4f4;padding:8px;"
-            "overflow-x:auto}</style>" + figs + "<h2>Report</h2><pre>" + html.escape(md) + "</pre>")
+    page = html_page("infertune report", plots(r, spec, facts, steps), md)
     write_atomic(run_dir / "report.html", page)
     return r

@@ -14,7 +14,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from infertune.config import serve_flags
 from infertune.errors import UserError
 
 
@@ -24,21 +26,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def serve_args(model: str, dtype: str | None = None, attn: str | None = None, continuous_batching: bool = False,
-               quantization: str | None = None, compile: bool = False) -> list[str]:
-    """The `transformers serve` flags of a candidate (the model is preloaded: FORCE_MODEL)."""
-    args = [model]
-    if dtype:
-        args += ["--dtype", dtype]
-    if attn:
-        args += ["--attn-implementation", attn]
-    if continuous_batching:
-        args.append("--continuous-batching")
-    if quantization:
-        args += ["--quantization", quantization]
-    if compile:
-        args.append("--compile")
-    return args
+def serve_args(model: str, **flags: Any) -> list[str]:
+    """The `transformers serve` arguments of a candidate (the model is preloaded); `flags`: config.serve_flags."""
+    return [model, *serve_flags(**flags)]
 
 
 class ServeProcess:
