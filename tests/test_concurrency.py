@@ -69,3 +69,13 @@ def test_poisson_arrivals_are_seeded_and_serial_requests_wait_for_their_arrival(
 def test_poisson_needs_a_rate():
     with pytest.raises(ValueError, match="needs a rate"):
         Workload(arrival="poisson")
+
+
+@pytest.mark.parametrize("mode", ["static", "continuous"])
+def test_mixed_prompt_lengths_are_kept_per_request(tiny_model, mode):
+    """A padded batch and continuous batching both see each request at its own length."""
+    wl = Workload(model=str(tiny_model), prompts=["Hello"], input_lens=[16, 48], max_new_tokens=3, concurrency=2,
+                  warmup=0, ignore_eos=True)
+    r = run_trial(InferenceConfig(batching=mode), wl, tiny_model, timeout_s=300)
+    assert r.status == "ok", (r.error, r.log_tail)
+    assert sorted(o.input_tokens for o in r.outputs) == [16, 48] and r.metrics.input_tokens_mean == 32

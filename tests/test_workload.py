@@ -113,3 +113,12 @@ def test_run_file_with_workload_and_config_sections(tmp_path):
     f.write_text("workload: {}\nextra: 1\n")
     with pytest.raises(UserError, match="unknown top-level keys"):
         read_run_file(f)
+
+
+def test_mixed_input_lengths_cycle_prompts_until_every_length_is_used():
+    wl = Workload(prompts=["a", "b"], input_lens=[16, 64, 256])
+    assert wl.prompt_list() == ["a", "b", "a"]
+    assert [wl.input_len_of(i) for i in range(3)] == [16, 64, 256] and wl.longest_input == 256
+    assert Workload(input_len=128).input_len_of(5) == 128 and Workload().longest_input is None
+    with pytest.raises(ValueError, match="not both"):
+        Workload(input_len=128, input_lens=[16, 32])

@@ -11,7 +11,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from pydantic import BaseModel
@@ -159,7 +159,8 @@ CbNumBlocksOpt = Annotated[Optional[int], typer.Option(min=1, help="continuous b
                                                        "sized from free memory)")]
 # workload flags shared by measure and tune
 MaxNewTokensOpt = Annotated[Optional[int], typer.Option(help="tokens to generate per request")]
-InputLenOpt = Annotated[Optional[int], typer.Option(help="pad each prompt to exactly N input tokens")]
+InputLenOpt = Annotated[Optional[str], typer.Option(
+    help="pad each prompt to exactly N input tokens (512, 2k); a list mixes lengths across requests: 128,2k")]
 BatchOpt = Annotated[Optional[int], typer.Option(help="prompts per generate call")]
 RepeatsOpt = Annotated[Optional[int], typer.Option(help="timed passes over the prompts")]
 WarmupOpt = Annotated[Optional[int], typer.Option(help="untimed generate calls first")]
@@ -223,7 +224,7 @@ def measure(
     from infertune.workload import load_run
 
     wl, cfg_data = load_run(
-        workload, model=model, revision=revision, max_new_tokens=max_new_tokens, input_len=input_len,
+        workload, model=model, revision=revision, max_new_tokens=max_new_tokens, **_input_lengths(input_len),
         batch=batch, repeats=repeats, warmup=warmup, seed=seed, concurrency=concurrency,
     )
     cfg = config_from(
@@ -310,6 +311,14 @@ def _print_trial(r, comparison=None) -> None:
 
 
 # --- estimate --------------------------------------------------------------------------------------
+
+
+def _input_lengths(text: str | None) -> dict[str, Any]:
+    """--input-len: one length for every prompt, or a list of mixed lengths (workload `input_lens`)."""
+    if text is None:
+        return {}
+    lengths = parse_tokens(text)
+    return {"input_len": lengths[0]} if len(lengths) == 1 and "," not in text else {"input_lens": lengths}
 
 
 def parse_tokens(text: str) -> list[int]:
@@ -638,7 +647,7 @@ def _host_facts(spec, profile):
 
     acc, _ = intake.target_hardware(None, None)
     wl = spec.workload
-    i = intake.build(profile, spec.model_path, acc, True, input_len=wl.input_len or 64,
+    i = intake.build(profile, spec.model_path, acc, True, input_len=wl.longest_input or 64,
                      max_new_tokens=wl.max_new_tokens, batch=wl.batch, concurrency=wl.concurrency,
                      batching=spec.start.batching)
     return i.facts
@@ -728,6 +737,9 @@ def tune(
     dtype: Annotated[Optional[str], typer.Option(help="starting dtype (default: the checkpoint's)")] = None,
     attn: Annotated[Optional[str], typer.Option(help="starting attention (default: sdpa)")] = None,
     kv_cache: Annotated[Optional[str], typer.Option(help="starting KV cache: dynamic, static, quantized, offloaded")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(min=1, help="requests arriving together, per round")] = None,
+    batching: Annotated[Optional[str], typer.Option(
+        help="how concurrent requests run at the start: serial (default), static or continuous")] = None,
     output: Annotated[Optional[Path], typer.Option(help="run directory (default: ./infertune-runs/tune-TIME)")] = None,
     resume: Annotated[Optional[Path], typer.Option(help="continue the run in this directory")] = None,
     max_trials: Annotated[int, typer.Option(min=1, help="trials at most, baseline included")] = 8,
@@ -763,10 +775,12 @@ def tune(
     if min_quality is not None and not 0 <= min_quality <= 1:
         raise UserError("--min-quality is a share of prompts between 0 and 1")
     wl, cfg_data = load_run(workload, model=model, revision=revision, max_new_tokens=max_new_tokens,
-                            input_len=input_len, batch=batch, repeats=repeats, warmup=warmup, seed=seed)
+                            **_input_lengths(input_len), batch=batch, repeats=repeats, warmup=warmup, seed=seed,
+                            concurrency=concurrency)
     if wl.do_sample:
         raise UserError("tune compares greedy outputs against the baseline: set do_sample: false")
-    cfg = config_from(cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache)
+    cfg = config_from(cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache,
+                      batching=batching)
     path = models.resolve(wl.model, wl.revision, say=_say)
     prof = profile_model(path, trust_remote_code)
     from infertune.estimate.memory import resolve_dtype

@@ -60,6 +60,9 @@ class Workload(BaseModel):
     input_len: PositiveInt | None = Field(
         None, description="pad every prompt with filler text to exactly this many input tokens"
     )
+    input_lens: list[PositiveInt] | None = Field(
+        None, min_length=1, description="mixed prompt lengths: request k is padded to input_lens[k % n] tokens "
+        "(the prompt set cycles until every length is used)")
     max_new_tokens: PositiveInt = 32
     ignore_eos: bool = Field(False, description="always generate max_new_tokens (fixed-length benchmark)")
     batch: PositiveInt = Field(1, description="prompts per generate call")
@@ -73,10 +76,21 @@ class Workload(BaseModel):
     do_sample: bool = Field(False, description="greedy by default: deterministic and comparable")
 
     @model_validator(mode="after")
-    def _rate_with_poisson(self) -> Workload:
+    def _consistent(self) -> Workload:
         if self.arrival == "poisson" and self.rate is None:
             raise ValueError("arrival 'poisson' needs a rate (requests per second)")
+        if self.input_len is not None and self.input_lens is not None:
+            raise ValueError("give input_len (one length) or input_lens (mixed lengths), not both")
         return self
+
+    @property
+    def longest_input(self) -> int | None:
+        """The longest requested prompt length (it bounds memory); None: the prompts' natural lengths."""
+        return max(self.input_lens) if self.input_lens else self.input_len
+
+    def input_len_of(self, i: int) -> int | None:
+        """Length request i is padded to (None: its natural length)."""
+        return self.input_lens[i % len(self.input_lens)] if self.input_lens else self.input_len
 
     def arrivals(self, n: int) -> list[float]:
         """Arrival offsets (seconds) of the n requests of a round: all 0 for a burst; for poisson,
@@ -89,9 +103,11 @@ class Workload(BaseModel):
         return (np.cumsum(gaps) - gaps[0]).tolist()  # the first request opens the round
 
     def prompt_list(self) -> list[Prompt]:
-        if self.prompts is not None:
-            return list(self.prompts)
-        return [[ChatMessage(**m) for m in conv] for conv in DEFAULT_PROMPTS]
+        """The distinct requests' prompts; with mixed lengths, cycled so every length gets one."""
+        base = list(self.prompts) if self.prompts is not None else [
+            [ChatMessage(**m) for m in conv] for conv in DEFAULT_PROMPTS]
+        n = max(len(base), len(self.input_lens or ()))
+        return [base[i % len(base)] for i in range(n)]
 
     def batches(self) -> list[list[int]]:
         """Prompt indices per generate call for one pass; prompts cycle so every batch is full."""

@@ -125,7 +125,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     model.eval()
 
     prompts = wl.prompt_list()
-    encoded = [encode_prompt(tok, p, wl.input_len, i) for i, p in enumerate(prompts)]
+    encoded = [encode_prompt(tok, p, wl.input_len_of(i), i) for i, p in enumerate(prompts)]
     eos = model.generation_config.eos_token_id
     eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else next(iter(eos_ids), 0)

@@ -126,7 +126,8 @@ def markdown(r: dict[str, Any]) -> str:
     w = r["workload"]
     lines = [f"# infertune tune report: {r['model']}", "",
              f"Objective: **{r['objective']}**. Workload: {len(w.get('prompts') or []) or 'default'} prompts, "
-             f"max_new_tokens {w['max_new_tokens']}, input_len {w.get('input_len') or 'natural'}, batch {w['batch']}. "
+             f"max_new_tokens {w['max_new_tokens']}, input_len {w.get('input_len') or w.get('input_lens') or 'natural'}, "
+             f"batch {w['batch']}, concurrency {w['concurrency']}. "
              "Numbers under *measured* come from trials on this machine; *estimate* numbers from the estimator.", "",
              "## Steps (measured)", "",
              "| # | change | status | peak memory | TTFT | time/token | tokens/s | exact match | NLL delta | accepted | why |",
