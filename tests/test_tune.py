@@ -11,7 +11,7 @@ from infertune.measure.quality import Tolerance, compare
 from infertune.measure.results import RequestOutput, TrialMetrics, TrialResult
 from infertune.probe.model import profile_model
 from infertune.techniques import Setup
-from infertune.tune import Run, TuneSpec, better, tune
+from infertune.tune import Run, TuneSpec, better, serve_stage, serve_variants, tune
 from infertune.workload import Workload
 
 
@@ -85,7 +85,7 @@ def test_report_files(finished):
     for section in ("## Steps (measured)", "estimate", "## The configuration to ship", "## Environment"):
         assert section in md
     html = (run.path / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4
+    assert html.count("data:image/png;base64,") == 5  # memory, latency+throughput, percentiles, quality, context
     assert (run.path / "best.yaml").exists()
 
 
@@ -116,3 +116,37 @@ def test_quality_gate_passes_identical_and_rejects_broken_outputs(tmp_path):
     assert not bad.passed and bad.exact_match_rate == 0 and bad.mean_first_divergence == 1.0
     assert bad.nll_delta == pytest.approx(0.6) and bad.max_kl > Tolerance().max_kl
     assert len(bad.reasons) == 3 and any("greedy outputs match on 0%" in r for r in bad.reasons)
+
+
+def test_serve_variants_switch_continuous_batching_and_drop_what_serve_refuses():
+    plain = Setup(dtype="bfloat16", attn="sdpa", compile=True, kv_cache="static")
+    (l1, f1), (l2, f2) = serve_variants(plain)
+    assert f1 == ["--dtype", "bfloat16", "--attn-implementation", "sdpa", "--compile"]
+    assert l2 == "with continuous batching" and "--compile" not in f2 and f2[-1] == "--continuous-batching"
+    cb = Setup(attn="paged|sdpa", batching="continuous", max_batch_tokens=256)
+    assert serve_variants(cb)[0][1][-3:] == ["--continuous-batching", "--cb-max-batch-tokens", "256"]
+    assert "--continuous-batching" not in serve_variants(cb)[1][1]
+    assert serve_variants(Setup(tp=2)) == [] and serve_variants(Setup(engine="vllm")) == []
+
+
+def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_model, tmp_path):
+    wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=4, warmup=0,
+                  concurrency=2)
+    run = Run.create(tmp_path / "r", _spec(tiny_model, workload=wl, max_trials=1, objective="throughput", serve=True))
+    facts = _host_facts(run.spec(), profile_model(tiny_model))
+    steps = tune(run, facts)
+    events = []
+    served = serve_stage(run, steps[0], events.append)
+    assert [v.label for v in served] == ["as accepted", "with continuous batching"]
+    for v in served:
+        assert v.error is None and v.trial.kind == "measured" and "--host 127.0.0.1" in v.trial.command
+        assert [lv.concurrency for lv in v.trial.load.levels] == [1, 2]
+        assert all(lv.requests_ok == 4 and lv.requests_failed == 0 for lv in v.trial.load.levels)
+        assert v.objective == v.trial.load.levels[1].output_tokens_per_s  # throughput at the workload's concurrency
+    assert serve_stage(run, steps[0], events.append) == served and sum(e["event"] == "serve" for e in events) == 2
+    r = report.write(run.path, run.spec(), steps, facts, served=Run(run.path).serve_steps())
+    winner = max(served, key=lambda v: v.objective)
+    assert [v["chosen"] for v in r["served"]] == [v is winner for v in served]
+    assert r["best"]["serve_measured"] and r["best"]["serve"] == winner.trial.shell(str(tiny_model))
+    assert "## Served with transformers serve (measured" in (run.path / "report.md").read_text()
+    assert "Served: throughput and TTFT versus concurrency" in (run.path / "report.html").read_text()

@@ -148,19 +148,24 @@ def config_for(s: Setup, bf16: bool = True) -> InferenceConfig:
     cache = None if s.kv_cache == "dynamic" else s.kv_cache
     return InferenceConfig(
         dtype=s.dtype, attn_implementation=s.attn, cache_implementation=cache, batching=s.batching,
-        max_batch_tokens=s.max_batch_tokens,
+        max_batch_tokens=s.max_batch_tokens, cb_block_size=s.cb_block_size, cb_num_blocks=s.cb_num_blocks,
         cache_config={"backend": "quanto", "nbits": 4} if s.kv_cache == "quantized" else None,
         device_map=s.device_map, max_memory=s.max_memory, load_kwargs=load,
     )
 
 
+def serve_flags_for(s: Setup) -> list[str]:
+    """The `transformers serve` flags of a setup (the KV-cache kind and static batching have none)."""
+    return serve_flags(dtype=s.dtype, attn=s.attn, compile=s.compile,
+                       quantization=s.quantization if s.quantization in ("bnb-4bit", "bnb-8bit") else None,
+                       continuous_batching=s.batching == "continuous", max_batch_tokens=s.max_batch_tokens,
+                       block_size=s.cb_block_size, num_blocks=s.cb_num_blocks)
+
+
 def serve_command(f: Facts, s: Setup) -> str:
     if s.engine == "vllm":
         return vllm_command(f.model, s, f.input_len + f.max_new_tokens, max(f.concurrency * f.batch, 1))
-    flags = serve_flags(dtype=s.dtype, attn=s.attn, compile=s.compile,
-                        quantization=s.quantization if s.quantization in ("bnb-4bit", "bnb-8bit") else None,
-                        continuous_batching=s.batching == "continuous", max_batch_tokens=s.max_batch_tokens)
-    return shlex.join(["transformers", "serve", "--host", "127.0.0.1", *flags])
+    return shlex.join(["transformers", "serve", "--host", "127.0.0.1", *serve_flags_for(s)])
 
 
 def python_snippet(f: Facts, s: Setup) -> str:
@@ -175,7 +180,8 @@ def python_snippet(f: Facts, s: Setup) -> str:
                 "inputs = [tok.apply_chat_template(p, add_generation_prompt=True) for p in prompts]\n"
                 f"gen = GenerationConfig(max_new_tokens={f.max_new_tokens}, do_sample=False, "
                 "eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)\n"
-                f"cb = ContinuousBatchingConfig(max_batch_tokens={s.max_batch_tokens})\n"
+                f"cb = ContinuousBatchingConfig(max_batch_tokens={s.max_batch_tokens}, num_blocks={s.cb_num_blocks}, "
+                f"page_size={s.cb_block_size or 256})  # page_size: block_size before transformers 5.17\n"
                 "outputs = model.generate_batch(inputs=inputs, generation_config=gen, continuous_batching_config=cb)\n"
                 "for rid, o in outputs.items():\n    print(rid, tok.decode(o.generated_tokens, skip_special_tokens=True))\n")
     if s.tp > 1:
@@ -196,9 +202,11 @@ def validation(f: Facts, s: Setup) -> tuple[str, str | None]:
                 f"--concurrency {f.concurrency}"), None
     if f.concurrency > 1:
         shape += f" --concurrency {f.concurrency} --batching {s.batching}"
-        if s.max_batch_tokens:
-            shape += f" --max-batch-tokens {s.max_batch_tokens}"
-    changed = set(Setup().changes(s)) - {"batching", "max_batch_tokens"}
+        for flag, v in (("--max-batch-tokens", s.max_batch_tokens), ("--cb-block-size", s.cb_block_size),
+                        ("--cb-num-blocks", s.cb_num_blocks)):
+            if v:
+                shape += f" {flag} {v}"
+    changed = set(Setup().changes(s)) - {"batching", "max_batch_tokens", "cb_block_size", "cb_num_blocks"}
     if changed <= MEASURE_FLAGS | {"compile"} and s.kv_cache != "quantized":
         attn = shlex.quote(s.attn)
         flags = f" --dtype {s.dtype} --attn {attn}" + (f" --kv-cache {s.kv_cache}" if s.kv_cache != "dynamic" else "")

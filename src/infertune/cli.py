@@ -660,6 +660,7 @@ def _run_tune(run, facts, spec) -> None:
     from rich.live import Live
 
     from infertune import report
+    from infertune.tune import best_step, serve_stage
     from infertune.tune import tune as run_loop
 
     state = {"now": "starting", "rows": []}
@@ -688,13 +689,17 @@ def _run_tune(run, facts, spec) -> None:
             state["now"] = state["now"].split(" [")[0] + f" [{e['phase']}]"
         elif e.get("event") == "progress":
             state["now"] = state["now"].split(" [")[0] + f" [generate {e['done']}/{e['total']}]"
+        elif e.get("event") == "serve":
+            state["now"] = f"transformers serve {' '.join(e['flags'])} ({e['label']}): load test"
         live.update(view())
 
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
     try:
         with Live(view(), console=err, refresh_per_second=4, transient=False) as live:
             steps = run_loop(run, facts, on_event)
-            state["now"] = f"done: {len(steps)} trials"
+            best = best_step(steps)
+            served = serve_stage(run, best, on_event) if spec.serve and best is not None else []
+            state["now"] = f"done: {len(steps)} trials" + (f", {len(served)} served" if served else "")
             live.update(view())
         err.print()
     except KeyboardInterrupt:
@@ -707,7 +712,10 @@ def _run_tune(run, facts, spec) -> None:
         err.print(f"[yellow]warning: {w}[/yellow]")
     for s in steps:
         out.print(f"step {s.index} ({s.technique or 'baseline'}): {'kept' if s.accepted else 'rejected'}: {s.reason}")
-    r = report.write(run.path, spec, steps, facts, run.warnings)
+    for v in served:
+        out.print(f"served {v.label}: " + (f"{spec.objective} {v.objective:.4g}" if v.objective is not None
+                                           else f"failed: {v.error}"))
+    r = report.write(run.path, spec, steps, facts, run.warnings, served)
     best = r["best"]
     if best:
         out.print(f"accepted: {', '.join(s['technique'] for s in r['steps'] if s['accepted'] and s['technique']) or 'none (the baseline stays)'}")
@@ -752,6 +760,9 @@ def tune(
     max_nll_delta: Annotated[Optional[float], typer.Option(help="most reference NLL increase, nats/token (0.05)")] = None,
     max_kl: Annotated[Optional[float], typer.Option(help="most next-token KL vs the baseline, nats (0.5)")] = None,
     trial_timeout: Annotated[float, typer.Option(help="seconds per trial before it is stopped")] = 900.0,
+    serve: Annotated[Optional[bool], typer.Option(
+        "--serve/--no-serve", help="then serve the result with transformers serve, with and without continuous "
+        "batching, and load-test both (default: when concurrency > 1)")] = None,
     trust_remote_code: TrustOpt = False,
 ) -> None:
     """Measure the baseline, then one change at a time; keep what helps without hurting quality; report."""
@@ -787,7 +798,8 @@ def tune(
     from infertune.techniques import Setup
 
     start = Setup(dtype=resolve_dtype(cfg.dtype, prof.native_dtype) or "float32", attn=cfg.attn_implementation or "sdpa",
-                  batching=cfg.batching, max_batch_tokens=cfg.max_batch_tokens,
+                  batching=cfg.batching, max_batch_tokens=cfg.max_batch_tokens, cb_block_size=cfg.cb_block_size,
+                  cb_num_blocks=cfg.cb_num_blocks,
                   kv_cache=cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded")
                   else "dynamic")
     given = {"min_exact_match": min_quality, "max_nll_increase": max_nll_delta, "max_kl": max_kl}
@@ -795,7 +807,8 @@ def tune(
     spec = TuneSpec(model=wl.model, model_path=str(path), workload=wl, start=start, objective=objective,
                     constraints=Constraints(max_memory_bytes=_parse_size(max_memory, "--max-memory"),
                                             max_ttft_s=max_ttft, max_tpot_s=max_tpot),
-                    tolerance=tol, max_trials=max_trials, time_budget_s=time_budget, trial_timeout_s=trial_timeout)
+                    tolerance=tol, max_trials=max_trials, time_budget_s=time_budget, trial_timeout_s=trial_timeout,
+                    serve=wl.concurrency > 1 if serve is None else serve)
     facts = _host_facts(spec, prof)
     precheck(spec, facts)
     run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("tune-%Y%m%d-%H%M%S")
@@ -943,12 +956,12 @@ def serve_trial(
 ) -> None:
     """Start `transformers serve` with a candidate's flags on 127.0.0.1, load-test it, stop it."""
     import datetime
-
-    import httpx
+    import signal
 
     from infertune import models
-    from infertune.serving.loadtest import loadtest as run_load
-    from infertune.serving.server import ServeProcess, serve_args
+    from infertune.config import serve_flags
+    from infertune.report import load as load_report
+    from infertune.serving.trial import run_serve_trial
 
     if continuous_batching and compile:
         raise UserError("--compile is not compatible with --continuous-batching (transformers serve refuses it)")
@@ -960,31 +973,18 @@ def serve_trial(
     levels = _levels(concurrency)
     path = str(models.resolve(model or models.DEFAULT_MODEL, revision, say=_say))
     run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("serve-%Y%m%d-%H%M%S")
-    args = serve_args(path, dtype=dtype, attn=attn, continuous_batching=continuous_batching,
-                      quantization=quantization, compile=compile, **cb)
-    server = ServeProcess(args, run_dir / "server.log", ready_timeout_s=ready_timeout)
-    import signal
-
+    flags = serve_flags(dtype=dtype, attn=attn, continuous_batching=continuous_batching, quantization=quantization,
+                        compile=compile, **cb)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the server too, like Ctrl-C
-    with err.status(f"starting transformers serve on {server.url}", spinner="dots"):
-        server.__enter__()
-    try:
-        with err.status("warming up (the first request loads the model)", spinner="dots"):
-            httpx.post(server.url + "/v1/chat/completions", timeout=ready_timeout,
-                       json={"model": path, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
-        res = run_load(server.url, path, levels, requests, None, max_new_tokens, None, None,
-                       on_level=lambda lv: _say(f"concurrency {lv.concurrency}: {lv.requests_ok} ok, "
-                                                f"{lv.output_tokens_per_s:,.1f} tok/s"))
-    finally:
-        server.stop()
-    from infertune.report import load as load_report
-
-    result = {"kind": "measured", "test": "serve-trial", "command": " ".join(server.cmd), "log": str(server.log_path),
-              "flags": args[1:], "load": res.model_dump(mode="json")}
-    load_report.write(run_dir, res, command=result["command"], log=result["log"], flags=result["flags"])
+    with err.status("starting", spinner="dots") as status:
+        trial = run_serve_trial(path, flags, run_dir / "server.log", levels, requests, max_new_tokens,
+                                ready_timeout_s=ready_timeout, on_phase=status.update,
+                                on_level=lambda lv: _say(f"concurrency {lv.concurrency}: {lv.requests_ok} ok, "
+                                                         f"{lv.output_tokens_per_s:,.1f} tok/s"))
+    load_report.write(run_dir, trial.load, command=trial.command, log=trial.log, flags=trial.flags,
+                      server_peak_rss_bytes=trial.server_peak_rss_bytes)
     if fmt is Format.json:
-        _print_json(result)
+        _print_json(trial)
     else:
-        out.print(f"server: {' '.join(['transformers serve', *args])} (log: {server.log_path}; "
-                  f"report: {run_dir / 'load.html'})")
-        _print_load(res)
+        out.print(f"server: {trial.shell(path)} (log: {trial.log}; report: {run_dir / 'load.html'})")
+        _print_load(trial.load)

@@ -15,12 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.advise import Expected, _expected, advise, config_for, estimate_setup
+from infertune.advise import Expected, _expected, advise, config_for, estimate_setup, serve_flags_for
 from infertune.errors import UserError
 from infertune.measure import run_trial
 from infertune.measure.quality import REFERENCE_TEXT, Quality, Tolerance, compare
 from infertune.measure.results import TrialResult
 from infertune.paths import write_json_atomic
+from infertune.serving.trial import ServeTrial, run_serve_trial
 from infertune.techniques import REGISTRY, Facts, Setup
 from infertune.workload import Workload
 
@@ -46,6 +47,7 @@ class TuneSpec(BaseModel):
     max_trials: int = 8
     time_budget_s: float | None = None
     trial_timeout_s: float = 900.0
+    serve: bool = False  # after the loop, serve the accepted setup (and its batching variant) and load-test both
 
 
 class Step(BaseModel):
@@ -60,6 +62,17 @@ class Step(BaseModel):
     objective: float | None  # the objective's measured value (bytes, seconds or tokens/s)
     accepted: bool
     reason: str
+
+
+class ServeStep(BaseModel):
+    """The accepted setup served by `transformers serve`, one flag variant, load-tested (measured)."""
+
+    kind: Literal["serve-step"] = "serve-step"
+    label: str
+    flags: list[str]
+    trial: ServeTrial | None  # None: the server did not come up (error says why)
+    error: str | None = None
+    objective: float | None  # at the workload's concurrency: e2e p50 s, output tokens/s, or server peak RSS
 
 
 def objective_value(objective: Objective, t: TrialResult) -> float | None:
@@ -153,20 +166,27 @@ class Run:
 
     def steps(self) -> list[Step]:
         """Finished steps; a truncated or corrupt line (a kill mid-write) is skipped with a warning."""
-        if not self.results.exists():
+        return self._read(self.results, Step)
+
+    def serve_steps(self) -> list[ServeStep]:
+        return self._read(self.path / "serve.jsonl", ServeStep)
+
+    def _read(self, path: Path, model: type[BaseModel]) -> list:
+        if not path.exists():
             return []
         out = []
-        for n, line in enumerate(self.results.read_text(encoding="utf-8").splitlines(), 1):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                out.append(Step.model_validate_json(line))
+                out.append(model.model_validate_json(line))
             except ValueError:
-                self.warnings.append(f"results.jsonl line {n} is incomplete (interrupted write): ignored")
+                self.warnings.append(f"{path.name} line {n} is incomplete (interrupted write): ignored")
         return out
 
-    def append(self, step: Step) -> None:
-        with open(self.results, "a", encoding="utf-8") as fh:
+    def append(self, step: Step | ServeStep) -> None:
+        path = self.results if isinstance(step, Step) else self.path / "serve.jsonl"
+        with open(path, "a", encoding="utf-8") as fh:
             fh.write(step.model_dump_json() + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -244,3 +264,67 @@ def best_step(steps: list[Step]) -> Step | None:
     accepted = [s for s in steps if s.accepted]
     return accepted[-1] if accepted else None
 
+
+
+# --- serving the result -----------------------------------------------------------------------------------
+
+
+def serve_variants(s: Setup) -> list[tuple[str, list[str]]]:
+    """The accepted setup's `transformers serve` flags, and the same with continuous batching switched
+    (on when it is off; torch.compile goes with it, serve refuses both). Empty when serve cannot run it."""
+    if s.engine != "transformers" or s.tp > 1 or s.device_map is not None:
+        return []
+    if s.batching == "continuous":
+        other = ("without continuous batching", s.model_copy(update={
+            "batching": "serial", "max_batch_tokens": None, "cb_block_size": None, "cb_num_blocks": None}))
+    else:
+        other = ("with continuous batching", s.model_copy(update={"batching": "continuous", "compile": False}))
+    return [("as accepted", serve_flags_for(s)), (other[0], serve_flags_for(other[1]))]
+
+
+def served_objective(objective: Objective, t: ServeTrial, concurrency: int) -> float | None:
+    level = next((lv for lv in t.load.levels if lv.concurrency == concurrency), None)
+    if level is None or level.requests_ok == 0:
+        return None
+    return {"memory": t.server_peak_rss_bytes, "latency": level.e2e_s.p50,
+            "throughput": level.output_tokens_per_s}[objective]
+
+
+def conversations(wl: Workload) -> list[list[dict]]:
+    """The workload's prompts as chat requests (at their natural length: a server pads nothing)."""
+    return [[{"role": "user", "content": p}] if isinstance(p, str) else [m.model_dump() for m in p]
+            for p in wl.prompt_list()]
+
+
+def serve_stage(run: Run, best: Step, on_event: Callable[[dict[str, Any]], None] | None = None,
+                ready_timeout_s: float = 300.0) -> list[ServeStep]:
+    """Serve `best` (and its batching variant) at the workload's concurrency; each result appended to
+    serve.jsonl as it comes; finished variants are not re-run on resume."""
+    spec = run.spec()
+    wl = spec.workload
+    emit = on_event or (lambda e: None)
+    done = run.serve_steps()
+    for k, (label, flags) in enumerate(serve_variants(best.setup)):
+        if any(d.flags == flags for d in done):
+            continue
+        emit({"event": "serve", "label": label, "flags": flags})
+        try:
+            t = run_serve_trial(spec.model_path, flags, run.path / "serve" / f"server-{k}.log",
+                                sorted({1, wl.concurrency}), wl.concurrency * max(2, wl.repeats), wl.max_new_tokens,
+                                conversations(wl), ready_timeout_s=ready_timeout_s)
+            step = ServeStep(label=label, flags=flags, trial=t, objective=served_objective(spec.objective, t,
+                                                                                          wl.concurrency))
+        except UserError as e:  # the server did not come up: that variant's result, the run goes on
+            step = ServeStep(label=label, flags=flags, trial=None, error=str(e), objective=None)
+        run.append(step)
+        done.append(step)
+        emit({"event": "served", "step": step})
+    return done
+
+
+def best_served(objective: Objective, served: list[ServeStep]) -> ServeStep | None:
+    ok = [s for s in served if s.objective is not None]
+    if not ok:
+        return None
+    pick = max if objective == "throughput" else min
+    return pick(ok, key=lambda s: s.objective)

@@ -11,7 +11,7 @@ from infertune.advise import config_for, estimate_setup, serve_command
 from infertune.paths import write_atomic
 from infertune.report.render import html_page, png, pyplot
 from infertune.techniques import REGISTRY, Facts
-from infertune.tune import Step, TuneSpec, best_step, measurable
+from infertune.tune import ServeStep, Step, TuneSpec, best_served, best_step, measurable
 
 SCHEMA_VERSION = "1"
 MiB = 2**20
@@ -61,9 +61,22 @@ def _metrics_row(s: Step) -> dict[str, Any]:
             "tpot_percentiles_s": {"p50": m.tpot_p50_s, "p95": m.tpot_p95_s, "p99": m.tpot_p99_s}}
 
 
+def _served_row(v: ServeStep, model: str, concurrency: int, chosen: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {"label": v.label, "flags": v.flags, "objective": v.objective, "chosen": chosen,
+                           "status": "ok" if v.trial else "error", "error": v.error}
+    if v.trial:
+        level = next((lv for lv in v.trial.load.levels if lv.concurrency == concurrency), v.trial.load.levels[-1])
+        row.update(command=v.trial.shell(model), log=v.trial.log, server_peak_rss_bytes=v.trial.server_peak_rss_bytes,
+                   at_concurrency=level.model_dump(mode="json"),
+                   levels=[lv.model_dump(mode="json") for lv in v.trial.load.levels])
+    return row
+
+
 def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None,
-          run_dir: Path | None = None) -> dict[str, Any]:
+          run_dir: Path | None = None, served: list[ServeStep] | None = None) -> dict[str, Any]:
     best = best_step(steps)
+    served = served or []
+    winner = best_served(spec.objective, served)
     base = steps[0] if steps else None
     accepted = [s for s in steps if s.accepted and s.technique]
     tradeoffs = [t for s in accepted for t in REGISTRY[s.technique].tradeoffs]
@@ -100,10 +113,12 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
             "index": best.index, "setup": best.setup.model_dump(),
             "config": config_for(best.setup, facts.accelerator.bf16).model_dump(mode="json", exclude_defaults=True),
             "python": reproduce_snippet(spec, best, facts.accelerator.bf16),
-            "serve": serve_command(facts, best.setup),
+            "serve": winner.trial.shell(spec.model) if winner else serve_command(facts, best.setup),
+            "serve_measured": winner is not None,
             "greedy_output_prompt_0": out_text,
             "validate": f"infertune measure --workload {run_dir / 'best.yaml' if run_dir else 'best.yaml'}",
         },
+        "served": [_served_row(v, spec.model, spec.workload.concurrency, v is winner) for v in served],
         "tradeoffs": tradeoffs, "docs": docs, "open_questions": open_q, "unverified": unverified,
         "warnings": list(warnings or []),
     }
@@ -149,7 +164,10 @@ def markdown(r: dict[str, Any]) -> str:
     b = r["best"]
     if b:
         lines += ["", "## The configuration to ship", "", "```python", b["python"].rstrip(), "```", "",
-                  "Serve it:", "", "```bash", b["serve"], "```", ""]
+                  "Serve it" + (" (the served variant measured best, below):" if b.get("serve_measured") else
+                                " (not load-tested in this run: unverified):"), "", "```bash", b["serve"], "```", ""]
+    if r.get("served"):
+        lines += _served_markdown(r)
         if b["greedy_output_prompt_0"] is not None:
             lines += [f"Greedy output for prompt 0 (measured): `{b['greedy_output_prompt_0']}`", ""]
     if r["tradeoffs"]:
@@ -167,6 +185,29 @@ def markdown(r: dict[str, Any]) -> str:
     if r["warnings"]:
         lines += ["## Warnings", ""] + [f"- {x}" for x in r["warnings"]]
     return "\n".join(lines) + "\n"
+
+
+def _served_markdown(r: dict[str, Any]) -> list[str]:
+    def ms(p: dict, key: str) -> str:
+        v = p[key]
+        return "-" if v is None else f"{v * 1e3:,.1f}"
+
+    conc = r["workload"]["concurrency"]
+    lines = [f"## Served with transformers serve (measured, concurrency {conc}, the workload's prompts at their "
+             "natural length)", "",
+             "| variant | TTFT p50/p95/p99 ms | ITL p50/p95/p99 ms | e2e p50 ms | tok/s | req/s | server peak RSS | chosen |",
+             "|---|---|---|---|---|---|---|---|"]
+    for v in r["served"]:
+        if v["status"] != "ok":
+            lines.append(f"| {v['label']} `{' '.join(v['flags'])}` | failed: {v['error']} | | | | | | |")
+            continue
+        lv = v["at_concurrency"]
+        t, i = lv["ttft_s"], lv["itl_s"]
+        lines.append(f"| {v['label']} `{' '.join(v['flags'])}` | {ms(t, 'p50')} / {ms(t, 'p95')} / {ms(t, 'p99')} | "
+                     f"{ms(i, 'p50')} / {ms(i, 'p95')} / {ms(i, 'p99')} | {ms(lv['e2e_s'], 'p50')} | "
+                     f"{lv['output_tokens_per_s']:,.1f} | {lv['requests_per_s']:,.2f} | "
+                     f"{_fmt(v['server_peak_rss_bytes'], 'MiB')} | {'yes' if v['chosen'] else ''} |")
+    return lines + [""]
 
 
 def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) -> list[tuple[str, str]]:
@@ -212,6 +253,20 @@ def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) ->
     ax.set_title("quality vs baseline (measured)", fontsize=9)
     out.append(("Quality per trial (measured)", png(fig)))
 
+    served = [v for v in r.get("served", []) if v["status"] == "ok"]
+    if served:
+        fig, ax = plt.subplots(1, 2, figsize=(9, 3))
+        for v in served:
+            xs = [lv["concurrency"] for lv in v["levels"]]
+            ax[0].plot(xs, [lv["output_tokens_per_s"] for lv in v["levels"]], "o-", label=v["label"])
+            ax[1].plot(xs, [(lv["ttft_s"]["p95"] or 0) * 1e3 for lv in v["levels"]], "o-", label=v["label"])
+        ax[0].set_ylabel("output tokens/s (measured)")
+        ax[1].set_ylabel("TTFT p95, ms (measured)")
+        for a in ax:
+            a.set_xlabel("concurrency")
+            a.legend(fontsize=8)
+        out.append(("Served: throughput and TTFT versus concurrency (measured)", png(fig)))
+
     best = best_step(steps)
     if best is not None:
         lengths = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
@@ -230,10 +285,11 @@ def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) ->
     return out
 
 
-def write(run_dir: Path, spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None) -> dict:
+def write(run_dir: Path, spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None,
+          served: list[ServeStep] | None = None) -> dict:
     import yaml
 
-    r = build(spec, steps, facts, warnings, run_dir)
+    r = build(spec, steps, facts, warnings, run_dir, served)
     best = best_step(steps)
     if best is not None:  # the accepted configuration on the same workload, for `infertune measure --workload`
         run_file = {**spec.workload.model_dump(mode="json", exclude_none=True), "model": spec.model_path,

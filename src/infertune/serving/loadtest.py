@@ -118,8 +118,9 @@ async def one_request(client, url: str, body: dict, chat: bool, timeout_s: float
                          output_tokens=len(stamps))
 
 
-async def run_level(client, url: str, body: dict, chat: bool, concurrency: int, requests: int,
+async def run_level(client, url: str, bodies: list[dict], chat: bool, concurrency: int, requests: int,
                     duration_s: float | None, timeout_s: float) -> tuple[list[RequestRecord], float]:
+    """Closed loop; request k sends bodies[k % len(bodies)]."""
     records: list[RequestRecord] = []
     issued = 0
     start = time.perf_counter()
@@ -127,6 +128,7 @@ async def run_level(client, url: str, body: dict, chat: bool, concurrency: int, 
     async def worker() -> None:
         nonlocal issued
         while issued < requests and (duration_s is None or time.perf_counter() - start < duration_s):
+            body = bodies[issued % len(bodies)]
             issued += 1
             records.append(await one_request(client, url, body, chat, timeout_s))
 
@@ -134,7 +136,7 @@ async def run_level(client, url: str, body: dict, chat: bool, concurrency: int, 
     return records, time.perf_counter() - start
 
 
-async def run_rate(client, url: str, body: dict, chat: bool, rate: float, requests: int, duration_s: float | None,
+async def run_rate(client, url: str, bodies: list[dict], chat: bool, rate: float, requests: int, duration_s: float | None,
                    timeout_s: float, seed: int = 0) -> tuple[list[RequestRecord], float, int]:
     """Open loop: requests start at Poisson arrival times whatever the server's state (that is what
     users do); returns the records, the elapsed time and the most requests in flight at once."""
@@ -143,18 +145,18 @@ async def run_rate(client, url: str, body: dict, chat: bool, rate: float, reques
     start = time.perf_counter()
     state = {"now": 0, "peak": 0}
 
-    async def fire(at: float) -> RequestRecord | None:
+    async def fire(k: int, at: float) -> RequestRecord | None:
         if duration_s is not None and at > duration_s:
             return None
         await asyncio.sleep(max(0.0, start + at - time.perf_counter()))
         state["now"] += 1
         state["peak"] = max(state["peak"], state["now"])
         try:
-            return await one_request(client, url, body, chat, timeout_s)
+            return await one_request(client, url, bodies[k % len(bodies)], chat, timeout_s)
         finally:
             state["now"] -= 1
 
-    done = await asyncio.gather(*(fire(float(a)) for a in offsets))
+    done = await asyncio.gather(*(fire(k, float(a)) for k, a in enumerate(offsets)))
     return [r for r in done if r is not None], time.perf_counter() - start, state["peak"]
 
 
@@ -194,17 +196,20 @@ async def _preflight(client, base: str) -> None:
 async def loadtest_async(url: str, model: str | None, levels: list[int], requests: int, duration_s: float | None,
                          max_new_tokens: int, max_ttft: float | None, max_tpot: float | None, endpoint: str = "chat",
                          prompt: str = DEFAULT_PROMPT, timeout_s: float = 120.0, on_level=None,
-                         rates: list[float] | None = None, seed: int = 0) -> LoadTestResult:
-    """Closed loop over `levels` (concurrent workers), or, with `rates`, open loop at each offered rate."""
+                         rates: list[float] | None = None, seed: int = 0,
+                         conversations: list[list[dict]] | None = None) -> LoadTestResult:
+    """Closed loop over `levels` (concurrent workers), or, with `rates`, open loop at each offered rate.
+    `conversations` (chat endpoint): request k sends conversations[k % n] instead of `prompt`."""
     import httpx
 
     base = url.rstrip("/")
     chat = endpoint == "chat"
     path = "/v1/chat/completions" if chat else "/v1/completions"
-    body: dict = {"max_tokens": max_new_tokens, "stream": True, "temperature": 0}
-    body.update({"messages": [{"role": "user", "content": prompt}]} if chat else {"prompt": prompt})
-    if model:
-        body["model"] = model
+    common: dict = {"max_tokens": max_new_tokens, "stream": True, "temperature": 0, **({"model": model} if model else {})}
+    if chat:
+        bodies = [{**common, "messages": c} for c in (conversations or [[{"role": "user", "content": prompt}]])]
+    else:
+        bodies = [{**common, "prompt": prompt}]
     out = []
     width = max(levels) if not rates else requests
     limits = httpx.Limits(max_connections=width + 4, max_keepalive_connections=width + 4)
@@ -212,11 +217,11 @@ async def loadtest_async(url: str, model: str | None, levels: list[int], request
         await _preflight(client, base)
         for x in (rates or levels):
             if rates:
-                records, elapsed, peak = await run_rate(client, base + path, body, chat, x, requests, duration_s,
+                records, elapsed, peak = await run_rate(client, base + path, bodies, chat, x, requests, duration_s,
                                                         timeout_s, seed)
                 level = summarize(peak, records, elapsed, max_ttft, max_tpot).model_copy(update={"rate": x})
             else:
-                records, elapsed = await run_level(client, base + path, body, chat, x, requests, duration_s, timeout_s)
+                records, elapsed = await run_level(client, base + path, bodies, chat, x, requests, duration_s, timeout_s)
                 level = summarize(x, records, elapsed, max_ttft, max_tpot)
             out.append(level)
             if on_level:

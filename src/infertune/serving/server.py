@@ -14,9 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from infertune.config import serve_flags
 from infertune.errors import UserError
 
 
@@ -24,11 +22,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def serve_args(model: str, **flags: Any) -> list[str]:
-    """The `transformers serve` arguments of a candidate (the model is preloaded); `flags`: config.serve_flags."""
-    return [model, *serve_flags(**flags)]
 
 
 class ServeProcess:
@@ -85,6 +78,24 @@ class ServeProcess:
             p.wait()
         except ProcessLookupError:
             pass
+
+    def peak_rss_bytes(self) -> int | None:
+        """The server's resident-memory high-water mark (Linux VmHWM, children included) while it runs;
+        None where the kernel does not keep one. Host memory: GPU memory is not in it."""
+        import psutil
+
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        try:
+            procs = [psutil.Process(self.proc.pid)]
+            procs += procs[0].children(recursive=True)
+            total = 0
+            for p in procs:
+                with open(f"/proc/{p.pid}/status", encoding="ascii") as fh:
+                    total += next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
+            return total
+        except (OSError, StopIteration, psutil.Error):
+            return None
 
     def log_tail(self, lines: int = 20) -> str:
         try:

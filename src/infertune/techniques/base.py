@@ -37,6 +37,8 @@ class Setup(BaseModel):
     kernels: bool = False  # use_kernels=True: fused Hub kernels for norms, MLPs, rotary
     batching: Literal["serial", "static", "continuous"] = "serial"
     max_batch_tokens: int | None = None  # continuous batching: tokens per forward (chunked prefill)
+    cb_block_size: int | None = None  # continuous batching: tokens per KV block (page)
+    cb_num_blocks: int | None = None  # continuous batching: KV blocks; None: generate_batch sizes from free memory
     device_map: str | None = None
     max_memory: dict[str, str] | None = None
     tp: int = 1
