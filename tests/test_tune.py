@@ -118,15 +118,20 @@ def test_quality_gate_passes_identical_and_rejects_broken_outputs(tmp_path):
     assert len(bad.reasons) == 3 and any("greedy outputs match on 0%" in r for r in bad.reasons)
 
 
-def test_serve_variants_switch_continuous_batching_and_drop_what_serve_refuses():
+def test_serve_variants_switch_continuous_batching_and_drop_what_serve_refuses(tiny_model):
+    facts = _host_facts(_spec(tiny_model, workload=Workload(model=str(tiny_model), concurrency=4, input_len=300,
+                                                            max_new_tokens=20)), profile_model(tiny_model))
     plain = Setup(dtype="bfloat16", attn="sdpa", compile=True, kv_cache="static")
-    (l1, f1), (l2, f2) = serve_variants(plain)
+    (l1, f1), (l2, f2) = serve_variants(facts, plain)
     assert f1 == ["--dtype", "bfloat16", "--attn-implementation", "sdpa", "--compile"]
-    assert l2 == "with continuous batching" and "--compile" not in f2 and f2[-1] == "--continuous-batching"
+    assert l2 == "with continuous batching" and "--compile" not in f2
+    # the paged cache is sized to the workload: 4 requests x (2 blocks of 256 for 320 tokens + 1 spare)
+    assert f2[f2.index("--continuous-batching"):] == ["--continuous-batching", "--cb-max-batch-tokens", "1200",
+                                                      "--cb-block-size", "256", "--cb-num-blocks", "12"]
     cb = Setup(attn="paged|sdpa", batching="continuous", max_batch_tokens=256)
-    assert serve_variants(cb)[0][1][-3:] == ["--continuous-batching", "--cb-max-batch-tokens", "256"]
-    assert "--continuous-batching" not in serve_variants(cb)[1][1]
-    assert serve_variants(Setup(tp=2)) == [] and serve_variants(Setup(engine="vllm")) == []
+    assert serve_variants(facts, cb)[0][1][-3:] == ["--continuous-batching", "--cb-max-batch-tokens", "256"]
+    assert "--continuous-batching" not in serve_variants(facts, cb)[1][1]
+    assert serve_variants(facts, Setup(tp=2)) == [] and serve_variants(facts, Setup(engine="vllm")) == []
 
 
 def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_model, tmp_path):
@@ -136,14 +141,14 @@ def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_m
     facts = _host_facts(run.spec(), profile_model(tiny_model))
     steps = tune(run, facts)
     events = []
-    served = serve_stage(run, steps[0], events.append)
+    served = serve_stage(run, facts, steps[0], events.append)
     assert [v.label for v in served] == ["as accepted", "with continuous batching"]
     for v in served:
         assert v.error is None and v.trial.kind == "measured" and "--host 127.0.0.1" in v.trial.command
         assert [lv.concurrency for lv in v.trial.load.levels] == [1, 2]
         assert all(lv.requests_ok == 4 and lv.requests_failed == 0 for lv in v.trial.load.levels)
         assert v.objective == v.trial.load.levels[1].output_tokens_per_s  # throughput at the workload's concurrency
-    assert serve_stage(run, steps[0], events.append) == served and sum(e["event"] == "serve" for e in events) == 2
+    assert serve_stage(run, facts, steps[0], events.append) == served and sum(e["event"] == "serve" for e in events) == 2
     r = report.write(run.path, run.spec(), steps, facts, served=Run(run.path).serve_steps())
     winner = max(served, key=lambda v: v.objective)
     assert [v["chosen"] for v in r["served"]] == [v is winner for v in served]

@@ -698,7 +698,7 @@ def _run_tune(run, facts, spec) -> None:
         with Live(view(), console=err, refresh_per_second=4, transient=False) as live:
             steps = run_loop(run, facts, on_event)
             best = best_step(steps)
-            served = serve_stage(run, best, on_event) if spec.serve and best is not None else []
+            served = serve_stage(run, facts, best, on_event) if spec.serve and best is not None else []
             state["now"] = f"done: {len(steps)} trials" + (f", {len(served)} served" if served else "")
             live.update(view())
         err.print()

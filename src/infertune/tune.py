@@ -269,16 +269,17 @@ def best_step(steps: list[Step]) -> Step | None:
 # --- serving the result -----------------------------------------------------------------------------------
 
 
-def serve_variants(s: Setup) -> list[tuple[str, list[str]]]:
+def serve_variants(f: Facts, s: Setup) -> list[tuple[str, list[str]]]:
     """The accepted setup's `transformers serve` flags, and the same with continuous batching switched
-    (on when it is off; torch.compile goes with it, serve refuses both). Empty when serve cannot run it."""
+    (on as the technique applies it: no torch.compile, which serve refuses with it, and a paged cache sized
+    to the workload). Empty when serve cannot run the setup."""
     if s.engine != "transformers" or s.tp > 1 or s.device_map is not None:
         return []
     if s.batching == "continuous":
         other = ("without continuous batching", s.model_copy(update={
             "batching": "serial", "max_batch_tokens": None, "cb_block_size": None, "cb_num_blocks": None}))
     else:
-        other = ("with continuous batching", s.model_copy(update={"batching": "continuous", "compile": False}))
+        other = ("with continuous batching", REGISTRY["continuous-batching"].apply(f, s))
     return [("as accepted", serve_flags_for(s)), (other[0], serve_flags_for(other[1]))]
 
 
@@ -296,7 +297,7 @@ def conversations(wl: Workload) -> list[list[dict]]:
             for p in wl.prompt_list()]
 
 
-def serve_stage(run: Run, best: Step, on_event: Callable[[dict[str, Any]], None] | None = None,
+def serve_stage(run: Run, facts: Facts, best: Step, on_event: Callable[[dict[str, Any]], None] | None = None,
                 ready_timeout_s: float = 300.0) -> list[ServeStep]:
     """Serve `best` (and its batching variant) at the workload's concurrency; each result appended to
     serve.jsonl as it comes; finished variants are not re-run on resume."""
@@ -304,7 +305,7 @@ def serve_stage(run: Run, best: Step, on_event: Callable[[dict[str, Any]], None]
     wl = spec.workload
     emit = on_event or (lambda e: None)
     done = run.serve_steps()
-    for k, (label, flags) in enumerate(serve_variants(best.setup)):
+    for k, (label, flags) in enumerate(serve_variants(facts, best.setup)):
         if any(d.flags == flags for d in done):
             continue
         emit({"event": "serve", "label": label, "flags": flags})

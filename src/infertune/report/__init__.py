@@ -61,6 +61,13 @@ def _metrics_row(s: Step) -> dict[str, Any]:
             "tpot_percentiles_s": {"p50": m.tpot_p50_s, "p95": m.tpot_p95_s, "p99": m.tpot_p99_s}}
 
 
+def _model_ref(spec: TuneSpec) -> str:
+    """The model as a command line names it: the user's name, or the local folder for infertune's demo alias."""
+    from infertune.models import DEFAULT_MODEL
+
+    return spec.model_path if spec.model == DEFAULT_MODEL else spec.model
+
+
 def _served_row(v: ServeStep, model: str, concurrency: int, chosen: bool) -> dict[str, Any]:
     row: dict[str, Any] = {"label": v.label, "flags": v.flags, "objective": v.objective, "chosen": chosen,
                            "status": "ok" if v.trial else "error", "error": v.error}
@@ -113,12 +120,12 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
             "index": best.index, "setup": best.setup.model_dump(),
             "config": config_for(best.setup, facts.accelerator.bf16).model_dump(mode="json", exclude_defaults=True),
             "python": reproduce_snippet(spec, best, facts.accelerator.bf16),
-            "serve": winner.trial.shell(spec.model) if winner else serve_command(facts, best.setup),
+            "serve": winner.trial.shell(_model_ref(spec)) if winner else serve_command(facts, best.setup),
             "serve_measured": winner is not None,
             "greedy_output_prompt_0": out_text,
             "validate": f"infertune measure --workload {run_dir / 'best.yaml' if run_dir else 'best.yaml'}",
         },
-        "served": [_served_row(v, spec.model, spec.workload.concurrency, v is winner) for v in served],
+        "served": [_served_row(v, _model_ref(spec), spec.workload.concurrency, v is winner) for v in served],
         "tradeoffs": tradeoffs, "docs": docs, "open_questions": open_q, "unverified": unverified,
         "warnings": list(warnings or []),
     }
