@@ -538,6 +538,24 @@ def advise(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Diagnose where the workload hurts and propose one compatible change to try next."""
+    interactive = not no_input and fmt is Format.table and sys.stdin.isatty() and sys.stdout.isatty()
+    advice = _advice(workload, model, revision, gpu, gpus, vram, cpu_ram, dtype, attn, quantization, kv_cache,
+                     compile, batching, input_len, max_new_tokens, batch, concurrency, measured, trust_remote_code,
+                     interactive)
+    if fmt is Format.json:
+        _print_json(advice)
+    else:
+        _print_advice(advice)
+
+
+def _advice(workload: Path | None = None, model: str | None = None, revision: str | None = None,
+            gpu: str | None = None, gpus: int = 1, vram: str | None = None, cpu_ram: str | None = None,
+            dtype: str | None = None, attn: str | None = None, quantization: str | None = None,
+            kv_cache: str | None = None, compile: bool = False, batching: str | None = None,
+            input_len: str | None = None, max_new_tokens: str | None = None, batch: int | None = None,
+            concurrency: int | None = None, measured: Path | None = None, trust_remote_code: bool = False,
+            interactive: bool = False):
+    """The advise command's work, returning the Advice (asks for missing details only when `interactive`)."""
     from infertune import intake, models
     from infertune.advise import advise as run_advise
     from infertune.probe.model import profile_model
@@ -553,7 +571,7 @@ def advise(
     with err.status("reading the hardware", spinner="dots"):
         acc, here = intake.target_hardware(gpu, vram)
     ask = None
-    if not no_input and fmt is Format.table and sys.stdin.isatty() and sys.stdout.isatty():
+    if interactive:
         from rich.prompt import IntPrompt
 
         def ask(question: str, default: int) -> int:
@@ -574,11 +592,7 @@ def advise(
             raise UserError(f"--measured: no such file {measured}") from None
         except ValueError:
             raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE)") from None
-    advice = run_advise(i.facts, i.current, i.assumptions, i.questions, trial)
-    if fmt is Format.json:
-        _print_json(advice)
-    else:
-        _print_advice(advice)
+    return run_advise(i.facts, i.current, i.assumptions, i.questions, trial)
 
 
 def _print_advice(a) -> None:
@@ -931,6 +945,125 @@ def loadtest(
         _print_json(res)
     else:
         _print_load(res)
+
+
+class DoctorFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def doctor(
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="Python files or folders to check")] = None,
+    env: Annotated[bool, typer.Option("--env", help="also check this environment (versions, devices, memory)")] = False,
+    advise_: Annotated[bool, typer.Option("--advise", help="then advise on each script's model and settings")] = False,
+    gpu: Annotated[Optional[str], typer.Option(
+        help="the GPU the scripts target (H100, T4, ...): sharpens the max_memory and FlashAttention rules")] = None,
+    model: Annotated[Optional[str], typer.Option(help="with --env: check this model's weights against free memory")] = None,
+    fmt: Annotated[DoctorFormat, typer.Option("--format", help="text for people, json for programs")] = DoctorFormat.text,
+) -> None:
+    """Find the classic inference mistakes in your scripts, statically (never runs them). Exit 1 on findings."""
+    from infertune import doctor as doc
+    from infertune.doctor.rules import Target
+
+    if not paths and not env:
+        raise UserError("give Python files or folders to check (infertune doctor app.py), or --env")
+    target = Target(transformers_major=_major(installed_version("transformers")))
+    if gpu:
+        from infertune.estimate.accelerators import find_accelerator
+
+        acc = find_accelerator(gpu)
+        cc = float(acc.compute_capability) if acc.compute_capability else None
+        target = Target(gpu_name=acc.name, gpu_memory_bytes=acc.memory_bytes, compute_capability=cc,
+                        transformers_major=target.transformers_major)
+    result = doc.check(list(paths or []), target)
+    if env:
+        result.findings += _environment_findings(model)
+    advised = _advise_scripts(list(paths or []), gpu) if advise_ else []
+    if fmt is DoctorFormat.json:
+        data = result.model_dump(mode="json")
+        if advise_:
+            data["advice"] = [{**a, **({"advice": a["advice"].model_dump(mode="json")} if "advice" in a else {})}
+                              for a in advised]
+        _print_json(data)
+    else:
+        for f in result.findings:
+            out.print(f"{f.path}:{f.line}:{f.col} [bold]{f.rule}[/bold] {f.message}", highlight=False, soft_wrap=True)
+            out.print(f"    fix: {f.fix}", style="dim", highlight=False, soft_wrap=True)
+        for e in result.errors:
+            err.print(f"error: {e}", highlight=False, soft_wrap=True)
+        n = len(result.findings)
+        scope = " and ".join(([f"{result.files} file{'s' * (result.files != 1)}"] if paths else [])
+                             + (["the environment"] if env else []))
+        err.print(f"{n} finding{'s' * (n != 1)} in {scope}" if n else f"no findings in {scope}")
+        for a in advised:
+            said = " ".join(x for x in (a["command"], a.get("error")) if x)
+            err.print(f"[bold]{a['path']}[/bold]: {said}", highlight=False, soft_wrap=True)
+            if "advice" in a:
+                _print_advice(a["advice"])
+    if result.errors:
+        raise typer.Exit(2)
+    if result.findings:
+        raise typer.Exit(1)
+
+
+def installed_version(package: str) -> str | None:
+    from infertune.probe.versions import library_versions
+
+    return library_versions((package,))[package]
+
+
+def _major(version: str | None) -> int | None:
+    try:
+        return int(version.split(".")[0]) if version else None
+    except ValueError:
+        return None
+
+
+def _environment_findings(model: str | None):
+    from infertune.doctor.env import check_environment
+    from infertune.probe.hardware import detect_hardware
+
+    with err.status("reading the environment", spinner="dots"):
+        hw = detect_hardware()
+    weights = None
+    if model:
+        from infertune import models
+        from infertune.estimate.memory import EstimateSettings, estimate_memory, resolve_dtype
+        from infertune.probe.model import profile_model
+
+        prof = profile_model(models.resolve(model, None, say=_say))
+        dtype = resolve_dtype("auto", prof.native_dtype) or "float32"
+        weights = estimate_memory(prof, EstimateSettings(dtype=dtype, platform="cuda" if hw.gpus else "cpu")).weights_bytes
+    return check_environment(hw, model_bytes=weights, model=model)
+
+
+def _advise_scripts(paths: list[Path], gpu: str | None) -> list[dict]:
+    """Each script's literal settings (model, dtype, attention, quantization, cache, max_new_tokens) as an
+    advise run: `{path, command, advice}`, or `{path, command, error}` when the model is not available here."""
+    import shlex
+
+    from infertune import doctor as doc
+
+    out: list[dict] = []
+    for f in doc.python_files(paths)[0]:
+        try:
+            found = doc.settings(doc.parse(f))
+        except ValueError:
+            continue
+        if "model" not in found:
+            out.append({"path": str(f), "command": None, "error": "no from_pretrained('<model>') literal to advise on"})
+            continue
+        if gpu:
+            found["gpu"] = gpu
+        flags = [f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}") for k, v in found.items()]
+        row: dict = {"path": str(f), "command": f"infertune advise --no-input {' '.join(flags)}"}
+        try:
+            row["advice"] = _advice(**found)
+        except UserError as e:
+            row["error"] = f"cannot advise: {e}"
+        out.append(row)
+    return out
 
 
 @app.command("serve-trial")
