@@ -180,3 +180,10 @@ def test_environment_checks_with_injected_facts():
     # the installed transformers' own torch requirement, read from its metadata, against an old torch
     old = check_environment(_hw([gpu]), {"torch": "1.13.0", "transformers": "5.2.0"}, lambda: True)
     assert [f.rule for f in old] == ["ENV002"] and "transformers" in old[0].message
+
+
+def test_chat_templates_token_names_and_patterns_are_not_prompts(tmp_path):
+    code = ('TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}<|im_end|>{% endfor %}"\n'
+            'specials = ["<|endoftext|>", "<|im_start|>", "[INST]"]\n'
+            'import re\nMARK = re.compile(r"<\\|im_start\\|>user")')
+    assert _check(tmp_path, code).findings == []

@@ -143,7 +143,8 @@ def _convert(gguf: Path, out: Path, dtype: str, say: Callable[[str], None]) -> N
     say("reading the tokenizer and chat template from the GGUF file")
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     say("dequantizing the GGUF weights (about a minute on 2 cores)")
-    quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    quantized = AutoModelForCausalLM.from_pretrained(  # infertune: ignore[model-on-cpu] (a one-off conversion)
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # Rebuild from the config without the GGUF quantization_config, so the folder loads as a plain model.
     cfg_dict = quantized.config.to_dict()
     cfg_dict.pop("quantization_config", None)

@@ -52,6 +52,7 @@ HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, plain transcripts).
 CHAT_MARKERS = re.compile(r"<\|im_start\|>|\[INST\]|<\|user\|>|<\|assistant\|>|<start_of_turn>|"
                           r"<\|start_header_id\|>|(^|\n)\s*(User|Human|USER|Assistant|ASSISTANT|### Instruction)\s*:")
+SINGLE_TOKEN = re.compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
 # Memory sizes of common cards, GB as sold (a max_memory equal to one of them is "the whole card").
 CARD_SIZES_GB = (8, 12, 16, 24, 32, 40, 48, 80, 94, 96, 141, 180, 192, 288)
 
@@ -187,6 +188,10 @@ def hand_built_chat_prompt(s: Script):
             text = node.value
         else:
             continue
+        parent = s.parents.get(node)
+        if ("{%" in text or (isinstance(parent, ast.Call) and dotted(parent.func).startswith("re."))
+                or SINGLE_TOKEN.fullmatch(text)):
+            continue  # a chat template's own Jinja source, a pattern looking for markers, a special-token name
         if CHAT_MARKERS.search(text):
             yield node, "a chat prompt built by hand: the model was trained on its own chat template"
 
