@@ -187,3 +187,23 @@ def test_chat_templates_token_names_and_patterns_are_not_prompts(tmp_path):
             'specials = ["<|endoftext|>", "<|im_start|>", "[INST]"]\n'
             'import re\nMARK = re.compile(r"<\\|im_start\\|>user")')
     assert _check(tmp_path, code).findings == []
+
+
+def test_sampling_rule_reads_the_models_own_generation_config_when_it_is_here(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "generation_config.json").write_text('{"temperature": 0.6, "top_p": 0.9, "do_sample": true}')
+    code = (f'model = AutoModelForCausalLM.from_pretrained("{folder}", dtype="auto", device_map="auto")\n'
+            'out = model.generate(**inputs, temperature=0.7, top_k=20)')
+    (f,) = _check(tmp_path, code).findings
+    assert f.rule == "IT010" and "temperature (model: 0.6)" in f.message and "top_k" not in f.message
+    (folder / "generation_config.json").write_text('{"do_sample": false}')  # sets none: a deliberate choice
+    assert _check(tmp_path, code).findings == []
+
+
+def test_flash_attention_on_a_cpu_device_map(tmp_path):
+    code = ('m = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="cpu", '
+            'attn_implementation="flash_attention_2")')
+    (f,) = _check(tmp_path, code).findings
+    assert f.rule == "IT009" and "cpu" in f.message

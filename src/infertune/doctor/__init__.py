@@ -65,8 +65,28 @@ def check(paths: list[Path], target: Target | None = None) -> DoctorResult:
             errors.append(str(e))
             continue
         read += 1
+        script.generation_defaults = generation_defaults(settings(script).get("model"))
         findings += check_script(script)
     return DoctorResult(findings=findings, files=read, errors=errors)
+
+
+def generation_defaults(model: str | None) -> dict | None:
+    """The sampling fields of a model's generation_config.json when the model is here (a folder, the HF
+    cache, an embedded model); None when it is not (never downloads)."""
+    import json
+
+    from infertune import models
+    from infertune.doctor.rules import SAMPLING
+    from infertune.errors import UserError
+
+    if not model:
+        return None
+    try:
+        folder = models.resolve(model, prepare_missing=False)
+        data = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
+    except (UserError, OSError, ValueError):
+        return None
+    return {k: v for k, v in data.items() if k in SAMPLING} if isinstance(data, dict) else None
 
 
 # --- a script's settings, for `--advise` ------------------------------------------------------------------

@@ -94,6 +94,8 @@ class Script:
     source: str
     tree: ast.Module
     target: Target = field(default_factory=Target)
+    # the loaded model's generation_config.json when it is available locally (None: unknown)
+    generation_defaults: dict | None = None
 
     def __post_init__(self) -> None:
         self.lines = self.source.splitlines()
@@ -295,6 +297,8 @@ def flash_attention(s: Script):
     for c in s.loads:
         if const(kw(c, "attn_implementation")) not in ("flash_attention_2", "flash_attention_3"):
             continue
+        if const(kw(c, "device_map")) in ("cpu", "mps"):
+            yield c, f"FlashAttention needs a CUDA GPU; this model is placed on {const(kw(c, 'device_map'))}"
         dt = const(kw(c, "dtype") or kw(c, "torch_dtype"))
         no_dtype = kw(c, "dtype") is None and kw(c, "torch_dtype") is None and not has_star_kwargs(c)
         old = s.target.transformers_major is None or s.target.transformers_major < 5
@@ -307,11 +311,16 @@ def flash_attention(s: Script):
 
 
 def hardcoded_sampling(s: Script):
+    known = s.generation_defaults
     for c in s.generates:
         given = [k.arg for k in c.keywords if k.arg in SAMPLING and isinstance(k.value, ast.Constant)]
-        if given:
+        if known is None and given:
             yield c, (f"sampling parameters hard-coded ({', '.join(given)}): they override the tuned defaults in "
                       "the model's generation_config.json")
+        elif known:  # the model's own file is here: only what it sets is overridden
+            over = [f"{k} (model: {known[k]})" for k in given if k in known]
+            if over:
+                yield c, f"overrides the model's generation_config.json: {', '.join(over)}"
 
 
 def generate_in_handler(s: Script):
