@@ -68,3 +68,11 @@ def infertune_home(tmp_path, monkeypatch) -> Path:
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
+
+
+@pytest.fixture(scope="session")
+def demo_model() -> Path:
+    """The embedded model, prepared in the normal infertune cache (once, ~1 minute; then reused)."""
+    from infertune import models
+
+    return models.prepare("smollm2")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from infertune import report
-from infertune.cli import _host_facts
+from infertune.api import host_facts as _host_facts
 from infertune.measure.quality import Tolerance, compare
 from infertune.measure.results import RequestOutput, TrialMetrics, TrialResult
 from infertune.probe.model import profile_model

@@ -1,5 +1,15 @@
-"""infertune: pick, prove and ship the right inference optimization for a Transformers workload."""
+"""infertune: pick, prove and ship the right inference optimization for a Transformers workload.
 
+The Python API (docs/api.md) is `infertune.env()`, `.estimate(...)`, `.advise(...)`, `.measure(...)`,
+`.tune(...)`, `.doctor(...)` and `.report(run_dir)`, defined in `infertune.api`. Most of those names are
+also infertune's own subpackages (`infertune.estimate` holds the estimator): those modules are callable
+and forward the call to the API function, so both `infertune.estimate(...)` and
+`from infertune.estimate import Estimate` work.
+"""
+
+import importlib
+import sys
+import types
 from importlib.metadata import PackageNotFoundError, version
 
 try:
@@ -7,4 +17,31 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+VERBS = ("env", "estimate", "advise", "measure", "tune", "doctor", "report")
+
+
+class _VerbModule(types.ModuleType):
+    """A module that is also its API verb: calling it calls `infertune.api.<verb>`."""
+
+    def __call__(self, *args, **kwargs):
+        from infertune import api
+
+        return getattr(api, self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
+
+
+def _callable(module_name: str) -> None:
+    """Called at the end of a verb's module: make `infertune.<verb>(...)` work."""
+    sys.modules[module_name].__class__ = _VerbModule
+
+
+def __getattr__(name: str):
+    if name == "env":
+        from infertune.api import env
+
+        return env
+    if name in VERBS:
+        return importlib.import_module(f"infertune.{name}")
+    raise AttributeError(f"module 'infertune' has no attribute {name!r}")
+
+
+__all__ = ["__version__", *VERBS]

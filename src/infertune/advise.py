@@ -13,16 +13,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from infertune import _callable
 from infertune.config import InferenceConfig, serve_flags
 from infertune.diagnose import Diagnosis, diagnose, serving_times, worst_device
 from infertune.estimate import Estimate, _largest, estimate
 from infertune.estimate.memory import EstimateSettings, Quantization
 from infertune.estimate.placement import parse_max_memory
 from infertune.measure.results import TrialResult
+from infertune.schema import SCHEMA_VERSION
 from infertune.techniques import REGISTRY, Facts, Setup, Technique
 from infertune.techniques.serving import vllm_command
 
-SCHEMA_VERSION = "1"
 ESTIMATOR_QUANT = {"none": "none", "bnb-8bit": "bnb-int8", "bnb-4bit": "bnb-nf4-dq", "awq": "awq", "gptq": "gptq",
                    "gguf": "none", "torchao-int4": "int4", "torchao-int8": "int8", "quanto-int8": "int8", "fp8": "fp8"}
 QUANT_CONFIGS: dict[str, dict[str, Any]] = {  # from_pretrained(quantization_config=...) accepts these dicts
@@ -170,7 +171,7 @@ def serve_command(f: Facts, s: Setup) -> str:
 
 def python_snippet(f: Facts, s: Setup) -> str:
     cfg = config_for(s, f.accelerator.bf16)
-    code = cfg.python_snippet(f.model, f.max_new_tokens)
+    code = cfg.python_snippet(f.model, f.max_new_tokens, tp=s.tp)
     if s.batching == "continuous":
         load = code.split("messages =")[0]
         code = (load.replace("from transformers import AutoModelForCausalLM, AutoTokenizer",
@@ -184,8 +185,6 @@ def python_snippet(f: Facts, s: Setup) -> str:
                 f"page_size={s.cb_block_size or 256})  # page_size: block_size before transformers 5.17\n"
                 "outputs = model.generate_batch(inputs=inputs, generation_config=gen, continuous_batching_config=cb)\n"
                 "for rid, o in outputs.items():\n    print(rid, tok.decode(o.generated_tokens, skip_special_tokens=True))\n")
-    if s.tp > 1:
-        code = f"# launch: torchrun --nproc-per-node {s.tp} this_script.py\n" + code
     if s.engine == "vllm":
         code = f"# serve with vLLM instead of transformers:\n# {serve_command(f, s)}\n" + code
     return code
@@ -352,3 +351,6 @@ def advise(f: Facts, current: Setup, assumptions: list[str] | None = None,
         rejected=rejected, workload_tradeoffs=_tradeoffs(f, current, base),
         assumptions=list(assumptions or []), questions=list(questions or []),
     )
+
+
+_callable(__name__)  # infertune.advise(...) is the API verb

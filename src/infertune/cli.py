@@ -11,7 +11,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from pydantic import BaseModel
@@ -84,12 +84,12 @@ def _say(msg: str) -> None:
 @app.command()
 def env(fmt: FormatOpt = Format.table) -> None:
     """Show this machine's hardware and the versions of the libraries that decide what can run."""
-    from infertune.probe.hardware import detect_hardware
-    from infertune.probe.versions import library_versions
+    from infertune import api
 
-    hw, libs = detect_hardware(), library_versions()
+    report = api.env()
+    hw, libs = report.hardware, report.libraries
     if fmt is Format.json:
-        _print_json({"hardware": hw.model_dump(), "libraries": libs, "python": sys.version.split()[0]})
+        _print_json(report)
         return
     t = Table(title="Hardware (detected)", show_header=False)
     t.add_row("platform", hw.platform)
@@ -217,57 +217,29 @@ def measure(
     output: Annotated[Optional[Path], typer.Option(help="also write the JSON result to this file")] = None,
 ) -> None:
     """Measure one configuration on one workload, in an isolated child process."""
-    from infertune import models
-    from infertune.config import config_from
-    from infertune.measure import run_trial
+    from infertune import api
     from infertune.paths import write_atomic
-    from infertune.workload import load_run
-
-    wl, cfg_data = load_run(
-        workload, model=model, revision=revision, max_new_tokens=max_new_tokens, **_input_lengths(input_len),
-        batch=batch, repeats=repeats, warmup=warmup, seed=seed, concurrency=concurrency,
-    )
-    cfg = config_from(
-        cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache, device=device,
-        trust_remote_code=trust_remote_code or None, batching=batching, max_batch_tokens=max_batch_tokens,
-        cb_block_size=cb_block_size, cb_num_blocks=cb_num_blocks,
-    )
-    if timeout <= 0:
-        raise UserError("--timeout must be positive")
-    path = models.resolve(wl.model, wl.revision, say=_say)
 
     with err.status("starting the trial", spinner="dots") as status:
         def on_event(ev: dict) -> None:
             if ev["event"] == "phase":
                 status.update({"import": "importing torch and transformers", "load": "loading the model",
-                               "generate": "generating"}.get(ev["phase"], ev["phase"]))
+                               "generate": "generating", "estimate": "computing the estimate for the same shape",
+                               }.get(ev["phase"], ev["phase"]))
             elif ev["event"] == "progress":
                 status.update(f"generating: call {ev['done']}/{ev['total']} done")
 
-        result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event)
-
-        status.update("computing the estimate for the same shape")
-        comparison = _compare(result)
-    data = {**result.model_dump(mode="json"), "estimate": comparison.model_dump() if comparison else None}
+        result = api.measure(workload, model, revision, max_new_tokens, input_len, batch, repeats, warmup, seed,
+                             dtype, attn, kv_cache, device, concurrency, batching, max_batch_tokens, cb_block_size,
+                             cb_num_blocks, trust_remote_code, timeout, on_event=on_event, say=_say)
     if output is not None:
-        write_atomic(output, json.dumps(data, indent=2) + "\n")
+        write_atomic(output, result.model_dump_json(indent=2) + "\n")
     if fmt is Format.json:
-        _print_json(data)
+        _print_json(result)
     else:
-        _print_trial(result, comparison)
+        _print_trial(result, result.estimate)
     if result.error_type == "input":
         raise UserError(result.error or "invalid workload")
-
-
-def _compare(result):
-    """The estimate beside the measurement; a failure here never costs the measurement."""
-    from infertune.predicted import compare
-
-    try:
-        return compare(result)
-    except Exception as e:  # noqa: BLE001
-        _say(f"no estimate for this trial: {type(e).__name__}: {e}")
-        return None
 
 
 def _print_trial(r, comparison=None) -> None:
@@ -313,31 +285,6 @@ def _print_trial(r, comparison=None) -> None:
 # --- estimate --------------------------------------------------------------------------------------
 
 
-def _input_lengths(text: str | None) -> dict[str, Any]:
-    """--input-len: one length for every prompt, or a list of mixed lengths (workload `input_lens`)."""
-    if text is None:
-        return {}
-    lengths = parse_tokens(text)
-    return {"input_len": lengths[0]} if len(lengths) == 1 and "," not in text else {"input_lens": lengths}
-
-
-def parse_tokens(text: str) -> list[int]:
-    """'512', '1k', '8k,32k', '1m' -> token counts (k = 1024, as context lengths are quoted)."""
-    values = []
-    for part in text.split(","):
-        part = part.strip().lower()
-        mult = {"k": 1024, "m": 1024 * 1024}.get(part[-1:], 1)
-        digits = part[:-1] if mult > 1 else part
-        try:
-            value = int(float(digits) * mult)
-        except ValueError:
-            raise UserError(f"not a token count: {part!r} (use e.g. 512, 4k, 128k)") from None
-        if value <= 0:
-            raise UserError(f"token counts must be positive: {part!r}")
-        values.append(value)
-    return values
-
-
 @app.command()
 def estimate(
     model: ModelOpt = None,
@@ -364,50 +311,15 @@ def estimate(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Estimate memory (by component), roofline speed and what fits, from config.json alone."""
-    from infertune import models
-    from infertune.estimate import estimate as run_estimate
-    from infertune.estimate.accelerators import find_accelerator, from_detected_gpu, probe_cpu
-    from infertune.estimate.memory import EstimateSettings, Quantization, resolve_dtype
-    from infertune.estimate.placement import parse_max_memory
-    from infertune.probe.model import profile_model
+    from infertune import api
 
-    lengths = parse_tokens(input_len)
-    new_tokens = parse_tokens(max_new_tokens)[0]
-    budgets = parse_max_memory(max_memory)
-    if budgets:
-        gpus = max(gpus, *(int(d[5:]) + 1 for d in budgets if d.startswith("cuda:")))
-    path = models.resolve(model or models.DEFAULT_MODEL, revision, say=_say)
-    prof = profile_model(path, trust_remote_code)
-    resolved = resolve_dtype(dtype, prof.native_dtype)
-    if resolved is None:
-        raise UserError(f"--dtype: unknown dtype {dtype!r}; use auto, float32, bfloat16, float16 or fp8")
-    if kv_cache not in ("dynamic", "static", "quantized", "offloaded"):
-        raise UserError(f"--kv-cache: unknown {kv_cache!r}; use dynamic, static, quantized or offloaded")
-    if gpu:
-        acc = find_accelerator(gpu)
-    elif not cpu:
-        from infertune.probe.hardware import detect_gpus
-
-        found = detect_gpus()
-        acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes) if found else None
-    else:
-        acc = None
-    if acc is None:
-        with err.status("probing this CPU's bandwidth and FLOP/s", spinner="dots"):
-            acc = probe_cpu()
-    platform = "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
-    if budgets and platform != "cuda":
-        raise UserError("--max-memory places layers across GPUs; give --gpu NAME to estimate for one")
-    base = EstimateSettings(
-        dtype=resolved, quantization=Quantization.parse(quantization), kv_cache=kv_cache, kv_nbits=kv_nbits,
-        kv_residual_len=kv_residual_len, max_cache_len=parse_tokens(max_cache_len)[0] if max_cache_len else None,
-        attn=attn, prefill_chunk=parse_tokens(prefill_chunk)[0] if prefill_chunk else None,
-        max_new_tokens=new_tokens, batch=batch, concurrency=concurrency, platform=platform,
-    )
-    results = [run_estimate(prof, base.model_copy(update={"input_len": n}), acc, model=str(path), gpus=gpus,
-                            max_memory=budgets) for n in lengths]
+    with err.status("reading the model", spinner="dots") as status:
+        result = api.estimate(model, revision, dtype, quantization, kv_cache, kv_nbits, kv_residual_len, max_cache_len,
+                              attn, prefill_chunk, input_len, max_new_tokens, batch, concurrency, gpu, gpus,
+                              max_memory, cpu, trust_remote_code, say=status.update)
+    results = result.sweep if isinstance(result, api.EstimateSweep) else [result]
     if fmt is Format.json:
-        _print_json(results[0] if len(results) == 1 else {"kind": "estimate", "sweep": [r.model_dump() for r in results]})
+        _print_json(result)
         return
     if len(results) == 1:
         _print_estimate(results[0])
@@ -538,61 +450,22 @@ def advise(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Diagnose where the workload hurts and propose one compatible change to try next."""
-    interactive = not no_input and fmt is Format.table and sys.stdin.isatty() and sys.stdout.isatty()
-    advice = _advice(workload, model, revision, gpu, gpus, vram, cpu_ram, dtype, attn, quantization, kv_cache,
-                     compile, batching, input_len, max_new_tokens, batch, concurrency, measured, trust_remote_code,
-                     interactive)
-    if fmt is Format.json:
-        _print_json(advice)
-    else:
-        _print_advice(advice)
+    from infertune import api
 
-
-def _advice(workload: Path | None = None, model: str | None = None, revision: str | None = None,
-            gpu: str | None = None, gpus: int = 1, vram: str | None = None, cpu_ram: str | None = None,
-            dtype: str | None = None, attn: str | None = None, quantization: str | None = None,
-            kv_cache: str | None = None, compile: bool = False, batching: str | None = None,
-            input_len: str | None = None, max_new_tokens: str | None = None, batch: int | None = None,
-            concurrency: int | None = None, measured: Path | None = None, trust_remote_code: bool = False,
-            interactive: bool = False):
-    """The advise command's work, returning the Advice (asks for missing details only when `interactive`)."""
-    from infertune import intake, models
-    from infertune.advise import advise as run_advise
-    from infertune.probe.model import profile_model
-    from infertune.workload import read_run_file
-
-    data: dict = read_run_file(workload)[0] if workload else {}
-    model = model or data.get("model") or models.DEFAULT_MODEL
-    n_in = parse_tokens(input_len)[0] if input_len else data.get("input_len")
-    n_out = parse_tokens(max_new_tokens)[0] if max_new_tokens else data.get("max_new_tokens")
-    conc = concurrency or data.get("concurrency")
-    path = models.resolve(model, revision or data.get("revision"), say=_say)
-    prof = profile_model(path, trust_remote_code)
-    with err.status("reading the hardware", spinner="dots"):
-        acc, here = intake.target_hardware(gpu, vram)
     ask = None
-    if interactive:
+    if not no_input and fmt is Format.table and sys.stdin.isatty() and sys.stdout.isatty():
         from rich.prompt import IntPrompt
 
         def ask(question: str, default: int) -> int:
             return IntPrompt.ask(question, default=default, console=err)
-    # snippets and commands name the model as the user would load it: an embedded alias by its folder
-    shown = str(path) if model in models.EMBEDDED or model in models.ALIASES else model
-    i = intake.build(prof, shown, acc, here, gpus=gpus, cpu_ram=cpu_ram, input_len=n_in, max_new_tokens=n_out,
-                     batch=batch or data.get("batch") or 1, concurrency=conc, dtype=dtype, attn=attn,
-                     quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,
-                     gpu_given=gpu is not None, ask=ask)
-    trial = None
-    if measured is not None:
-        from infertune.measure.results import TrialResult
 
-        try:
-            trial = TrialResult.model_validate_json(measured.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"--measured: no such file {measured}") from None
-        except ValueError:
-            raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE)") from None
-    return run_advise(i.facts, i.current, i.assumptions, i.questions, trial)
+    advice = api.advise(workload, model, revision, gpu, gpus, vram, cpu_ram, dtype, attn, quantization, kv_cache,
+                        compile, batching, input_len, max_new_tokens, batch, concurrency, measured, trust_remote_code,
+                        ask=ask, say=_say)
+    if fmt is Format.json:
+        _print_json(advice)
+    else:
+        _print_advice(advice)
 
 
 def _print_advice(a) -> None:
@@ -655,32 +528,17 @@ def _print_advice(a) -> None:
 # --- tune / demo -----------------------------------------------------------------------------------
 
 
-def _host_facts(spec, profile):
-    """Facts for the machine the trials run on (this one), with the workload's shape."""
-    from infertune import intake
-
-    acc, _ = intake.target_hardware(None, None)
-    wl = spec.workload
-    i = intake.build(profile, spec.model_path, acc, True, input_len=wl.longest_input or 64,
-                     max_new_tokens=wl.max_new_tokens, batch=wl.batch, concurrency=wl.concurrency,
-                     batching=spec.start.batching)
-    return i.facts
-
-
-def _run_tune(run, facts, spec) -> None:
-    """The loop with a live view: the table so far and the trial in flight. Ctrl-C stops cleanly."""
+def _run_tune(start) -> None:
+    """`start(on_event)` runs api.tune; this shows the table so far and the trial in flight, then the result.
+    Ctrl-C (or SIGTERM) stops the trial cleanly and says how to resume."""
     import signal
 
     from rich.live import Live
 
-    from infertune import report
-    from infertune.tune import best_step, serve_stage
-    from infertune.tune import tune as run_loop
-
-    state = {"now": "starting", "rows": []}
+    state: dict = {"now": "starting", "rows": [], "run": None, "title": "tune (measured)"}
 
     def view():
-        t = Table(title=f"tune: {spec.objective} (measured; {spec.max_trials} trials at most)")
+        t = Table(title=state["title"])
         for col in ("#", "change", "peak MiB", "TTFT ms", "ms/tok", "tok/s", "match", "kept"):
             t.add_column(col, no_wrap=True, justify="left" if col == "change" else "right")
         for s in state["rows"]:
@@ -695,7 +553,10 @@ def _run_tune(run, facts, spec) -> None:
         return t
 
     def on_event(e: dict) -> None:
-        if e.get("event") == "step":
+        if e.get("event") == "run":
+            state["run"] = e["path"]
+            _say(f"run directory: {e['path']}")
+        elif e.get("event") == "step":
             state["rows"].append(e["step"])
         elif e.get("event") == "trial":
             state["now"] = f"trial {e['index']}: {e['setup'].dtype}, {e['setup'].attn}, {e['setup'].kv_cache} KV"
@@ -710,39 +571,32 @@ def _run_tune(run, facts, spec) -> None:
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
     try:
         with Live(view(), console=err, refresh_per_second=4, transient=False) as live:
-            steps = run_loop(run, facts, on_event)
-            best = best_step(steps)
-            served = serve_stage(run, facts, best, on_event) if spec.serve and best is not None else []
-            state["now"] = f"done: {len(steps)} trials" + (f", {len(served)} served" if served else "")
+            outcome = start(on_event)
+            state["now"] = f"done: {len(outcome.steps)} trials" + (f", {len(outcome.served)} served"
+                                                                    if outcome.served else "")
             live.update(view())
         err.print()
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted: finished trials are in {run.results}; continue with "
-                  f"`infertune tune --resume {run.path}`[/yellow]")
+        if state["run"]:
+            err.print(f"[yellow]interrupted: finished trials are in {state['run']}/results.jsonl; continue with "
+                      f"`infertune tune --resume {state['run']}`[/yellow]")
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-    for w in run.warnings:
+    for w in outcome.warnings:
         err.print(f"[yellow]warning: {w}[/yellow]")
-    for s in steps:
+    r = outcome.report
+    for s in outcome.steps:
         out.print(f"step {s.index} ({s.technique or 'baseline'}): {'kept' if s.accepted else 'rejected'}: {s.reason}")
-    for v in served:
-        out.print(f"served {v.label}: " + (f"{spec.objective} {v.objective:.4g}" if v.objective is not None
+    for v in outcome.served:
+        out.print(f"served {v.label}: " + (f"{r['objective']} {v.objective:.4g}" if v.objective is not None
                                            else f"failed: {v.error}"))
-    r = report.write(run.path, spec, steps, facts, run.warnings, served)
     best = r["best"]
     if best:
-        out.print(f"accepted: {', '.join(s['technique'] for s in r['steps'] if s['accepted'] and s['technique']) or 'none (the baseline stays)'}")
+        kept = ", ".join(s["technique"] for s in r["steps"] if s["accepted"] and s["technique"])
+        out.print(f"accepted: {kept or 'none (the baseline stays)'}")
         out.print(f"ship it: [cyan]{best['serve']}[/cyan]")
-    out.print(f"report: {run.path / 'report.md'} (also report.html, report.json)")
-
-
-def _parse_size(text: Optional[str], flag: str) -> Optional[int]:
-    if text is None:
-        return None
-    from infertune.intake import parse_size
-
-    return int(text) if text.strip().isdigit() else parse_size(text, flag)
+    out.print(f"report: {Path(outcome.run_dir) / 'report.md'} (also report.html, report.json)")
 
 
 @app.command()
@@ -780,78 +634,46 @@ def tune(
     trust_remote_code: TrustOpt = False,
 ) -> None:
     """Measure the baseline, then one change at a time; keep what helps without hurting quality; report."""
-    import datetime
-
-    from infertune import models
-    from infertune.config import config_from
-    from infertune.measure.quality import Tolerance
-    from infertune.probe.model import profile_model
-    from infertune.tune import Constraints, Run, TuneSpec, precheck
-    from infertune.workload import load_run
+    from infertune import api
 
     if resume is not None:
-        run = Run(resume)
-        spec = run.spec()
-        facts = _host_facts(spec, profile_model(spec.model_path, trust_remote_code))
-        _run_tune(run, facts, spec)
+        _run_tune(lambda on_event: api.tune(resume=resume, trust_remote_code=trust_remote_code, on_event=on_event))
         return
-    if objective not in ("memory", "latency", "throughput"):
-        raise UserError(f"--objective: unknown {objective!r}; use memory, latency or throughput")
-    if min_quality is not None and not 0 <= min_quality <= 1:
-        raise UserError("--min-quality is a share of prompts between 0 and 1")
-    wl, cfg_data = load_run(workload, model=model, revision=revision, max_new_tokens=max_new_tokens,
-                            **_input_lengths(input_len), batch=batch, repeats=repeats, warmup=warmup, seed=seed,
-                            concurrency=concurrency)
-    if wl.do_sample:
-        raise UserError("tune compares greedy outputs against the baseline: set do_sample: false")
-    cfg = config_from(cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache,
-                      batching=batching)
-    path = models.resolve(wl.model, wl.revision, say=_say)
-    prof = profile_model(path, trust_remote_code)
-    from infertune.estimate.memory import resolve_dtype
-    from infertune.techniques import Setup
+    spec, facts = api.tune_spec(
+        workload, model, revision, max_new_tokens, input_len, batch, repeats, warmup, seed, dtype, attn, kv_cache,
+        concurrency, batching, max_trials, time_budget, objective, max_memory, max_ttft, max_tpot, min_quality,
+        max_nll_delta, max_kl, trial_timeout, serve, trust_remote_code, say=_say)
+    _start_run(spec, facts, output, "tune")
 
-    start = Setup(dtype=resolve_dtype(cfg.dtype, prof.native_dtype) or "float32", attn=cfg.attn_implementation or "sdpa",
-                  batching=cfg.batching, max_batch_tokens=cfg.max_batch_tokens, cb_block_size=cfg.cb_block_size,
-                  cb_num_blocks=cfg.cb_num_blocks,
-                  kv_cache=cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded")
-                  else "dynamic")
-    given = {"min_exact_match": min_quality, "max_nll_increase": max_nll_delta, "max_kl": max_kl}
-    tol = Tolerance(**{k: v for k, v in given.items() if v is not None})
-    spec = TuneSpec(model=wl.model, model_path=str(path), workload=wl, start=start, objective=objective,
-                    constraints=Constraints(max_memory_bytes=_parse_size(max_memory, "--max-memory"),
-                                            max_ttft_s=max_ttft, max_tpot_s=max_tpot),
-                    tolerance=tol, max_trials=max_trials, time_budget_s=time_budget, trial_timeout_s=trial_timeout,
-                    serve=wl.concurrency > 1 if serve is None else serve)
-    facts = _host_facts(spec, prof)
-    precheck(spec, facts)
-    run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("tune-%Y%m%d-%H%M%S")
-    run = Run.create(run_dir, spec)
-    _say(f"run directory: {run.path}")
-    _run_tune(run, facts, spec)
+
+def _start_run(spec, facts, output: Path | None, prefix: str) -> None:
+    from infertune import api
+    from infertune.tune import Run
+
+    run = Run.create(output or api.default_run_dir(prefix), spec)
+
+    def start(on_event):
+        on_event({"event": "run", "path": str(run.path)})
+        return api.run_tune(run, facts, on_event)
+
+    _run_tune(start)
 
 
 @app.command()
 def demo(output: Annotated[Optional[Path], typer.Option(help="run directory")] = None) -> None:
     """Prepare the embedded model and tune a chat workload on it, starting from a naive script's settings
     (fp32, eager attention): a few minutes on 2 CPU cores."""
-    import datetime
-
-    from infertune import models
+    from infertune import api, models
     from infertune.probe.model import profile_model
     from infertune.techniques import Setup
-    from infertune.tune import Run, TuneSpec
+    from infertune.tune import TuneSpec
     from infertune.workload import Workload
 
     path = models.prepare("smollm2", say=_say)
     wl = Workload(model="demo", max_new_tokens=32)
     spec = TuneSpec(model="demo", model_path=str(path), workload=wl, start=Setup(dtype="float32", attn="eager"),
                     objective="latency", max_trials=4, trial_timeout_s=600)
-    facts = _host_facts(spec, profile_model(path))
-    run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("demo-%Y%m%d-%H%M%S")
-    run = Run.create(run_dir, spec)
-    _say(f"run directory: {run.path}")
-    _run_tune(run, facts, spec)
+    _start_run(spec, api.host_facts(spec, profile_model(path)), output, "demo")
 
 
 # --- loadtest --------------------------------------------------------------------------------------
@@ -963,29 +785,12 @@ def doctor(
     fmt: Annotated[DoctorFormat, typer.Option("--format", help="text for people, json for programs")] = DoctorFormat.text,
 ) -> None:
     """Find the classic inference mistakes in your scripts, statically (never runs them). Exit 1 on findings."""
-    from infertune import doctor as doc
-    from infertune.doctor.rules import Target
+    from infertune import api
 
-    if not paths and not env:
-        raise UserError("give Python files or folders to check (infertune doctor app.py), or --env")
-    target = Target(transformers_major=_major(installed_version("transformers")))
-    if gpu:
-        from infertune.estimate.accelerators import find_accelerator
-
-        acc = find_accelerator(gpu)
-        cc = float(acc.compute_capability) if acc.compute_capability else None
-        target = Target(gpu_name=acc.name, gpu_memory_bytes=acc.memory_bytes, compute_capability=cc,
-                        transformers_major=target.transformers_major)
-    result = doc.check(list(paths or []), target)
-    if env:
-        result.findings += _environment_findings(model)
-    advised = _advise_scripts(list(paths or []), gpu) if advise_ else []
+    with err.status("checking", spinner="dots") as status:
+        result = api.doctor(paths, env, advise_, gpu, model, say=status.update)
     if fmt is DoctorFormat.json:
-        data = result.model_dump(mode="json")
-        if advise_:
-            data["advice"] = [{**a, **({"advice": a["advice"].model_dump(mode="json")} if "advice" in a else {})}
-                              for a in advised]
-        _print_json(data)
+        _print_json(result)
     else:
         for f in result.findings:
             out.print(f"{f.path}:{f.line}:{f.col} [bold]{f.rule}[/bold] {f.message}", highlight=False, soft_wrap=True)
@@ -996,74 +801,25 @@ def doctor(
         scope = " and ".join(([f"{result.files} file{'s' * (result.files != 1)}"] if paths else [])
                              + (["the environment"] if env else []))
         err.print(f"{n} finding{'s' * (n != 1)} in {scope}" if n else f"no findings in {scope}")
-        for a in advised:
-            said = " ".join(x for x in (a["command"], a.get("error")) if x)
-            err.print(f"[bold]{a['path']}[/bold]: {said}", highlight=False, soft_wrap=True)
-            if "advice" in a:
-                _print_advice(a["advice"])
+        for a in result.advice or []:
+            said = " ".join(x for x in (a.command, a.error) if x)
+            err.print(f"[bold]{a.path}[/bold]: {said}", highlight=False, soft_wrap=True)
+            if a.advice is not None:
+                _print_advice(a.advice)
     if result.errors:
         raise typer.Exit(2)
     if result.findings:
         raise typer.Exit(1)
 
 
-def installed_version(package: str) -> str | None:
-    from infertune.probe.versions import library_versions
-
-    return library_versions((package,))[package]
-
-
-def _major(version: str | None) -> int | None:
+@app.command()
+def mcp() -> None:
+    """Serve infertune's tools (env, estimate, advise, measure, tune, doctor, report) over MCP on stdio."""
     try:
-        return int(version.split(".")[0]) if version else None
-    except ValueError:
-        return None
-
-
-def _environment_findings(model: str | None):
-    from infertune.doctor.env import check_environment
-    from infertune.probe.hardware import detect_hardware
-
-    with err.status("reading the environment", spinner="dots"):
-        hw = detect_hardware()
-    weights = None
-    if model:
-        from infertune import models
-        from infertune.estimate.memory import EstimateSettings, estimate_memory, resolve_dtype
-        from infertune.probe.model import profile_model
-
-        prof = profile_model(models.resolve(model, None, say=_say))
-        dtype = resolve_dtype("auto", prof.native_dtype) or "float32"
-        weights = estimate_memory(prof, EstimateSettings(dtype=dtype, platform="cuda" if hw.gpus else "cpu")).weights_bytes
-    return check_environment(hw, model_bytes=weights, model=model)
-
-
-def _advise_scripts(paths: list[Path], gpu: str | None) -> list[dict]:
-    """Each script's literal settings (model, dtype, attention, quantization, cache, max_new_tokens) as an
-    advise run: `{path, command, advice}`, or `{path, command, error}` when the model is not available here."""
-    import shlex
-
-    from infertune import doctor as doc
-
-    out: list[dict] = []
-    for f in doc.python_files(paths)[0]:
-        try:
-            found = doc.settings(doc.parse(f))
-        except ValueError:
-            continue
-        if "model" not in found:
-            out.append({"path": str(f), "command": None, "error": "no from_pretrained('<model>') literal to advise on"})
-            continue
-        if gpu:
-            found["gpu"] = gpu
-        flags = [f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}") for k, v in found.items()]
-        row: dict = {"path": str(f), "command": f"infertune advise --no-input {' '.join(flags)}"}
-        try:
-            row["advice"] = _advice(**found)
-        except UserError as e:
-            row["error"] = f"cannot advise: {e}"
-        out.append(row)
-    return out
+        from infertune.mcp_server import main as serve_mcp
+    except ModuleNotFoundError as e:  # pragma: no cover - mcp is a dependency; a broken install says so
+        raise UserError(f"infertune mcp needs the mcp package: pip install 'mcp>=2' ({e})") from None
+    serve_mcp()
 
 
 @app.command("serve-trial")

@@ -126,22 +126,33 @@ class InferenceConfig(BaseModel):
         kw.update(self.generate_kwargs)
         return kw
 
-    def python_snippet(self, model: str, max_new_tokens: int = 256) -> str:
-        """A short, runnable script that loads and generates with exactly this configuration."""
-        load = {k: v for k, v in self.from_pretrained_kwargs("auto").items()}
+    def python_snippet(self, model: str, max_new_tokens: int = 256, prompt: str | list[dict[str, str]] | None = None,
+                       seed: int | None = None, generate: dict[str, Any] | None = None, tp: int = 1) -> str:
+        """A short, runnable script that loads and generates with exactly this configuration: `prompt` (raw
+        text, or chat messages through the template; default a greeting), `seed` set first, `generate`
+        kwargs (sampling, min_new_tokens) added, and the torchrun launch line for `tp` > 1 ranks."""
+        load = self.from_pretrained_kwargs("auto")
         if self.device is not None and self.device_map is None:
             load["device_map"] = self.device
-        gen = {"max_new_tokens": max_new_tokens, **self.generation_kwargs()}
+        gen = {"max_new_tokens": max_new_tokens, **(generate or {}), **self.generation_kwargs()}
         load_args = "".join(f"\n    {k}={v!r}," for k, v in load.items())
-        gen_args = "".join(f" {k}={v!r}," for k, v in gen.items()).rstrip(",")
+        gen_args = "".join(f"\n    {k}={v!r}," for k, v in gen.items())
+        if isinstance(prompt, str):
+            encode = f"inputs = tok({prompt!r}, return_tensors='pt').to(model.device)\n"
+        else:
+            messages = prompt if prompt is not None else [{"role": "user", "content": "Hello!"}]
+            encode = (f"messages = {messages!r}\n"
+                      "inputs = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors='pt', "
+                      "return_dict=True).to(model.device)\n")
         return (
-            "from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
-            f"tok = AutoTokenizer.from_pretrained({model!r})\n"
+            (f"# launch: torchrun --nproc-per-node {tp} this_script.py\n" if tp > 1 else "")
+            + ("import torch\n" if seed is not None else "")
+            + "from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+            + (f"torch.manual_seed({seed})\n" if seed is not None else "")
+            + f"tok = AutoTokenizer.from_pretrained({model!r})\n"
             f"model = AutoModelForCausalLM.from_pretrained(\n    {model!r},{load_args}\n)\n"
-            'messages = [{"role": "user", "content": "Hello!"}]\n'
-            "inputs = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors='pt', "
-            "return_dict=True).to(model.device)\n"
-            f"out = model.generate(**inputs,{gen_args})\n"
+            + encode
+            + f"out = model.generate(**inputs,{gen_args}\n)\n"
             "print(tok.decode(out[0, inputs['input_ids'].shape[1]:], skip_special_tokens=True))\n"
         )
 

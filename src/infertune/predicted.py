@@ -67,3 +67,9 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
         tpot_fraction_of_roofline=e.speed.tpot_s / m.tpot_s if m.tpot_s else None,
         note="roofline = the device's limit for this shape (estimate); fraction = roofline / measured",
     )
+
+
+class Measurement(TrialResult):
+    """What `measure` reports: the trial (measured) and the estimate for its exact shape beside it."""
+
+    estimate: Comparison | None = None

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from infertune import _callable
 from infertune.advise import Expected, _expected, advise, config_for, estimate_setup, serve_flags_for
 from infertune.errors import UserError
 from infertune.measure import run_trial
@@ -329,3 +330,6 @@ def best_served(objective: Objective, served: list[ServeStep]) -> ServeStep | No
         return None
     pick = max if objective == "throughput" else min
     return pick(ok, key=lambda s: s.objective)
+
+
+_callable(__name__)  # infertune.tune(...) is the API verb

@@ -9,10 +9,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from infertune import _callable
+from infertune.advise import Advice
 from infertune.doctor.rules import RULES, Finding, Script, Target, check_script, const, dotted, kw
+from infertune.schema import SCHEMA_VERSION
 
-SCHEMA_VERSION = "1"
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
+
+
+class ScriptAdvice(BaseModel):
+    path: str
+    command: str | None = None  # the equivalent `infertune advise` command line
+    advice: Advice | None = None  # estimates, when the script's model is available here
+    error: str | None = None
 
 
 class DoctorResult(BaseModel):
@@ -21,6 +30,7 @@ class DoctorResult(BaseModel):
     findings: list[Finding]
     files: int = Field(description="Python files read")
     errors: list[str] = Field(default_factory=list, description="inputs that could not be read or parsed")
+    advice: list[ScriptAdvice] | None = Field(None, description="with --advise: each script's settings advised on")
 
 
 def python_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -122,4 +132,8 @@ def settings(script: Script) -> dict[str, Any]:
     return out
 
 
-__all__ = ["RULES", "DoctorResult", "Finding", "Target", "check", "parse", "settings", "python_files"]
+__all__ = ["RULES", "DoctorResult", "Finding", "ScriptAdvice", "Target", "check", "parse", "settings",
+           "python_files"]
+
+
+_callable(__name__)  # infertune.doctor(...) is the API verb

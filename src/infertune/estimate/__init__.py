@@ -9,12 +9,14 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from infertune import _callable
+from infertune.errors import UserError
 from infertune.estimate.accelerators import Accelerator
 from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
 from infertune.estimate.placement import Placement, place
-from infertune.errors import UserError
 from infertune.estimate.speed import HOST_LINK_Bps, SpeedEstimate, estimate_speed
 from infertune.probe.model import ModelProfile
+from infertune.schema import SCHEMA_VERSION
 
 CPU_PROCESS_BASELINE_BYTES = 250 * 2**20  # Python + torch + transformers imported (measured ~246-266 MB)
 
@@ -29,6 +31,7 @@ class Fit(BaseModel):
 
 class Estimate(BaseModel):
     kind: Literal["estimate"] = "estimate"
+    schema_version: str = SCHEMA_VERSION
     model: str
     settings: EstimateSettings
     accelerator: Accelerator
@@ -133,3 +136,6 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
         fits={f.device: f.fits for f in fit_details}, fit_details=fit_details,
         max_input_len=max_in, max_concurrency=max_conc, assumptions=assumptions,
     )
+
+
+_callable(__name__)  # infertune.estimate(...) is the API verb

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from infertune.config import InferenceConfig
+from infertune.schema import SCHEMA_VERSION
 from infertune.workload import Workload
 
 Status = Literal["ok", "oom", "error", "timeout"]
@@ -72,6 +73,7 @@ class TrialSpec(BaseModel):
 
 class TrialResult(BaseModel):
     kind: Literal["measured"] = "measured"
+    schema_version: str = SCHEMA_VERSION
     status: Status
     error: str | None = None
     error_type: str | None = Field(None, description="'input' when the workload itself was invalid")

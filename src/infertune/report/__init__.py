@@ -7,46 +7,29 @@ import json
 from pathlib import Path
 from typing import Any
 
+from infertune import _callable
 from infertune.advise import config_for, estimate_setup, serve_command
 from infertune.paths import write_atomic
 from infertune.report.render import html_page, png, pyplot
+from infertune.schema import SCHEMA_VERSION
 from infertune.techniques import REGISTRY, Facts
 from infertune.tune import ServeStep, Step, TuneSpec, best_served, best_step, measurable
 
-SCHEMA_VERSION = "1"
 MiB = 2**20
 
 
 def reproduce_snippet(spec: TuneSpec, step: Step, bf16: bool) -> str:
     """Loads and generates exactly as the trial did for prompt 0 (greedy), printing its output."""
-    cfg = config_for(step.setup, bf16)
-    prompt = spec.workload.prompt_list()[0]
-    load = cfg.from_pretrained_kwargs("auto")
-    gen: dict[str, Any] = {"max_new_tokens": spec.workload.max_new_tokens, "do_sample": spec.workload.do_sample,
-                           **cfg.generation_kwargs()}
-    if not spec.workload.do_sample:
+    wl = spec.workload
+    prompt = wl.prompt_list()[0]
+    gen: dict[str, Any] = {"do_sample": wl.do_sample}
+    if not wl.do_sample:
         gen.update(temperature=None, top_p=None, top_k=None)
-    if spec.workload.ignore_eos:
-        gen["min_new_tokens"] = spec.workload.max_new_tokens
-    load_args = "".join(f"\n    {k}={v!r}," for k, v in load.items())
-    gen_args = "".join(f"\n    {k}={v!r}," for k, v in gen.items())
-    if isinstance(prompt, str):
-        encode = f"inputs = tok({prompt!r}, return_tensors='pt').to(model.device)\n"
-    else:
-        msgs = [m.model_dump() for m in prompt]
-        encode = (f"messages = {msgs!r}\n"
-                  "inputs = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors='pt', "
-                  "return_dict=True).to(model.device)\n")
-    head = f"# launch: torchrun --nproc-per-node {step.setup.tp} this_script.py\n" if step.setup.tp > 1 else ""
-    return (
-        head + "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
-        f"torch.manual_seed({spec.workload.seed})\n"
-        f"tok = AutoTokenizer.from_pretrained({spec.model_path!r})\n"
-        f"model = AutoModelForCausalLM.from_pretrained(\n    {spec.model_path!r},{load_args}\n)\n"
-        + encode
-        + f"out = model.generate(**inputs,{gen_args}\n)\n"
-        "print(tok.decode(out[0, inputs['input_ids'].shape[1]:], skip_special_tokens=True))\n"
-    )
+    if wl.ignore_eos:
+        gen["min_new_tokens"] = wl.max_new_tokens
+    return config_for(step.setup, bf16).python_snippet(
+        spec.model_path, wl.max_new_tokens, prompt if isinstance(prompt, str) else [m.model_dump() for m in prompt],
+        seed=wl.seed, generate=gen, tp=step.setup.tp)
 
 
 def _metrics_row(s: Step) -> dict[str, Any]:
@@ -308,3 +291,6 @@ def write(run_dir: Path, spec: TuneSpec, steps: list[Step], facts: Facts, warnin
     page = html_page("infertune report", plots(r, spec, facts, steps), md)
     write_atomic(run_dir / "report.html", page)
     return r
+
+
+_callable(__name__)  # infertune.report(...) is the API verb

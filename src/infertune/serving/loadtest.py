@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from infertune.errors import UserError
+from infertune.schema import SCHEMA_VERSION
 
 DEFAULT_PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
@@ -63,6 +64,7 @@ class LevelResult(BaseModel):
 
 class LoadTestResult(BaseModel):
     kind: Literal["measured"] = "measured"
+    schema_version: str = SCHEMA_VERSION
     test: Literal["loadtest"] = "loadtest"
     url: str
     model: str | None

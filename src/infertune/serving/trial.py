@@ -9,12 +9,14 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from infertune.schema import SCHEMA_VERSION
 from infertune.serving.loadtest import LoadTestResult, loadtest
 from infertune.serving.server import ServeProcess
 
 
 class ServeTrial(BaseModel):
     kind: Literal["measured"] = "measured"
+    schema_version: str = SCHEMA_VERSION
     test: Literal["serve-trial"] = "serve-trial"
     command: str  # exactly what ran (this interpreter, loopback, the port it got)
     flags: list[str]  # the candidate's `transformers serve` flags

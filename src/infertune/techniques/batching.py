@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
 
-
 BLOCK_SIZE = 256  # tokens per KV block: transformers' default page size (5.17+), stated explicitly
 
 

@@ -1,0 +1,79 @@
+"""`infertune mcp` driven by the official SDK's own client over stdio, as an assistant would."""
+
+import asyncio
+import json
+import sys
+
+import jsonschema
+import pytest
+
+from infertune import schema
+
+pytest.importorskip("mcp")
+
+
+def _with_session(body, tiny_model):
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    async def main():
+        params = StdioServerParameters(command=sys.executable, args=["-m", "infertune", "mcp"])
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await body(session)
+
+    return asyncio.run(asyncio.wait_for(main(), timeout=300))
+
+
+def test_tools_estimate_advise_and_errors_over_stdio(tiny_model):
+    schemas = schema.schemas()
+
+    async def body(session):
+        names = {t.name for t in (await session.list_tools()).tools}
+        est = await session.call_tool("estimate", {"model": str(tiny_model), "input_len": "1k", "cpu": True})
+        adv = await session.call_tool("advise", {"model": str(tiny_model), "input_len": 512, "concurrency": 4})
+        bad = await session.call_tool("estimate", {"model": str(tiny_model), "dtype": "int3"})
+        wrong_type = await session.call_tool("estimate", {"model": str(tiny_model), "batch": "many"})
+        after = await session.call_tool("doctor", {"paths": ["tests/data/doctor/good.py"]})
+        return names, est, adv, bad, wrong_type, after
+
+    names, est, adv, bad, wrong_type, after = _with_session(body, tiny_model)
+    assert names == {"env", "estimate", "advise", "measure", "tune", "doctor", "report"}
+    e = json.loads(est.content[0].text)
+    assert not est.is_error and e["kind"] == "estimate" and e["schema_version"] == schema.SCHEMA_VERSION
+    jsonschema.validate(e, schemas["estimate"])
+    a = json.loads(adv.content[0].text)
+    assert not adv.is_error and a["kind"] == "advice"
+    jsonschema.validate(a, schemas["advice"])
+    # bad input: a tool error with the CLI's one-line message, and the server keeps serving
+    assert bad.is_error and "unknown dtype 'int3'" in bad.content[0].text and "\n" not in bad.content[0].text
+    assert wrong_type.is_error
+    d = json.loads(after.content[0].text)
+    assert not after.is_error and d["kind"] == "doctor" and d["findings"] == []
+
+
+def test_measure_reports_progress(tiny_model):
+    progress = []
+
+    async def body(session):
+        async def on_progress(p, total, message):
+            progress.append(message)
+
+        return await session.call_tool("measure", {"model": str(tiny_model), "max_new_tokens": 3, "warmup": 0},
+                                       progress_callback=on_progress)
+
+    r = _with_session(body, tiny_model)
+    m = json.loads(r.content[0].text)
+    assert not r.is_error and m["kind"] == "measured" and m["status"] == "ok"
+    jsonschema.validate(m, schema.schemas()["measurement"])
+    assert any("generate" in (x or "") for x in progress)
+
+
+def test_published_schemas_are_current():
+    """docs/schema/ is what `python -m infertune.schema` writes from the models today."""
+    from pathlib import Path
+
+    folder = Path(__file__).parents[1] / "docs" / "schema"
+    for name, s in schema.schemas().items():
+        published = json.loads((folder / f"{name}.json").read_text())
+        assert published == json.loads(json.dumps(s, sort_keys=True)), f"stale docs/schema/{name}.json: rerun " \
+            "python -m infertune.schema"
