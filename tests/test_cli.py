@@ -224,7 +224,8 @@ def test_advise_measured_file_must_be_a_measure_result(tiny_model, tmp_path):
     assert r.returncode == 2 and "not a measure result" in r.stderr
 
 
-def test_tune_interrupted_keeps_finished_trials_and_resume_reruns_none(tiny_model, tmp_path):
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_tune_interrupted_keeps_finished_trials_and_resume_reruns_none(tiny_model, tmp_path, sig):
     import signal
     import time
 
@@ -236,7 +237,7 @@ def test_tune_interrupted_keeps_finished_trials_and_resume_reruns_none(tiny_mode
     deadline = time.time() + 300
     while time.time() < deadline and not (results.exists() and results.read_text().count("\n") >= 1):
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, sig))
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "--resume" in stderr
     done = results.read_text().splitlines()

@@ -112,3 +112,23 @@ def test_a_hung_child_and_its_children_are_killed(tmp_path, tiny_model):
 def test_classify_exit(code, status, text):
     s, msg = classify_exit(code)
     assert s == status and text in msg
+
+
+def test_a_trial_past_its_memory_limit_is_oom_and_the_next_one_runs(tiny_model):
+    wl = Workload(model=str(tiny_model), prompts=["Hello"], max_new_tokens=3, warmup=0)
+    starved = run_trial(InferenceConfig(), wl, tiny_model, timeout_s=300, memory_limit_bytes=1 << 20)
+    assert starved.status == "oom" and starved.metrics is None, (starved.error, starved.log_tail)
+    fine = run_trial(InferenceConfig(), wl, tiny_model, timeout_s=300, memory_limit_bytes=4 << 30)
+    assert fine.status == "ok", fine.error
+
+
+def test_the_parents_memory_does_not_grow_with_trials(tmp_path, tiny_model):
+    """Each trial's state lives in its child: many failed trials leave the parent as it was."""
+    py = _fake_python(tmp_path, "echo '{not json'; kill -SEGV $$")
+    me = psutil.Process()
+    for _ in range(5):  # warm up imports and caches first
+        run_trial(InferenceConfig(), Workload(), tiny_model, python=py)
+    before = me.memory_info().rss
+    results = [run_trial(InferenceConfig(), Workload(), tiny_model, python=py) for _ in range(40)]
+    assert {r.status for r in results} == {"error"}
+    assert me.memory_info().rss - before < 8 * 2**20

@@ -155,3 +155,23 @@ def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_m
     assert r["best"]["serve_measured"] and r["best"]["serve"] == winner.trial.shell(str(tiny_model))
     assert "## Served with transformers serve (measured" in (run.path / "report.md").read_text()
     assert "Served: throughput and TTFT versus concurrency" in (run.path / "report.html").read_text()
+
+
+def test_report_command_rebuilds_from_finished_trials(finished):
+    import subprocess
+    import sys
+
+    run, facts, steps, _ = finished
+    (run.path / "report.json").unlink(missing_ok=True)  # as after an interrupted run
+    r = subprocess.run([sys.executable, "-m", "infertune", "report", str(run.path), "--format", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["kind"] == "tune-report" and d["schema_version"] == "1" and len(d["steps"]) == len(steps)
+    assert (run.path / "report.json").exists()
+    md = subprocess.run([sys.executable, "-m", "infertune", "report", str(run.path)], capture_output=True, text=True,
+                        timeout=120)
+    assert md.returncode == 0 and md.stdout.startswith("# infertune tune report")
+    missing = subprocess.run([sys.executable, "-m", "infertune", "report", str(run.path / "nope")],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1

@@ -207,7 +207,8 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
             dtype: str | None = None, attn: str | None = None, kv_cache: str | None = None, device: str | None = None,
             concurrency: int | None = None, batching: str | None = None, max_batch_tokens: int | None = None,
             cb_block_size: int | None = None, cb_num_blocks: int | None = None, trust_remote_code: bool = False,
-            timeout: float = 900.0, on_event: OnEvent | None = None, say: Say = _quiet):
+            timeout: float = 900.0, memory_limit: str | int | None = None, on_event: OnEvent | None = None,
+            say: Say = _quiet):
     """One configuration on one workload, in an isolated child process: a `Measurement` (the trial's
     result, measured, with the estimate for the same shape beside it). A failed trial is a result too."""
     from infertune import models
@@ -228,7 +229,8 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
     if timeout <= 0:
         raise UserError("--timeout must be positive")
     path = models.resolve(wl.model, wl.revision, say=say)
-    result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event)
+    result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event,
+                       memory_limit_bytes=parse_size_flag(memory_limit, "--memory-limit"))
     (on_event or (lambda e: None))({"event": "phase", "phase": "estimate"})
     try:  # the estimate beside the measurement; a failure here never costs the measurement
         comparison = compare(result)
@@ -271,7 +273,8 @@ def tune_spec(workload: str | Path | None = None, model: str | None = None, revi
               time_budget: float | None = None, objective: str = "latency", max_memory: str | int | None = None,
               max_ttft: float | None = None, max_tpot: float | None = None, min_quality: float | None = None,
               max_nll_delta: float | None = None, max_kl: float | None = None, trial_timeout: float = 900.0,
-              serve: bool | None = None, trust_remote_code: bool = False, say: Say = _quiet):
+              serve: bool | None = None, trust_remote_code: bool = False, trial_memory_limit: str | int | None = None,
+              say: Say = _quiet):
     """The validated TuneSpec and host Facts for a new run (refused before any trial when impossible)."""
     from infertune import models
     from infertune.config import config_from
@@ -308,6 +311,7 @@ def tune_spec(workload: str | Path | None = None, model: str | None = None, revi
                                             max_ttft_s=max_ttft, max_tpot_s=max_tpot),
                     tolerance=Tolerance(**{k: v for k, v in given.items() if v is not None}), max_trials=max_trials,
                     time_budget_s=time_budget, trial_timeout_s=trial_timeout,
+                    trial_memory_limit_bytes=parse_size_flag(trial_memory_limit, "--trial-memory-limit"),
                     serve=wl.concurrency > 1 if serve is None else serve)
     facts = host_facts(spec, prof)
     precheck(spec, facts)
@@ -353,11 +357,24 @@ def default_run_dir(prefix: str) -> Path:
     return Path("infertune-runs") / datetime.datetime.now().strftime(f"{prefix}-%Y%m%d-%H%M%S")
 
 
-def report(run_dir: str | Path) -> dict[str, Any]:
-    """A finished run's report.json."""
+def report(run_dir: str | Path, rebuild: bool = False) -> dict[str, Any]:
+    """A run's report.json; written first from its finished trials when it has none yet (an interrupted
+    run) or when `rebuild`."""
     import json
 
     path = Path(run_dir) / "report.json"
+    if rebuild or (not path.exists() and (Path(run_dir) / "results.jsonl").exists()):
+        from infertune import report as reporting
+        from infertune.probe.model import profile_model
+        from infertune.tune import Run
+
+        run = Run(Path(run_dir))
+        spec = run.spec()
+        steps = run.steps()
+        if not steps:
+            raise UserError(f"{run_dir}: no finished trial to report on yet")
+        facts = host_facts(spec, profile_model(spec.model_path))
+        return reporting.write(run.path, spec, steps, facts, run.warnings, run.serve_steps())
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

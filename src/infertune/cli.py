@@ -20,6 +20,7 @@ from rich.table import Table
 
 from infertune import __version__
 from infertune.errors import UserError
+from infertune.schema import SCHEMA_VERSION
 
 app = typer.Typer(
     help="Pick, prove and ship the right inference optimization for a Transformers workload.",
@@ -133,7 +134,8 @@ def models_list(fmt: FormatOpt = Format.table) -> None:
 
     found = models.list_prepared()
     if fmt is Format.json:
-        _print_json({"models": [m.model_dump() for m in found], "models_dir": str(models.models_dir())})
+        _print_json({"kind": "models", "schema_version": SCHEMA_VERSION, "models": [m.model_dump() for m in found],
+                     "models_dir": str(models.models_dir())})
         return
     if not found:
         out.print(f"no prepared models in {models.models_dir()}; run: infertune models prepare smollm2")
@@ -176,7 +178,7 @@ def profile(model: ModelOpt = None, revision: Optional[str] = None, trust_remote
     path = models.resolve(model or models.DEFAULT_MODEL, revision, say=_say)
     p = profile_model(path, trust_remote_code)
     if fmt is Format.json:
-        _print_json(p)
+        _print_json({"kind": "profile", "schema_version": SCHEMA_VERSION, **p.model_dump(mode="json")})
         return
     t = Table(title=f"Model profile: {path}", show_header=False)
     for key, value in p.model_dump().items():
@@ -213,6 +215,8 @@ def measure(
     cb_num_blocks: CbNumBlocksOpt = None,
     trust_remote_code: TrustOpt = False,
     timeout: Annotated[float, typer.Option(help="seconds before the trial is stopped (load included)")] = 900.0,
+    memory_limit: Annotated[Optional[str], typer.Option(
+        help="the most the trial may allocate (512MiB, 8GB): past it the trial is 'oom', not a swapping machine")] = None,
     fmt: FormatOpt = Format.table,
     output: Annotated[Optional[Path], typer.Option(help="also write the JSON result to this file")] = None,
 ) -> None:
@@ -231,7 +235,7 @@ def measure(
 
         result = api.measure(workload, model, revision, max_new_tokens, input_len, batch, repeats, warmup, seed,
                              dtype, attn, kv_cache, device, concurrency, batching, max_batch_tokens, cb_block_size,
-                             cb_num_blocks, trust_remote_code, timeout, on_event=on_event, say=_say)
+                             cb_num_blocks, trust_remote_code, timeout, memory_limit, on_event=on_event, say=_say)
     if output is not None:
         write_atomic(output, result.model_dump_json(indent=2) + "\n")
     if fmt is Format.json:
@@ -459,9 +463,16 @@ def advise(
         def ask(question: str, default: int) -> int:
             return IntPrompt.ask(question, default=default, console=err)
 
-    advice = api.advise(workload, model, revision, gpu, gpus, vram, cpu_ram, dtype, attn, quantization, kv_cache,
-                        compile, batching, input_len, max_new_tokens, batch, concurrency, measured, trust_remote_code,
-                        ask=ask, say=_say)
+    def run_advise(say):
+        return api.advise(workload, model, revision, gpu, gpus, vram, cpu_ram, dtype, attn, quantization, kv_cache,
+                          compile, batching, input_len, max_new_tokens, batch, concurrency, measured,
+                          trust_remote_code, ask=ask, say=say)
+
+    if ask is not None:  # questions on the terminal: no spinner over them
+        advice = run_advise(_say)
+    else:
+        with err.status("reading the model", spinner="dots") as status:
+            advice = run_advise(status.update)
     if fmt is Format.json:
         _print_json(advice)
     else:
@@ -528,7 +539,7 @@ def _print_advice(a) -> None:
 # --- tune / demo -----------------------------------------------------------------------------------
 
 
-def _run_tune(start) -> None:
+def _run_tune(start, fmt: Format = Format.table) -> None:
     """`start(on_event)` runs api.tune; this shows the table so far and the trial in flight, then the result.
     Ctrl-C (or SIGTERM) stops the trial cleanly and says how to resume."""
     import signal
@@ -585,6 +596,9 @@ def _run_tune(start) -> None:
         signal.signal(signal.SIGTERM, previous)
     for w in outcome.warnings:
         err.print(f"[yellow]warning: {w}[/yellow]")
+    if fmt is Format.json:
+        _print_json(outcome)
+        return
     r = outcome.report
     for s in outcome.steps:
         out.print(f"step {s.index} ({s.technique or 'baseline'}): {'kept' if s.accepted else 'rejected'}: {s.reason}")
@@ -628,25 +642,29 @@ def tune(
     max_nll_delta: Annotated[Optional[float], typer.Option(help="most reference NLL increase, nats/token (0.05)")] = None,
     max_kl: Annotated[Optional[float], typer.Option(help="most next-token KL vs the baseline, nats (0.5)")] = None,
     trial_timeout: Annotated[float, typer.Option(help="seconds per trial before it is stopped")] = 900.0,
+    trial_memory_limit: Annotated[Optional[str], typer.Option(
+        help="the most one trial may allocate (8GB): past it that trial is 'oom' and the run goes on")] = None,
     serve: Annotated[Optional[bool], typer.Option(
         "--serve/--no-serve", help="then serve the result with transformers serve, with and without continuous "
         "batching, and load-test both (default: when concurrency > 1)")] = None,
     trust_remote_code: TrustOpt = False,
+    fmt: FormatOpt = Format.table,
 ) -> None:
     """Measure the baseline, then one change at a time; keep what helps without hurting quality; report."""
     from infertune import api
 
     if resume is not None:
-        _run_tune(lambda on_event: api.tune(resume=resume, trust_remote_code=trust_remote_code, on_event=on_event))
+        _run_tune(lambda on_event: api.tune(resume=resume, trust_remote_code=trust_remote_code, on_event=on_event),
+                  fmt)
         return
     spec, facts = api.tune_spec(
         workload, model, revision, max_new_tokens, input_len, batch, repeats, warmup, seed, dtype, attn, kv_cache,
         concurrency, batching, max_trials, time_budget, objective, max_memory, max_ttft, max_tpot, min_quality,
-        max_nll_delta, max_kl, trial_timeout, serve, trust_remote_code, say=_say)
-    _start_run(spec, facts, output, "tune")
+        max_nll_delta, max_kl, trial_timeout, serve, trust_remote_code, trial_memory_limit, say=_say)
+    _start_run(spec, facts, output, "tune", fmt)
 
 
-def _start_run(spec, facts, output: Path | None, prefix: str) -> None:
+def _start_run(spec, facts, output: Path | None, prefix: str, fmt: Format = Format.table) -> None:
     from infertune import api
     from infertune.tune import Run
 
@@ -656,7 +674,7 @@ def _start_run(spec, facts, output: Path | None, prefix: str) -> None:
         on_event({"event": "run", "path": str(run.path)})
         return api.run_tune(run, facts, on_event)
 
-    _run_tune(start)
+    _run_tune(start, fmt)
 
 
 @app.command()
@@ -813,6 +831,25 @@ def doctor(
 
 
 @app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="a tune run directory")],
+    fmt: Annotated[str, typer.Option("--format", help="md (report.md) or json (report.json)")] = "md",
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="rewrite the report from results.jsonl first (an "
+                                          "interrupted run's finished trials)")] = False,
+) -> None:
+    """Print a tune run's report; --rebuild writes it from the finished trials (after an interrupted run)."""
+    from infertune import api
+
+    if fmt not in ("md", "json"):
+        raise UserError("--format: md or json")
+    r = api.report(run_dir, rebuild=rebuild)
+    if fmt == "json":
+        _print_json(r)
+    else:
+        sys.stdout.write((Path(run_dir) / "report.md").read_text(encoding="utf-8"))
+
+
+@app.command()
 def mcp() -> None:
     """Serve infertune's tools (env, estimate, advise, measure, tune, doctor, report) over MCP on stdio."""
     try:
@@ -841,6 +878,8 @@ def serve_trial(
     output: Annotated[Optional[Path], typer.Option(
         help="where the server log and load.json/md/html go (default: ./infertune-runs/serve-TIME)")] = None,
     ready_timeout: Annotated[float, typer.Option(help="seconds to wait for the server to come up")] = 300.0,
+    host: Annotated[str, typer.Option(help="address the server binds (default loopback: not reachable from other "
+                                           "machines)")] = "127.0.0.1",
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Start `transformers serve` with a candidate's flags on 127.0.0.1, load-test it, stop it."""
@@ -864,10 +903,13 @@ def serve_trial(
     run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("serve-%Y%m%d-%H%M%S")
     flags = serve_flags(dtype=dtype, attn=attn, continuous_batching=continuous_batching, quantization=quantization,
                         compile=compile, **cb)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(f"[yellow]warning: the server binds {host}: other machines can reach it while the trial runs"
+                  "[/yellow]")
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the server too, like Ctrl-C
     with err.status("starting", spinner="dots") as status:
         trial = run_serve_trial(path, flags, run_dir / "server.log", levels, requests, max_new_tokens,
-                                ready_timeout_s=ready_timeout, on_phase=status.update,
+                                ready_timeout_s=ready_timeout, on_phase=status.update, host=host,
                                 on_level=lambda lv: _say(f"concurrency {lv.concurrency}: {lv.requests_ok} ok, "
                                                          f"{lv.output_tokens_per_s:,.1f} tok/s"))
     load_report.write(run_dir, trial.load, command=trial.command, log=trial.log, flags=trial.flags,

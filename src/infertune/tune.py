@@ -48,6 +48,7 @@ class TuneSpec(BaseModel):
     max_trials: int = 8
     time_budget_s: float | None = None
     trial_timeout_s: float = 900.0
+    trial_memory_limit_bytes: int | None = None  # past it a trial is "oom" (worker.limit_memory)
     serve: bool = False  # after the loop, serve the accepted setup (and its batching variant) and load-test both
 
 
@@ -208,7 +209,7 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
         emit({"event": "trial", "index": index, "setup": setup})
         return run_trial(config_for(setup, facts.accelerator.bf16), spec.workload, spec.model_path,
                          timeout_s=spec.trial_timeout_s, on_event=emit, reference_text=REFERENCE_TEXT,
-                         logprobs_path=run.logprobs(index))
+                         logprobs_path=run.logprobs(index), memory_limit_bytes=spec.trial_memory_limit_bytes)
 
     if not steps:
         t = trial(0, spec.start)

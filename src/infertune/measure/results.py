@@ -69,6 +69,7 @@ class TrialSpec(BaseModel):
     model_path: str
     reference_text: str | None = None  # scored teacher-forced after generation (quality checks)
     logprobs_path: str | None = None  # where the reference's next-token log-probs go (float32 .npy)
+    memory_limit_bytes: int | None = None  # the most the trial may allocate after start-up (worker.limit_memory)
 
 
 class TrialResult(BaseModel):

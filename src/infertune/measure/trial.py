@@ -73,15 +73,18 @@ def run_trial(
     python: str = sys.executable,
     reference_text: str | None = None,
     logprobs_path: str | Path | None = None,
+    memory_limit_bytes: int | None = None,
 ) -> TrialResult:
     """Measure `config` on `workload` in a fresh child; always returns a TrialResult.
 
     `python` is the child's interpreter: another environment's python measures another library stack.
     `reference_text`: also score it teacher-forced (metrics.reference_nll; log-probs to `logprobs_path`).
+    `memory_limit_bytes`: the most the child may allocate after start-up; past it the trial is "oom".
     """
     started = time.perf_counter()
     base = {"config": config, "workload": workload, "model_path": str(model_path)}
-    extra = {"reference_text": reference_text, "logprobs_path": str(logprobs_path) if logprobs_path else None}
+    extra = {"reference_text": reference_text, "logprobs_path": str(logprobs_path) if logprobs_path else None,
+             "memory_limit_bytes": memory_limit_bytes}
     phase = {"now": "starting"}
     with tempfile.TemporaryDirectory(prefix="infertune-trial-") as tmp:
         spec_file, result_file, log_file = Path(tmp, "spec.json"), Path(tmp, "result.json"), Path(tmp, "child.log")

@@ -111,6 +111,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     device = resolve_device(cfg)
     meter: CpuMeter | CudaMeter = meter_for(device)
     baseline = meter.current()
+    if spec.memory_limit_bytes is not None:
+        limit_memory(device, spec.memory_limit_bytes)
 
     emit(event="phase", phase="load")
     tok = AutoTokenizer.from_pretrained(spec.model_path, trust_remote_code=cfg.trust_remote_code)
@@ -310,10 +312,29 @@ def _score_reference(model: Any, tok: Any, spec: TrialSpec) -> float:
     return nll
 
 
+def limit_memory(device: str, limit: int) -> None:
+    """The most this trial may allocate beyond what it holds now (Python, torch, the CUDA context):
+    on CUDA the caching allocator's per-process fraction of the device; elsewhere the address-space limit
+    (RLIMIT_AS) of this process, so an allocation past it fails (MemoryError) instead of swapping."""
+    import torch
+
+    if device.startswith("cuda"):
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), device)
+        return
+    import resource
+
+    with open("/proc/self/statm", encoding="ascii") as f:  # address space now, in pages
+        now = int(f.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (now + limit, now + limit))
+
+
 def _is_oom(exc: BaseException) -> bool:
     import torch
 
-    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower()
+    text = str(exc).lower()
+    return (isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in text
+            or "cannot allocate memory" in text or "can't allocate memory" in text)
 
 
 def main(argv: list[str]) -> int:

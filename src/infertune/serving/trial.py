@@ -25,18 +25,20 @@ class ServeTrial(BaseModel):
     load: LoadTestResult
 
     def shell(self, model: str) -> str:
-        """The command a user runs to serve this candidate."""
+        """The command a user runs to serve this candidate (on loopback: put a proxy in front to expose it)."""
         return shlex.join(["transformers", "serve", model, *self.flags, "--host", "127.0.0.1"])
 
 
 def run_serve_trial(model_path: str, flags: list[str], log_path: Path, levels: list[int], requests: int,
                     max_new_tokens: int, conversations: list[list[dict]] | None = None,
-                    ready_timeout_s: float = 300.0, on_level=None, on_phase=None) -> ServeTrial:
-    """Raises UserError when the server does not come up (its log says why)."""
+                    ready_timeout_s: float = 300.0, on_level=None, on_phase=None,
+                    host: str = "127.0.0.1") -> ServeTrial:
+    """Raises UserError when the server does not come up (its log says why). `host`: loopback unless the
+    caller means otherwise."""
     import httpx
 
     say = on_phase or (lambda phase: None)
-    server = ServeProcess([model_path, *flags], log_path, ready_timeout_s=ready_timeout_s)
+    server = ServeProcess([model_path, *flags], log_path, host=host, ready_timeout_s=ready_timeout_s)
     say(f"starting transformers serve on {server.url}")
     server.__enter__()
     try:

@@ -1,0 +1,49 @@
+"""Bad files and safety defaults (docs/reliability.md lists every fault and the test that covers it)."""
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from infertune.config import InferenceConfig
+from infertune.serving.server import ServeProcess
+
+SRC = Path(__file__).parents[1] / "src" / "infertune"
+
+
+def run(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "infertune", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_corrupt_safetensors_header_is_a_trial_error_not_a_traceback(tiny_model, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model, broken)
+    next(broken.glob("*.safetensors")).write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not a header}")
+    prof = run("profile", "--model", str(broken), "--format", "json")  # config.json alone still profiles
+    assert prof.returncode == 0 and json.loads(prof.stdout)["num_parameters"] > 0
+    m = run("measure", "--model", str(broken), "--max-new-tokens", "2", "--warmup", "0", "--format", "json")
+    d = json.loads(m.stdout)
+    assert m.returncode == 0 and d["status"] == "error" and "header" in d["error"] and "Traceback" not in m.stderr
+
+
+def test_remote_code_runs_only_when_asked_for(tiny_model):
+    assert "trust_remote_code" not in InferenceConfig().from_pretrained_kwargs("cpu")
+    assert InferenceConfig(trust_remote_code=True).from_pretrained_kwargs("cpu")["trust_remote_code"] is True
+    m = run("measure", "--model", str(tiny_model), "--max-new-tokens", "2", "--warmup", "0", "--format", "json")
+    assert json.loads(m.stdout)["config"]["trust_remote_code"] is False
+
+
+def test_servers_bind_loopback_by_default(tmp_path):
+    cmd = ServeProcess(["m"], tmp_path / "log").cmd
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
+
+
+def test_no_subprocess_runs_through_a_shell():
+    """User input (model paths, flags) never reaches a shell: no shell=True anywhere in the package."""
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                for k in node.keywords:
+                    assert not (k.arg == "shell" and isinstance(k.value, ast.Constant) and k.value.value), path
