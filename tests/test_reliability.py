@@ -47,3 +47,36 @@ def test_no_subprocess_runs_through_a_shell():
             if isinstance(node, ast.Call):
                 for k in node.keywords:
                     assert not (k.arg == "shell" and isinstance(k.value, ast.Constant) and k.value.value), path
+
+
+def test_a_full_disk_stops_the_run_with_one_line_and_keeps_what_was_written(tmp_path):
+    import pytest
+
+    from infertune.errors import UserError
+    from infertune.tune import Run
+
+    run = Run(tmp_path)
+    (tmp_path / "results.jsonl").symlink_to("/dev/full")  # every write: ENOSPC
+    with pytest.raises(UserError, match="disk full.*--resume"):
+        run.append(_any_step())
+
+
+def _any_step():
+    from infertune.measure.results import TrialResult
+    from infertune.techniques import Setup
+    from infertune.tune import Step
+    from infertune.workload import Workload
+
+    trial = TrialResult(status="error", error="x", config=InferenceConfig(), workload=Workload(), model_path="m")
+    return Step(index=0, technique=None, changes={}, setup=Setup(), expected=None, trial=trial, quality=None,
+                objective=None, accepted=False, reason="x")
+
+
+def test_every_test_the_reliability_table_names_exists():
+    import re
+
+    doc = (Path(__file__).parents[1] / "docs" / "reliability.md").read_text()
+    named = re.findall(r"(test_\w+\.py)::(test_\w+)", doc)
+    assert len(named) >= 20
+    for file, name in named:
+        assert f"def {name}(" in (Path(__file__).parent / file).read_text(), f"{file}::{name}"

@@ -187,11 +187,17 @@ class Run:
         return out
 
     def append(self, step: Step | ServeStep) -> None:
+        """One finished step, flushed and fsynced before the next trial starts. A write that fails (a full
+        disk) stops the run with one line: every earlier line is intact and `--resume` re-runs this step."""
         path = self.results if isinstance(step, Step) else self.path / "serve.jsonl"
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(step.model_dump_json() + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(step.model_dump_json() + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as e:
+            raise UserError(f"cannot write {path}: {e.strerror or e} (disk full?); the finished trials before "
+                            f"this one are kept: free space, then infertune tune --resume {self.path}") from None
 
     def logprobs(self, index: int) -> Path:
         return self.path / "logprobs" / f"step-{index}.npy"
