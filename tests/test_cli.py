@@ -232,7 +232,9 @@ def test_tune_interrupted_keeps_finished_trials_and_resume_reruns_none(tiny_mode
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "infertune", "tune", "--model", str(tiny_model), "--max-new-tokens", "4",
            "--warmup", "0", "--max-trials", "3", "--output", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # SIGINT as a terminal delivers it, even when the suite itself runs in the background (SIGINT ignored)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     results = out / "results.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and not (results.exists() and results.read_text().count("\n") >= 1):

@@ -155,7 +155,8 @@ def test_interrupted_serve_trial_leaves_no_server_behind(tiny_model, tmp_path, s
 
     proc = subprocess.Popen([sys.executable, "-m", "infertune", "serve-trial", "--model", str(tiny_model),
                              "--requests", "50", "--max-new-tokens", "64", "--output", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     log = tmp_path / "server.log"
     deadline = time.time() + 120
     while time.time() < deadline and not (log.exists() and log.stat().st_size > 0):

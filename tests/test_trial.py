@@ -115,10 +115,13 @@ def test_classify_exit(code, status, text):
 
 
 def test_a_trial_past_its_memory_limit_is_oom_and_the_next_one_runs(tiny_model):
-    wl = Workload(model=str(tiny_model), prompts=["Hello"], max_new_tokens=3, warmup=0)
-    starved = run_trial(InferenceConfig(), wl, tiny_model, timeout_s=300, memory_limit_bytes=1 << 20)
+    # eager attention materialises 4 x 4 heads x 2048 x 2048 fp32 scores: 256 MiB, twice over a 128 MiB limit
+    wl = Workload(model=str(tiny_model), prompts=["Hello"], input_len=2048, batch=4, max_new_tokens=2, warmup=0)
+    cfg = InferenceConfig(attn_implementation="eager")
+    starved = run_trial(cfg, wl, tiny_model, timeout_s=300, memory_limit_bytes=128 << 20)
     assert starved.status == "oom" and starved.metrics is None, (starved.error, starved.log_tail)
-    fine = run_trial(InferenceConfig(), wl, tiny_model, timeout_s=300, memory_limit_bytes=4 << 30)
+    assert "allocate" in starved.error
+    fine = run_trial(cfg, wl, tiny_model, timeout_s=300, memory_limit_bytes=4 << 30)
     assert fine.status == "ok", fine.error
 
 
