@@ -144,14 +144,12 @@ def config_for(s: Setup, bf16: bool = True) -> InferenceConfig:
         load["quantization_config"] = q
     if s.kernels:
         load["use_kernels"] = True
-    if s.tp > 1:
-        load["tp_plan"] = "auto"
     cache = None if s.kv_cache == "dynamic" else s.kv_cache
     return InferenceConfig(
         dtype=s.dtype, attn_implementation=s.attn, cache_implementation=cache, batching=s.batching,
         max_batch_tokens=s.max_batch_tokens, cb_block_size=s.cb_block_size, cb_num_blocks=s.cb_num_blocks,
         cache_config={"backend": "quanto", "nbits": 4} if s.kv_cache == "quantized" else None,
-        device_map=s.device_map, max_memory=s.max_memory, load_kwargs=load,
+        device_map=s.device_map, max_memory=s.max_memory, load_kwargs=load, tp_size=s.tp,
     )
 
 

@@ -62,6 +62,21 @@ def input_lengths(value: str | int | list[int] | None) -> dict[str, Any]:
     return {"input_len": lengths[0]} if len(lengths) == 1 and "," not in str(value) else {"input_lens": lengths}
 
 
+def parse_budgets(text: str) -> dict[str, str]:
+    """--max-memory '0=20GiB,cpu=64GiB' -> from_pretrained's max_memory ({'0': '20GiB', 'cpu': '64GiB'})."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, size = part.partition("=")
+        key = key.strip().removeprefix("cuda:")
+        if not sep or not size.strip() or not (key.isdigit() or key in ("cpu", "disk", "mps")):
+            raise UserError(f"--max-memory: {part!r} is not DEVICE=SIZE (e.g. 0=20GiB,cpu=64GiB)")
+        parse_size_flag(size.strip(), "--max-memory")  # a size it understands, or one clear error
+        out[key] = size.strip()
+    if not out:
+        raise UserError("--max-memory: give DEVICE=SIZE pairs, e.g. 0=20GiB,cpu=64GiB")
+    return out
+
+
 def parse_size_flag(text: str | int | None, flag: str) -> int | None:
     if text is None or isinstance(text, int):
         return text
@@ -207,8 +222,9 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
             dtype: str | None = None, attn: str | None = None, kv_cache: str | None = None, device: str | None = None,
             concurrency: int | None = None, batching: str | None = None, max_batch_tokens: int | None = None,
             cb_block_size: int | None = None, cb_num_blocks: int | None = None, trust_remote_code: bool = False,
-            timeout: float = 900.0, memory_limit: str | int | None = None, on_event: OnEvent | None = None,
-            say: Say = _quiet):
+            timeout: float = 900.0, memory_limit: str | int | None = None, tp: int = 1,
+            device_map: str | None = None, max_memory: str | dict[str, str] | None = None,
+            on_event: OnEvent | None = None, say: Say = _quiet):
     """One configuration on one workload, in an isolated child process: a `Measurement` (the trial's
     result, measured, with the estimate for the same shape beside it). A failed trial is a result too."""
     from infertune import models
@@ -221,14 +237,24 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
         workload, model=model, revision=revision, max_new_tokens=max_new_tokens, **input_lengths(input_len),
         batch=batch, repeats=repeats, warmup=warmup, seed=seed, concurrency=concurrency,
     )
+    if isinstance(max_memory, str):
+        max_memory = parse_budgets(max_memory)
     cfg = config_from(
         cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache, device=device,
         trust_remote_code=trust_remote_code or None, batching=batching, max_batch_tokens=max_batch_tokens,
-        cb_block_size=cb_block_size, cb_num_blocks=cb_num_blocks,
+        cb_block_size=cb_block_size, cb_num_blocks=cb_num_blocks, tp_size=tp if tp != 1 else None,
+        device_map=device_map, max_memory=max_memory,
     )
     if timeout <= 0:
         raise UserError("--timeout must be positive")
     path = models.resolve(wl.model, wl.revision, say=say)
+    if cfg.tp_size > 1:  # refuse before launching ranks that cannot split the model
+        from infertune.probe.model import profile_model
+        from infertune.techniques.parallel import tp_problems
+
+        problems = tp_problems(profile_model(path, cfg.trust_remote_code), cfg.tp_size)
+        if problems:
+            raise UserError(f"--tp {cfg.tp_size}: " + "; ".join(problems))
     result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event,
                        memory_limit_bytes=parse_size_flag(memory_limit, "--memory-limit"))
     (on_event or (lambda e: None))({"event": "phase", "phase": "estimate"})

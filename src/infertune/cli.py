@@ -217,6 +217,11 @@ def measure(
     timeout: Annotated[float, typer.Option(help="seconds before the trial is stopped (load included)")] = 900.0,
     memory_limit: Annotated[Optional[str], typer.Option(
         help="the most the trial may allocate (512MiB, 8GB): past it the trial is 'oom', not a swapping machine")] = None,
+    tp: Annotated[int, typer.Option(min=1, help="tensor-parallel ranks: torchrun, one process per rank (gloo on "
+                                                "CPU, NCCL on CUDA)")] = 1,
+    device_map: Annotated[Optional[str], typer.Option(help="accelerate device_map, e.g. auto")] = None,
+    max_memory: Annotated[Optional[str], typer.Option(
+        help="device_map budgets, e.g. 0=20GiB,cpu=64GiB (what does not fit is offloaded)")] = None,
     fmt: FormatOpt = Format.table,
     output: Annotated[Optional[Path], typer.Option(help="also write the JSON result to this file")] = None,
 ) -> None:
@@ -235,7 +240,8 @@ def measure(
 
         result = api.measure(workload, model, revision, max_new_tokens, input_len, batch, repeats, warmup, seed,
                              dtype, attn, kv_cache, device, concurrency, batching, max_batch_tokens, cb_block_size,
-                             cb_num_blocks, trust_remote_code, timeout, memory_limit, on_event=on_event, say=_say)
+                             cb_num_blocks, trust_remote_code, timeout, memory_limit, tp, device_map, max_memory,
+                             on_event=on_event, say=_say)
     if output is not None:
         write_atomic(output, result.model_dump_json(indent=2) + "\n")
     if fmt is Format.json:
@@ -267,6 +273,15 @@ def _print_trial(r, comparison=None) -> None:
     t.add_row("peak memory (trial)", _mib(m.peak_memory_bytes), m.memory_kind)
     if m.peak_memory_reserved_bytes is not None:
         t.add_row("peak reserved", _mib(m.peak_memory_reserved_bytes), "CUDA allocator")
+    for rk in m.per_rank or []:
+        t.add_row(f"peak memory (rank {rk.rank})", _mib(rk.peak_memory_bytes), "tensor parallel")
+    if m.peak_memory_sum_bytes is not None:
+        t.add_row("peak memory (all ranks)", _mib(m.peak_memory_sum_bytes), "sum of the ranks' peaks")
+    if m.placement:
+        devices: dict[str, int] = {}
+        for d in m.placement.values():
+            devices[d] = devices.get(d, 0) + 1
+        t.add_row("placement", ", ".join(f"{d}: {n} modules" for d, n in devices.items()), "hf_device_map")
     t.add_row("TTFT", _ms(m.ttft_s), f"p50 {_ms(m.ttft_p50_s)}, p95 {_ms(m.ttft_p95_s)}")
     t.add_row("time per output token", _ms(m.tpot_s), f"p50 {_ms(m.tpot_p50_s)}, p95 {_ms(m.tpot_p95_s)}")
     t.add_row("end-to-end", _ms(m.e2e_s), f"p50 {_ms(m.e2e_p50_s)}, p95 {_ms(m.e2e_p95_s)}")

@@ -67,6 +67,7 @@ class InferenceConfig(BaseModel):
         None, description="continuous batching: tokens per KV-cache block (page_size since transformers 5.17)")
     cb_num_blocks: PositiveInt | None = Field(
         None, description="continuous batching: KV-cache blocks; None: sized from free memory")
+    tp_size: PositiveInt = Field(1, description="tensor-parallel ranks (torchrun, one process per rank; tp_plan auto)")
     trust_remote_code: bool = Field(False, description="run code shipped with the model; only when asked for")
     load_kwargs: dict[str, Any] = Field(default_factory=dict, description="other from_pretrained kwargs, passed through")
     generate_kwargs: dict[str, Any] = Field(default_factory=dict, description="other generate kwargs, passed through")
@@ -95,10 +96,14 @@ class InferenceConfig(BaseModel):
         raise ValueError(f"unknown cache implementation {v!r}; use one of {', '.join(CACHE_IMPLEMENTATIONS)}")
 
     @model_validator(mode="after")
-    def _cb_options_need_cb(self) -> InferenceConfig:
+    def _consistent(self) -> InferenceConfig:
         given = [k for k in ("max_batch_tokens", "cb_block_size", "cb_num_blocks") if getattr(self, k) is not None]
         if given and self.batching != "continuous":
             raise ValueError(f"{', '.join(given)} only apply with batching 'continuous'")
+        if self.max_memory is not None and self.device_map is None:
+            raise ValueError("max_memory budgets a device_map: give device_map too (e.g. --device-map auto)")
+        if self.tp_size > 1 and (self.device_map is not None or self.batching == "continuous"):
+            raise ValueError("tp_size > 1 places the weights itself: not with device_map or continuous batching")
         return self
 
     # --- translations -------------------------------------------------------------------------------
@@ -108,7 +113,12 @@ class InferenceConfig(BaseModel):
         kw: dict[str, Any] = {"dtype": self.dtype}
         if self.attn_implementation is not None:
             kw["attn_implementation"] = self.attn_implementation
-        kw["device_map"] = self.device_map if self.device_map is not None else device
+        if self.tp_size > 1:  # each rank loads its shard onto its own device: no device_map
+            from transformers import DistributedConfig
+
+            kw["distributed_config"] = DistributedConfig(tp_size=self.tp_size, tp_plan="auto")
+        else:
+            kw["device_map"] = self.device_map if self.device_map is not None else device
         if self.max_memory is not None:
             kw["max_memory"] = {(int(k) if str(k).isdigit() else k): v for k, v in self.max_memory.items()}
         if self.trust_remote_code:
@@ -131,11 +141,15 @@ class InferenceConfig(BaseModel):
         """A short, runnable script that loads and generates with exactly this configuration: `prompt` (raw
         text, or chat messages through the template; default a greeting), `seed` set first, `generate`
         kwargs (sampling, min_new_tokens) added, and the torchrun launch line for `tp` > 1 ranks."""
-        load = self.from_pretrained_kwargs("auto")
+        tp = max(tp, self.tp_size)
+        load = self.model_copy(update={"tp_size": 1}).from_pretrained_kwargs("auto")
         if self.device is not None and self.device_map is None:
             load["device_map"] = self.device
         gen = {"max_new_tokens": max_new_tokens, **(generate or {}), **self.generation_kwargs()}
         load_args = "".join(f"\n    {k}={v!r}," for k, v in load.items())
+        if tp > 1:
+            load_args = load_args.replace("\n    device_map='auto',", "")
+            load_args += f"\n    distributed_config=DistributedConfig(tp_size={tp}, tp_plan='auto'),"
         gen_args = "".join(f"\n    {k}={v!r}," for k, v in gen.items())
         if isinstance(prompt, str):
             encode = f"inputs = tok({prompt!r}, return_tensors='pt').to(model.device)\n"
@@ -147,7 +161,8 @@ class InferenceConfig(BaseModel):
         return (
             (f"# launch: torchrun --nproc-per-node {tp} this_script.py\n" if tp > 1 else "")
             + ("import torch\n" if seed is not None else "")
-            + "from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+            + (f"from transformers import AutoModelForCausalLM, AutoTokenizer{', DistributedConfig' if tp > 1 else ''}"
+               "\n\n")
             + (f"torch.manual_seed({seed})\n" if seed is not None else "")
             + f"tok = AutoTokenizer.from_pretrained({model!r})\n"
             f"model = AutoModelForCausalLM.from_pretrained(\n    {model!r},{load_args}\n)\n"
@@ -167,7 +182,8 @@ class InferenceConfig(BaseModel):
         """A short human label: only what differs from the library defaults."""
         shown = {"dtype": self.dtype if self.dtype != "auto" else None, "attn": self.attn_implementation,
                  "device": self.device, "device_map": self.device_map, "cache": self.cache_implementation,
-                 "batching": self.batching if self.batching != "serial" else None}
+                 "batching": self.batching if self.batching != "serial" else None,
+                 "tp": self.tp_size if self.tp_size > 1 else None}
         return ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None) or "defaults"
 
 

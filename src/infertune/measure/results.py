@@ -14,6 +14,11 @@ from infertune.workload import Workload
 Status = Literal["ok", "oom", "error", "timeout"]
 
 
+class RankMemory(BaseModel):
+    rank: int
+    peak_memory_bytes: int  # this rank's peak, counted as memory_kind says
+
+
 class TrialMetrics(BaseModel):
     """Timed numbers exclude warmup calls; memory peaks include them (a warmup that OOMs is a real OOM).
 
@@ -51,6 +56,11 @@ class TrialMetrics(BaseModel):
     tpot_p99_s: float | None = Field(None, description="p99 inter-token latency (ITL)")
     e2e_p99_s: float | None = None
     requests_per_s: float | None = Field(None, description="timed requests / their total wall time")
+    per_rank: list[RankMemory] | None = Field(
+        None, description="tensor parallel: each rank's peak (peak_memory_bytes is the largest of them)")
+    peak_memory_sum_bytes: int | None = Field(None, description="tensor parallel: all ranks' peaks together")
+    placement: dict[str, str] | None = Field(
+        None, description="device_map: where each module landed (hf_device_map), as loaded")
 
 
 class RequestOutput(BaseModel):

@@ -90,8 +90,14 @@ def run_trial(
         spec_file, result_file, log_file = Path(tmp, "spec.json"), Path(tmp, "result.json"), Path(tmp, "child.log")
         spec_file.write_text(TrialSpec(**base, **extra).model_dump_json(), encoding="utf-8")
         with open(log_file, "wb") as log:
+            worker = ["-m", "infertune.measure.worker", str(spec_file), str(result_file)]
+            if config.tp_size > 1:  # one process per rank, rendezvous on loopback; rank 0 writes the result
+                from infertune.serving.server import free_port
+
+                worker = ["-m", "torch.distributed.run", "--nproc-per-node", str(config.tp_size), "--master-addr",
+                          "127.0.0.1", "--master-port", str(free_port()), *worker]
             proc = subprocess.Popen(
-                [python, "-m", "infertune.measure.worker", str(spec_file), str(result_file)],
+                [python, *worker],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,

@@ -8,6 +8,7 @@ file is written atomically, so the parent sees either a whole result or none (a 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 import time
@@ -23,8 +24,14 @@ from infertune.measure.results import RequestOutput, TrialMetrics, TrialSpec
 from infertune.paths import write_json_atomic
 
 
+RANK = int(os.environ.get("RANK", "0"))  # under torchrun (tensor parallel): this process's rank
+WORLD = int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def emit(**event: Any) -> None:
-    print(json.dumps({"event": event.pop("event"), **event}), flush=True)
+    """Progress for the parent; under tensor parallelism only rank 0 speaks (the ranks run in lockstep)."""
+    if RANK == 0:
+        print(json.dumps({"event": event.pop("event"), **event}), flush=True)
 
 
 class StepTimer:
@@ -54,6 +61,10 @@ def resolve_device(config: InferenceConfig) -> str:
     if config.device:
         return config.device
     if torch.cuda.is_available():
+        if WORLD > 1:  # one device per rank
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            torch.cuda.set_device(local)
+            return f"cuda:{local}"
         return "cuda"
     mps = getattr(torch.backends, "mps", None)
     return "mps" if mps is not None and mps.is_available() else "cpu"
@@ -95,6 +106,7 @@ def _fault_in(model: Any) -> None:
 
     with torch.no_grad():
         for t in model.state_dict().values():
+            t = getattr(t, "_local_tensor", t)  # tensor parallel: a DTensor's own shard is what this rank holds
             if t.device.type == "cpu" and t.numel():
                 t.reshape(-1)[:: max(1, 4096 // t.element_size())].float().sum()
 
@@ -125,6 +137,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     load_s = time.perf_counter() - t0
     peak_load = meter.load_peak()
     model.eval()
+    placement = None
+    if cfg.device_map is not None:  # what landed where (one device: accelerate keeps no map)
+        placement = {k: str(v) for k, v in (getattr(model, "hf_device_map", None) or {"": model.device}).items()}
 
     prompts = wl.prompt_list()
     encoded = [encode_prompt(tok, p, wl.input_len_of(i), i) for i, p in enumerate(prompts)]
@@ -224,6 +239,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             emit(event="progress", done=k + 1, total=len(calls))
 
     cpu_peak = max(peak_rss_bytes(), *((peak_load, phase.peak) if meter.kind == "cpu_rss" else ()))
+    peak = max(peak_load, phase.peak, cpu_peak if meter.kind == "cpu_rss" else 0)
+    per_rank = _gather_peaks(peak) if WORLD > 1 else None
     nll = _score_reference(model, tok, spec) if spec.reference_text else None
     ttft_m = _pstats(ttft)
     e2e_m = _pstats(e2e)
@@ -233,7 +250,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         memory_kind=meter.kind,
         load_s=load_s,
         baseline_memory_bytes=baseline,
-        peak_memory_bytes=max(peak_load, phase.peak, cpu_peak if meter.kind == "cpu_rss" else 0),
+        peak_memory_bytes=max(per_rank) if per_rank else peak,
         peak_memory_load_bytes=peak_load,
         peak_memory_generate_bytes=phase.peak,
         peak_memory_reserved_bytes=meter.reserved_peak(),
@@ -251,6 +268,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         concurrency=wl.concurrency,
         ttft_p99_s=p99["ttft"], tpot_p99_s=p99["tpot"], e2e_p99_s=p99["e2e"],
         requests_per_s=len(ttft) / total_time if total_time > 0 else None,
+        per_rank=[{"rank": r, "peak_memory_bytes": b} for r, b in enumerate(per_rank)] if per_rank else None,
+        peak_memory_sum_bytes=sum(per_rank) if per_rank else None,
+        placement=placement,
     )
     return {
         "status": "ok",
@@ -307,9 +327,18 @@ def _score_reference(model: Any, tok: Any, spec: TrialSpec) -> float:
     with torch.inference_mode():
         logp = torch.log_softmax(model(ids).logits[0].float(), dim=-1)
     nll = -logp[:-1].gather(1, ids[0, 1:, None]).mean().item()
-    if spec.logprobs_path:
+    if spec.logprobs_path and RANK == 0:
         np.save(spec.logprobs_path, logp[:-1].cpu().numpy())
     return nll
+
+
+def _gather_peaks(peak: int) -> list[int]:
+    """Every rank's peak, on every rank (a collective: all ranks call it at the same point)."""
+    import torch.distributed as dist
+
+    peaks: list[Any] = [None] * WORLD
+    dist.all_gather_object(peaks, peak)
+    return [int(p) for p in peaks]
 
 
 def limit_memory(device: str, limit: int) -> None:
@@ -350,6 +379,8 @@ def main(argv: list[str]) -> int:
         traceback.print_exc(file=sys.stderr)
         status = "oom" if _is_oom(e) else "error"
         result = {"status": status, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+    if RANK != 0:  # rank 0 writes the trial's one result (its metrics hold every rank's memory)
+        return 0 if result.get("status") == "ok" else 1
     try:
         result["environment"] = environment()
     except Exception as e:  # noqa: BLE001 - a missing probe must not cost the measurement

@@ -5,6 +5,21 @@ from __future__ import annotations
 from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
 
 
+def tp_problems(profile, n: int) -> list[str]:
+    """Why `n` tensor-parallel ranks cannot split this model (empty: they can). The attention and KV heads
+    are split across ranks, so n must divide both; the model must ship a tensor-parallel plan."""
+    out = []
+    if profile.supports and not profile.supports.get("tp_plan", False):
+        out.append(f"{profile.architecture} has no tensor-parallel plan (base_model_tp_plan)")
+    bad = [f"{h} {what}" for h, what in ((profile.num_attention_heads, "attention heads"),
+                                         (profile.num_kv_heads, "KV heads")) if h % n]
+    if bad:
+        ok = [k for k in range(2, 9) if profile.num_attention_heads % k == 0 and profile.num_kv_heads % k == 0]
+        out.append(f"tp size {n} does not divide {' and '.join(bad)}"
+                   + (f" (sizes that do: {', '.join(map(str, ok))})" if ok else ""))
+    return out
+
+
 @register
 class TensorParallel(Technique):
     id = "tensor-parallel"

@@ -1,0 +1,70 @@
+"""Tensor-parallel trials under torchrun (gloo on this CPU) and device_map trials, on the tiny model."""
+
+import ast
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from infertune import api
+from infertune.config import InferenceConfig
+from infertune.errors import UserError
+from infertune.measure import run_trial
+from infertune.measure.quality import REFERENCE_TEXT
+from infertune.workload import Workload
+
+
+@pytest.fixture(scope="module")
+def tp_pair(tiny_model, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tp")
+    wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=6, warmup=0,
+                  ignore_eos=True)
+    return {tp: run_trial(InferenceConfig(tp_size=tp), wl, tiny_model, timeout_s=300, reference_text=REFERENCE_TEXT,
+                          logprobs_path=tmp / f"tp{tp}.npy") for tp in (1, 2)}, tmp
+
+
+def test_tp2_matches_one_process_and_reports_every_rank(tp_pair):
+    (r, tmp) = tp_pair
+    one, two = r[1], r[2]
+    assert one.status == "ok" and two.status == "ok", (two.error, two.log_tail)
+    assert [o.output_token_ids for o in two.outputs] == [o.output_token_ids for o in one.outputs]
+    # teacher-forced log-probs of the reference text, over the whole vocabulary: the same model, split in two
+    assert np.abs(np.load(tmp / "tp1.npy") - np.load(tmp / "tp2.npy")).max() < 1e-5
+    m = two.metrics
+    assert [p.rank for p in m.per_rank] == [0, 1] and all(p.peak_memory_bytes > 0 for p in m.per_rank)
+    assert m.peak_memory_sum_bytes == sum(p.peak_memory_bytes for p in m.per_rank)
+    assert m.peak_memory_bytes == max(p.peak_memory_bytes for p in m.per_rank)
+    assert one.metrics.per_rank is None and two.config.label() == "tp=2"
+
+
+def test_a_tp_size_that_does_not_split_the_heads_is_refused_before_launch(tiny_model):
+    with pytest.raises(UserError, match="tp size 3 does not divide 4 attention heads and 2 KV heads.*sizes that do: 2"):
+        api.measure(model=str(tiny_model), tp=3)
+    r = subprocess.run([sys.executable, "-m", "infertune", "measure", "--model", str(tiny_model), "--tp", "3"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--tp 3" in r.stderr
+
+
+def test_device_map_trial_reports_its_placement(tiny_model):
+    r = subprocess.run([sys.executable, "-m", "infertune", "measure", "--model", str(tiny_model), "--device-map", "auto",
+                        "--max-memory", "cpu=2GiB", "--max-new-tokens", "2", "--warmup", "0", "--format", "json"],
+                       capture_output=True, text=True, timeout=300)
+    d = json.loads(r.stdout)
+    assert r.returncode == 0 and d["status"] == "ok", d.get("error")
+    assert d["metrics"]["placement"] == {"": "cpu"} and d["config"]["max_memory"] == {"cpu": "2GiB"}
+
+
+def test_multi_device_settings_are_validated_and_become_code():
+    with pytest.raises(ValueError, match="give device_map too"):
+        InferenceConfig(max_memory={"0": "20GiB"})
+    with pytest.raises(ValueError, match="not with device_map"):
+        InferenceConfig(tp_size=2, device_map="auto")
+    with pytest.raises(UserError, match="DEVICE=SIZE"):
+        api.parse_budgets("0:20GiB")
+    assert api.parse_budgets("cuda:0=20GiB, cpu=64GiB") == {"0": "20GiB", "cpu": "64GiB"}
+    code = InferenceConfig(tp_size=4, dtype="bfloat16").python_snippet("org/m")
+    ast.parse(code)
+    assert code.startswith("# launch: torchrun --nproc-per-node 4")
+    assert "distributed_config=DistributedConfig(tp_size=4, tp_plan='auto')" in code and "device_map" not in code
