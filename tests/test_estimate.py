@@ -242,3 +242,27 @@ def test_gguf_types_store_every_matrix_in_blocks_and_norms_in_f32(name, gtype, p
 def test_unknown_gguf_type_is_one_clear_error():
     with pytest.raises(UserError, match="unknown GGUF type 'q9_z'"):
         Quantization.parse("gguf-q9_z")
+
+
+def test_tensor_parallel_splits_the_linear_weights_kv_and_transients_not_the_replicated_parts():
+    from infertune.estimate import estimate, tp_rank_bytes
+    from infertune.estimate.accelerators import find_accelerator
+
+    acc, p = find_accelerator("H100 SXM"), llama()
+    s = EstimateSettings(dtype="bfloat16", input_len=4096, max_new_tokens=512, concurrency=8)
+    one, four = estimate(p, s, acc), estimate(p, s.model_copy(update={"tp": 4}), acc, gpus=4)
+    m = one.memory
+    rank = tp_rank_bytes(m, 4)
+    assert four.memory.per_device == {f"cuda:{i}": rank for i in range(4)}
+    replicated = m.weights_bytes - m.sharded_weights_bytes
+    assert 0 < replicated < m.weights_bytes
+    # every rank: the replicated weights, logits and overhead whole, a quarter of everything else
+    split = m.total_bytes - replicated - m.logits_bytes - m.overhead_bytes
+    assert rank == pytest.approx(replicated + m.logits_bytes + m.overhead_bytes + split / 4, abs=2)
+    # decode: a quarter of the sharded reads per rank, plus two all-reduces per layer (which, for a model
+    # this small, cost more than the reads they save: the estimate says so)
+    from infertune.estimate.speed import ALLREDUCE_LATENCY_S, allreduce_s
+
+    comm = allreduce_s(p, four.settings, acc, 8)
+    assert comm > 2 * p.num_layers * ALLREDUCE_LATENCY_S
+    assert four.speed.tpot_s - comm < one.speed.tpot_s

@@ -124,7 +124,7 @@ def settings_for(f: Facts, s: Setup, **update: Any) -> EstimateSettings:
     return EstimateSettings(
         dtype=s.dtype, quantization=Quantization.parse(ESTIMATOR_QUANT.get(s.quantization, "none")), kv_cache=s.kv_cache,
         attn=attn, prefill_chunk=chunk, input_len=f.input_len, max_new_tokens=f.max_new_tokens, batch=batch,
-        concurrency=conc, platform=f.platform,
+        concurrency=conc, platform=f.platform, tp=s.tp,
     ).model_copy(update=update)
 
 

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from infertune.estimate import estimate
+from infertune.estimate import estimate, tp_rank_bytes
 from infertune.estimate.accelerators import Accelerator, from_detected_gpu, probe_cpu
 from infertune.estimate.memory import EstimateSettings, resolve_dtype
 from infertune.measure.results import TrialResult
@@ -37,7 +37,7 @@ def settings_for(result: TrialResult, native_dtype: str | None, platform: str) -
     cache = cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded") else "dynamic"
     new_tokens = max(1, round(m.output_tokens / m.requests)) if m and m.requests else wl.max_new_tokens
     return EstimateSettings(dtype=dtype, attn=attn, kv_cache=cache, input_len=round(m.input_tokens_mean),
-                            max_new_tokens=new_tokens, batch=wl.batch, platform=platform)
+                            max_new_tokens=new_tokens, batch=wl.batch, platform=platform, tp=cfg.tp_size)
 
 
 def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comparison | None:
@@ -54,7 +54,8 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
     s = settings_for(result, prof.native_dtype, "cuda" if on_cuda else "cpu")
     e = estimate(prof, s, accelerator, model=result.model_path)
     # CPU: RSS above the post-import baseline; CUDA: torch's allocated counter, which excludes the context.
-    predicted = e.memory.total_bytes - (e.memory.overhead_bytes if on_cuda else 0)
+    total = tp_rank_bytes(e.memory, s.tp) if s.tp > 1 else e.memory.total_bytes  # tensor parallel: rank 0
+    predicted = total - (e.memory.overhead_bytes if on_cuda else 0)
     measured = m.peak_memory_generate_bytes - (0 if on_cuda else m.baseline_memory_bytes)
     return Comparison(
         device=accelerator.name,

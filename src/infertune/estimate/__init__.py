@@ -88,10 +88,24 @@ def _largest(lo: int, hi: int, ok) -> int | None:
     return lo
 
 
+def tp_rank_bytes(mem: MemoryEstimate, tp: int) -> int:
+    """One tensor-parallel rank: 1/tp of the linear weights, of the KV cache (heads split) and of the
+    transients (heads and MLP columns split); the replicated weights (embeddings, lm_head, norms), the
+    full logits (gathered on every rank) and its own runtime overhead whole."""
+    split = mem.sharded_weights_bytes + mem.kv_cache_bytes
+    transients = mem.total_bytes - mem.weights_bytes - mem.kv_cache_bytes - mem.logits_bytes - mem.overhead_bytes
+    return int(mem.total_bytes - split - transients + (split + max(transients, 0)) / tp)
+
+
 def per_device(mem: MemoryEstimate, s: EstimateSettings, gpus: int) -> dict[str, int]:
-    """Where the bytes land. Several GPUs: device_map="auto" spreads layers (weights, KV, transients)
-    evenly; each GPU pays its own overhead. Offloaded KV lives in CPU RAM."""
-    if s.platform != "cuda":  # one memory: the host's RAM, or Apple's unified memory
+    """Where the bytes land. Tensor parallel: each rank as tp_rank_bytes. Several GPUs otherwise:
+    device_map="auto" spreads layers (weights, KV, transients) evenly; each GPU pays its own overhead.
+    Offloaded KV lives in CPU RAM."""
+    if s.tp > 1 and s.platform == "cuda":
+        placed = {f"cuda:{i}": tp_rank_bytes(mem, s.tp) for i in range(s.tp)}
+    elif s.tp > 1:  # ranks as processes sharing one memory
+        placed = {s.platform: tp_rank_bytes(mem, s.tp) * s.tp}
+    elif s.platform != "cuda":  # one memory: the host's RAM, or Apple's unified memory
         placed = {s.platform: mem.total_bytes}
     else:
         shared = (mem.total_bytes - mem.overhead_bytes) / gpus

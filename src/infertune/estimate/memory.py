@@ -134,6 +134,7 @@ class EstimateSettings(BaseModel):
     batch: int = 1
     concurrency: int = 1
     platform: Literal["cuda", "cpu", "mps"] = "cuda"
+    tp: int = Field(1, ge=1, description="tensor-parallel ranks: each holds 1/tp of the linear layers and KV heads")
 
 
 class Component(BaseModel):
@@ -155,6 +156,8 @@ class MemoryEstimate(BaseModel):
     load_peak_bytes: int = Field(description="while loading: a dtype conversion holds the checkpoint too")
     components: list[Component]
     per_device: dict[str, int] = Field(default_factory=dict, description="bytes per device and in CPU RAM")
+    sharded_weights_bytes: int = Field(0, description="the decoder layers' linear weights: what tensor "
+                                                      "parallelism splits (embeddings, lm_head, norms are replicated)")
 
 
 def kv_bytes_per_token(p: ModelProfile, kv_bytes: float) -> float:
@@ -255,5 +258,5 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
         weights_bytes=int(weights), kv_cache_bytes=int(kv_full), kv_cache_cpu_bytes=int(kv_cpu),
         attention_scratch_bytes=int(scratch), activations_bytes=int(acts), logits_bytes=int(logits),
         overhead_bytes=int(overhead), total_bytes=int(tensors + overhead), load_peak_bytes=int(load_peak),
-        components=comps,
+        components=comps, sharded_weights_bytes=int(lin_b),
     )

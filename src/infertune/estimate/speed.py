@@ -4,6 +4,8 @@ prefill (compute-bound):  FLOPs = 2 x linear_params x tokens + 2 x layers x head
                           (causal attention, QK^T and AV) + 2 x vocab x hidden x batch (last-token logits)
 decode step:              time = max(bytes read / bandwidth, FLOPs / peak FLOP/s)
                           bytes = weights + KV of every sequence at its mean length during generation
+tensor parallel (tp):     per rank: 1/tp of the linear weights, KV and FLOPs, replicated parts whole, plus
+                          2 all-reduces per layer: latency + 2 (tp-1)/tp x tokens x hidden x bytes / link
 """
 
 from __future__ import annotations
@@ -19,6 +21,20 @@ from infertune.probe.model import ModelProfile
 # Host-to-GPU copy rate for weights offloaded by device_map (pageable memory over PCIe 4.0 x16; pinned
 # transfers reach ~25 GB/s). Offloaded weights cross it at every forward pass.
 HOST_LINK_Bps = 12e9
+# Fixed cost of one small all-reduce (NCCL launch + link latency), per tensor-parallel collective.
+ALLREDUCE_LATENCY_S = 10e-6
+
+
+def allreduce_s(p: ModelProfile, s: EstimateSettings, acc: Accelerator, tokens: int) -> float:
+    """Tensor parallel: two all-reduces per layer (after attention, after the MLP) of tokens x hidden
+    activations; a ring moves 2 (tp-1)/tp of the bytes over each GPU's link (acc.interconnect_Bps)."""
+    if s.tp <= 1:
+        return 0.0
+    from infertune.estimate.memory import DTYPE_BYTES
+
+    nbytes = tokens * p.hidden_size * DTYPE_BYTES.get(s.dtype, 2)
+    per = ALLREDUCE_LATENCY_S + 2 * (s.tp - 1) / s.tp * nbytes / acc.interconnect_Bps
+    return 2 * p.num_layers * per
 
 
 class BatchPoint(BaseModel):
@@ -55,10 +71,12 @@ def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc:
                  kv_per_seq: float) -> tuple[float, str]:
     flops_rate = _flops_rate(s, acc)
     ctx = s.input_len + s.max_new_tokens / 2
-    bytes_read = mem.weights_bytes + kv_per_seq * seqs
-    flops = 2 * _matmul_params(p) * seqs + 4 * p.num_layers * p.num_attention_heads * p.head_dim * ctx * seqs
+    # tensor parallel: each rank reads its shard of the linear weights and of the KV, the replicated rest whole
+    weights = mem.weights_bytes - mem.sharded_weights_bytes * (1 - 1 / s.tp)
+    bytes_read = weights + kv_per_seq * seqs / s.tp
+    flops = (2 * _matmul_params(p) * seqs + 4 * p.num_layers * p.num_attention_heads * p.head_dim * ctx * seqs) / s.tp
     t_mem, t_cmp = bytes_read / acc.bandwidth_Bps, flops / flops_rate
-    return max(t_mem, t_cmp), ("compute" if t_cmp > t_mem else "memory-bandwidth")
+    return max(t_mem, t_cmp) + allreduce_s(p, s, acc, seqs), ("compute" if t_cmp > t_mem else "memory-bandwidth")
 
 
 def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator,
@@ -69,7 +87,7 @@ def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     prefill_flops = (2 * p.linear_params * B * S + 2 * p.num_layers * p.num_attention_heads * p.head_dim * S * S * B
                      + 2 * p.vocab_size * p.hidden_size * B)
     copy = offloaded_bytes / HOST_LINK_Bps
-    prefill = prefill_flops / flops_rate + copy
+    prefill = prefill_flops / s.tp / flops_rate + allreduce_s(p, s, acc, B * S) + copy
     seqs = s.batch * s.concurrency
     # KV bytes per sequence at the mean length during generation (the cache grows linearly).
     kv_per_seq = (mem.kv_cache_bytes + mem.kv_cache_cpu_bytes) / max(seqs, 1)
