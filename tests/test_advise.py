@@ -165,3 +165,15 @@ def test_a_measured_trial_joins_the_evidence_and_a_measured_oom_overrides_the_es
     assert top.severity == "blocking" and a.diagnosis.bottleneck in ("kv-cache-growth", "load-memory")
     assert any(e.startswith("measured: the trial ended oom") for e in top.evidence)
     assert a.diagnosis.evidence["measured_status"] == "oom"
+
+
+def test_a_model_beyond_one_machine_gets_a_multi_machine_serving_engine(llama8b):
+    """~70B (Llama-3-70B's shape) on 2 x L4 (48 GB): 141 GB of bf16 weights need 4 such machines."""
+    big = llama8b.model_copy(update={"num_parameters": 70_553_706_496, "num_layers": 80, "hidden_size": 8192,
+                                     "num_attention_heads": 64, "num_kv_heads": 8})
+    a = advise(facts(big, "L4", gpus=2), Setup(dtype="bfloat16"))
+    engine = next(r for r in a.recommendations if r.technique == "serving-engine")
+    assert "--tensor-parallel-size 2 --pipeline-parallel-size 4" in engine.snippet.serve
+    assert any("4 machines" in i for i in engine.compatibility.issues)
+    one_machine = advise(facts(llama8b, "L4", gpus=2), Setup(dtype="bfloat16"))
+    assert "serving-engine" not in proposed(one_machine) | {r.technique for r in one_machine.recommendations}

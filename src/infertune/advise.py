@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from infertune import _callable
 from infertune.config import InferenceConfig, serve_flags
 from infertune.diagnose import Diagnosis, diagnose, serving_times, worst_device
+from infertune.errors import UserError
 from infertune.estimate import Estimate, _largest, estimate
 from infertune.estimate.memory import EstimateSettings, Quantization
 from infertune.estimate.placement import parse_max_memory
@@ -124,12 +125,13 @@ def settings_for(f: Facts, s: Setup, **update: Any) -> EstimateSettings:
     return EstimateSettings(
         dtype=s.dtype, quantization=Quantization.parse(ESTIMATOR_QUANT.get(s.quantization, "none")), kv_cache=s.kv_cache,
         attn=attn, prefill_chunk=chunk, input_len=f.input_len, max_new_tokens=f.max_new_tokens, batch=batch,
-        concurrency=conc, platform=f.platform, tp=s.tp,
+        # pipeline stages split the layers like tensor parallel splits each layer: per GPU, 1/(tp x pp) of them
+        concurrency=conc, platform=f.platform, tp=s.tp * s.pp,
     ).model_copy(update=update)
 
 
 def estimate_setup(f: Facts, s: Setup, **update: Any) -> Estimate:
-    gpus = s.tp if s.tp > 1 else (f.gpus if s.device_map == "auto" else 1)
+    gpus = s.tp * s.pp if s.tp * s.pp > 1 else (f.gpus if s.device_map == "auto" else 1)
     mm = parse_max_memory(s.max_memory) if s.max_memory and f.platform == "cuda" else None
     return estimate(f.profile, settings_for(f, s, **update), f.accelerator, model=f.model, gpus=gpus, max_memory=mm)
 
@@ -149,7 +151,8 @@ def config_for(s: Setup, bf16: bool = True) -> InferenceConfig:
         dtype=s.dtype, attn_implementation=s.attn, cache_implementation=cache, batching=s.batching,
         max_batch_tokens=s.max_batch_tokens, cb_block_size=s.cb_block_size, cb_num_blocks=s.cb_num_blocks,
         cache_config={"backend": "quanto", "nbits": 4} if s.kv_cache == "quantized" else None,
-        device_map=s.device_map, max_memory=s.max_memory, load_kwargs=load, tp_size=s.tp,
+        device_map=s.device_map, max_memory=s.max_memory, load_kwargs=load,
+        tp_size=s.tp if s.engine == "transformers" else 1,  # another engine's parallelism is in its command
     )
 
 
@@ -318,7 +321,10 @@ def advise(f: Facts, current: Setup, assumptions: list[str] | None = None,
         if c.blockers:
             rejected.append(Rejected(technique=t.id, reasons=c.blockers))
             continue
-        candidates.append(_recommend(f, t, current, base, c.issues))
+        try:
+            candidates.append(_recommend(f, t, current, base, c.issues))
+        except UserError as e:  # its estimate cannot place the model at all (weights above every budget)
+            rejected.append(Rejected(technique=t.id, reasons=[str(e)]))
 
     ordered: list[Recommendation] = []
     kept = []

@@ -42,6 +42,7 @@ class Setup(BaseModel):
     device_map: str | None = None
     max_memory: dict[str, str] | None = None
     tp: int = 1
+    pp: int = 1  # pipeline stages (machines) for a serving engine: the model outgrows one machine's GPUs
     engine: Literal["transformers", "vllm", "sglang"] = "transformers"
 
     def changes(self, other: Setup) -> dict[str, object]:
