@@ -554,14 +554,15 @@ def _print_advice(a) -> None:
 # --- tune / demo -----------------------------------------------------------------------------------
 
 
-def _run_tune(start, fmt: Format = Format.table) -> None:
+def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
     """`start(on_event)` runs api.tune; this shows the table so far and the trial in flight, then the result.
     Ctrl-C (or SIGTERM) stops the trial cleanly and says how to resume."""
     import signal
 
     from rich.live import Live
 
-    state: dict = {"now": "starting", "rows": [], "run": None, "title": "tune (measured)"}
+    title = f"tune: {spec.objective} (measured; {spec.max_trials} trials at most)" if spec else "tune (measured)"
+    state: dict = {"now": "starting", "rows": [], "run": None, "title": title}
 
     def view():
         t = Table(title=state["title"])
@@ -669,8 +670,10 @@ def tune(
     from infertune import api
 
     if resume is not None:
+        from infertune.tune import Run
+
         _run_tune(lambda on_event: api.tune(resume=resume, trust_remote_code=trust_remote_code, on_event=on_event),
-                  fmt)
+                  fmt, Run(resume).spec())
         return
     spec, facts = api.tune_spec(
         workload, model, revision, max_new_tokens, input_len, batch, repeats, warmup, seed, dtype, attn, kv_cache,
@@ -689,7 +692,7 @@ def _start_run(spec, facts, output: Path | None, prefix: str, fmt: Format = Form
         on_event({"event": "run", "path": str(run.path)})
         return api.run_tune(run, facts, on_event)
 
-    _run_tune(start, fmt)
+    _run_tune(start, fmt, spec)
 
 
 @app.command()
