@@ -84,6 +84,7 @@ def test_report_files(finished):
     md = (run.path / "report.md").read_text()
     for section in ("## Steps (measured)", "estimate", "## The configuration to ship", "## Environment"):
         assert section in md
+    assert f"Greedy output for prompt 0 (measured): `{r['best']['greedy_output_prompt_0']}`" in md
     html = (run.path / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 5  # memory, latency+throughput, percentiles, quality, context
     assert (run.path / "best.yaml").exists()

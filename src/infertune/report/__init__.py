@@ -156,10 +156,10 @@ def markdown(r: dict[str, Any]) -> str:
         lines += ["", "## The configuration to ship", "", "```python", b["python"].rstrip(), "```", "",
                   "Serve it" + (" (the served variant measured best, below):" if b.get("serve_measured") else
                                 " (not load-tested in this run: unverified):"), "", "```bash", b["serve"], "```", ""]
-    if r.get("served"):
-        lines += _served_markdown(r)
         if b["greedy_output_prompt_0"] is not None:
             lines += [f"Greedy output for prompt 0 (measured): `{b['greedy_output_prompt_0']}`", ""]
+    if r.get("served"):
+        lines += _served_markdown(r)
     if r["tradeoffs"]:
         lines += ["## Trade-offs", ""] + [f"- {t}" for t in r["tradeoffs"]] + [""]
     if r["unverified"]:
