@@ -64,14 +64,17 @@ def input_lengths(value: str | int | list[int] | None) -> dict[str, Any]:
 
 def parse_budgets(text: str) -> dict[str, str]:
     """--max-memory '0=20GiB,cpu=64GiB' -> from_pretrained's max_memory ({'0': '20GiB', 'cpu': '64GiB'})."""
+    from infertune.estimate.placement import parse_max_memory
+
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, size = part.partition("=")
-        key = key.strip().removeprefix("cuda:")
-        if not sep or not size.strip() or not (key.isdigit() or key in ("cpu", "disk", "mps")):
+        key, sep, size = (x.strip() for x in part.partition("="))
+        if not sep or not size:
             raise UserError(f"--max-memory: {part!r} is not DEVICE=SIZE (e.g. 0=20GiB,cpu=64GiB)")
-        parse_size_flag(size.strip(), "--max-memory")  # a size it understands, or one clear error
-        out[key] = size.strip()
+        (device, n), = parse_max_memory({key: size}).items()  # the estimator's reading: a known device, a size
+        if n <= 0:
+            raise UserError("--max-memory: the size must be positive")
+        out[device.removeprefix("cuda:")] = size
     if not out:
         raise UserError("--max-memory: give DEVICE=SIZE pairs, e.g. 0=20GiB,cpu=64GiB")
     return out
@@ -194,8 +197,7 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
     prof = profile_model(path, trust_remote_code)
     say("reading the hardware")
     acc, here = intake.target_hardware(gpu, vram)
-    # snippets and commands name the model as the user would load it: an embedded alias by its folder
-    shown = str(path) if model in models.EMBEDDED or model in models.ALIASES else model
+    shown = models.command_name(model, path)  # how snippets and commands name it
     i = intake.build(prof, shown, acc, here, gpus=gpus, cpu_ram=cpu_ram, input_len=n_in, max_new_tokens=n_out,
                      batch=batch or data.get("batch") or 1, concurrency=conc, dtype=dtype, attn=attn,
                      quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,

@@ -110,14 +110,19 @@ class InferenceConfig(BaseModel):
 
     def from_pretrained_kwargs(self, device: str) -> dict[str, Any]:
         """kwargs for `AutoModelForCausalLM.from_pretrained`; `device` is the resolved target device."""
-        kw: dict[str, Any] = {"dtype": self.dtype}
-        if self.attn_implementation is not None:
-            kw["attn_implementation"] = self.attn_implementation
-        if self.tp_size > 1:  # each rank loads its shard onto its own device: no device_map
+        kw = self._literal_load_kwargs(device)
+        if self.tp_size > 1:  # each rank loads its shard onto its own device
             from transformers import DistributedConfig
 
             kw["distributed_config"] = DistributedConfig(tp_size=self.tp_size, tp_plan="auto")
-        else:
+        return kw
+
+    def _literal_load_kwargs(self, device: str) -> dict[str, Any]:
+        """The from_pretrained kwargs that are plain values (a snippet prints them as literals)."""
+        kw: dict[str, Any] = {"dtype": self.dtype}
+        if self.attn_implementation is not None:
+            kw["attn_implementation"] = self.attn_implementation
+        if self.tp_size == 1:  # tensor parallel places the weights itself: no device_map
             kw["device_map"] = self.device_map if self.device_map is not None else device
         if self.max_memory is not None:
             kw["max_memory"] = {(int(k) if str(k).isdigit() else k): v for k, v in self.max_memory.items()}
@@ -142,13 +147,14 @@ class InferenceConfig(BaseModel):
         text, or chat messages through the template; default a greeting), `seed` set first, `generate`
         kwargs (sampling, min_new_tokens) added, and the torchrun launch line for `tp` > 1 ranks."""
         tp = max(tp, self.tp_size)
-        load = self.model_copy(update={"tp_size": 1}).from_pretrained_kwargs("auto")
-        if self.device is not None and self.device_map is None:
+        load = self._literal_load_kwargs("auto")
+        if self.device is not None and self.device_map is None and tp == 1:
             load["device_map"] = self.device
+        if tp > 1:
+            load.pop("device_map", None)
         gen = {"max_new_tokens": max_new_tokens, **(generate or {}), **self.generation_kwargs()}
         load_args = "".join(f"\n    {k}={v!r}," for k, v in load.items())
         if tp > 1:
-            load_args = load_args.replace("\n    device_map='auto',", "")
             load_args += f"\n    distributed_config=DistributedConfig(tp_size={tp}, tp_plan='auto'),"
         gen_args = "".join(f"\n    {k}={v!r}," for k, v in gen.items())
         if isinstance(prompt, str):

@@ -56,6 +56,12 @@ ALIASES = {"demo": "smollm2"}
 DEFAULT_MODEL = "demo"
 
 
+def command_name(spec: str, folder: str | Path) -> str:
+    """The model as a user's code or command names it: infertune's own names (demo, smollm2) by their
+    prepared folder, which transformers can load; anything else as the user wrote it."""
+    return str(folder) if spec in EMBEDDED or spec in ALIASES else spec
+
+
 class PreparedModel(BaseModel):
     name: str
     path: str

@@ -52,12 +52,13 @@ class RssSampler:
         self._sample()
 
 
-def _vm_hwm() -> int:
-    with open("/proc/self/status") as f:
+def vm_hwm(pid: int | str = "self") -> int:
+    """A process's resident-memory high-water mark, from the kernel (Linux); OSError where there is none."""
+    with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
-    raise OSError("no VmHWM in /proc/self/status")
+    raise OSError(f"no VmHWM in /proc/{pid}/status")
 
 
 class HwmPhase:
@@ -71,7 +72,7 @@ class HwmPhase:
         try:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")
-            _vm_hwm()
+            vm_hwm()
             return True
         except OSError:
             return False
@@ -82,7 +83,7 @@ class HwmPhase:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.peak = _vm_hwm()
+        self.peak = vm_hwm()
 
 
 class CpuMeter:

@@ -9,6 +9,7 @@ from typing import Any
 
 from infertune import _callable
 from infertune.advise import config_for, estimate_setup, serve_command
+from infertune.models import command_name
 from infertune.paths import write_atomic
 from infertune.report.render import html_page, png, pyplot
 from infertune.schema import SCHEMA_VERSION
@@ -42,13 +43,6 @@ def _metrics_row(s: Step) -> dict[str, Any]:
             "reference_nll": m.reference_nll, "concurrency": m.concurrency, "requests_per_s": m.requests_per_s,
             "ttft_percentiles_s": {"p50": m.ttft_p50_s, "p95": m.ttft_p95_s, "p99": m.ttft_p99_s},
             "tpot_percentiles_s": {"p50": m.tpot_p50_s, "p95": m.tpot_p95_s, "p99": m.tpot_p99_s}}
-
-
-def _model_ref(spec: TuneSpec) -> str:
-    """The model as a command line names it: the user's name, or the local folder for infertune's demo alias."""
-    from infertune.models import DEFAULT_MODEL
-
-    return spec.model_path if spec.model == DEFAULT_MODEL else spec.model
 
 
 def _served_row(v: ServeStep, model: str, concurrency: int, chosen: bool) -> dict[str, Any]:
@@ -87,6 +81,7 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
                                           if not measurable(after) else "not tried (trial or time budget)")
             unverified.append({"technique": tid, "why": why})
         open_q = sorted({i for u in unverified for i in u["why"].split("; ") if "?" in i})
+    shown = command_name(spec.model, spec.model_path)  # how the serve commands name the model
     out_text = None
     if best is not None and best.trial.outputs:
         out_text = best.trial.outputs[0].text
@@ -103,12 +98,12 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
             "index": best.index, "setup": best.setup.model_dump(),
             "config": config_for(best.setup, facts.accelerator.bf16).model_dump(mode="json", exclude_defaults=True),
             "python": reproduce_snippet(spec, best, facts.accelerator.bf16),
-            "serve": winner.trial.shell(_model_ref(spec)) if winner else serve_command(facts, best.setup),
+            "serve": winner.trial.shell(shown) if winner else serve_command(facts, best.setup),
             "serve_measured": winner is not None,
             "greedy_output_prompt_0": out_text,
             "validate": f"infertune measure --workload {run_dir / 'best.yaml' if run_dir else 'best.yaml'}",
         },
-        "served": [_served_row(v, _model_ref(spec), spec.workload.concurrency, v is winner) for v in served],
+        "served": [_served_row(v, shown, spec.workload.concurrency, v is winner) for v in served],
         "tradeoffs": tradeoffs, "docs": docs, "open_questions": open_q, "unverified": unverified,
         "warnings": list(warnings or []),
     }

@@ -84,17 +84,14 @@ class ServeProcess:
         None where the kernel does not keep one. Host memory: GPU memory is not in it."""
         import psutil
 
+        from infertune.measure.memory import vm_hwm
+
         if self.proc is None or self.proc.poll() is not None:
             return None
         try:
-            procs = [psutil.Process(self.proc.pid)]
-            procs += procs[0].children(recursive=True)
-            total = 0
-            for p in procs:
-                with open(f"/proc/{p.pid}/status", encoding="ascii") as fh:
-                    total += next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
-            return total
-        except (OSError, StopIteration, psutil.Error):
+            server = psutil.Process(self.proc.pid)
+            return sum(vm_hwm(p.pid) for p in [server, *server.children(recursive=True)])
+        except (OSError, psutil.Error):
             return None
 
     def log_tail(self, lines: int = 20) -> str:
