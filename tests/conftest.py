@@ -18,8 +18,9 @@ CORPUS = [
 ] * 20
 
 
-def build_tiny_model(folder: Path, chat_template: bool = True, dtype: str = "float32", seed: int = 0) -> Path:
-    """A 2-layer Llama with GQA and tied embeddings, plus a byte-level BPE tokenizer trained on the spot."""
+def build_tiny_model(folder: Path, chat_template: bool = True, dtype: str = "float32", seed: int = 0,
+                     layers: int = 2) -> Path:
+    """A 2-layer (by default) Llama with GQA and tied embeddings, plus a byte-level BPE tokenizer trained on the spot."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -35,7 +36,7 @@ def build_tiny_model(folder: Path, chat_template: bool = True, dtype: str = "flo
     if chat_template:
         tok.chat_template = CHATML
     cfg = LlamaConfig(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=True,
         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
     )

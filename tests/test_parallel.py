@@ -68,3 +68,28 @@ def test_multi_device_settings_are_validated_and_become_code():
     ast.parse(code)
     assert code.startswith("# launch: torchrun --nproc-per-node 4")
     assert "distributed_config=DistributedConfig(tp_size=4, tp_plan='auto')" in code and "device_map" not in code
+
+
+def test_offloaded_layers_are_placed_as_estimated_and_their_slowdown_is_measured(tmp_path):
+    """A CPU budget that holds the embedding and one of three layers: transformers sends the other two to
+    disk (an offload folder the trial provides); the estimate names the same split, and the trial times
+    each layer's forward by where its weights live."""
+    from infertune.estimate.memory import EstimateSettings, estimate_memory
+    from infertune.probe.model import profile_model
+    from tests.conftest import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "m3", layers=3)
+    prof = profile_model(folder)
+    weights = estimate_memory(prof, EstimateSettings(dtype="float32")).weights_bytes
+    embed = prof.param_groups["embedding"] * 4
+    layer = (weights - embed) / 3
+    budget = int(embed + 2.5 * layer)  # one layer, plus the room for one more that accelerate keeps free
+    r = api.measure(model=str(folder), dtype="float32", device_map="auto", max_memory=f"cpu={budget}",
+                    max_new_tokens=4, warmup=0)
+    assert r.status == "ok", (r.error, r.log_tail)
+    m = r.metrics
+    assert set(m.placement.values()) == {"cpu", "disk"}
+    assert r.estimate.predicted_layers == r.estimate.measured_layers == {"cpu": 1, "disk": 2}
+    assert set(m.layer_forward_s) == {"cpu", "disk"}
+    assert m.offload_slowdown == pytest.approx(m.layer_forward_s["disk"] / m.layer_forward_s["cpu"], rel=0.5)
+    assert m.offload_slowdown > 1  # reading weights back from the offload folder is never free

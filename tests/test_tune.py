@@ -176,3 +176,20 @@ def test_report_command_rebuilds_from_finished_trials(finished):
     missing = subprocess.run([sys.executable, "-m", "infertune", "report", str(run.path / "nope")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_a_candidate_that_changes_outputs_beyond_tolerance_is_rejected_with_its_numbers(tiny_model, tmp_path):
+    """A real loop with a tolerance no rounding passes: bf16 moves the next-token distributions of the
+    fp32 baseline, so the dtype step is measured, gated, rejected with its quality numbers, and the
+    report keeps the baseline."""
+    spec = _spec(tiny_model, max_trials=2, tolerance=Tolerance(max_kl=1e-12))
+    run = Run.create(tmp_path / "r", spec)
+    facts = _host_facts(run.spec(), profile_model(tiny_model))
+    steps = tune(run, facts)
+    step = next(s for s in steps if s.technique == "dtype")
+    assert step.trial.status == "ok" and not step.quality.passed and not step.accepted
+    assert step.quality.max_kl > 1e-12
+    assert step.reason.startswith("quality: ") and "KL" in step.reason
+    r = report.write(run.path, spec, steps, facts, run.warnings)
+    assert r["best"]["setup"]["dtype"] == "float32"
+    assert "KL" in (run.path / "report.md").read_text()

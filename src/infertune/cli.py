@@ -282,6 +282,10 @@ def _print_trial(r, comparison=None) -> None:
         for d in m.placement.values():
             devices[d] = devices.get(d, 0) + 1
         t.add_row("placement", ", ".join(f"{d}: {n} modules" for d, n in devices.items()), "hf_device_map")
+    for dev, sec in (m.layer_forward_s or {}).items():
+        t.add_row(f"layer forward ({dev})", _ms(sec), "median per decoder layer")
+    if m.offload_slowdown is not None:
+        t.add_row("offload slowdown", f"{m.offload_slowdown:.1f}x", "offloaded layer vs resident layer")
     t.add_row("TTFT", _ms(m.ttft_s), f"p50 {_ms(m.ttft_p50_s)}, p95 {_ms(m.ttft_p95_s)}")
     t.add_row("time per output token", _ms(m.tpot_s), f"p50 {_ms(m.tpot_p50_s)}, p95 {_ms(m.tpot_p95_s)}")
     t.add_row("end-to-end", _ms(m.e2e_s), f"p50 {_ms(m.e2e_p50_s)}, p95 {_ms(m.e2e_p95_s)}")
@@ -295,6 +299,12 @@ def _print_trial(r, comparison=None) -> None:
                   f"vs measured {_mib(c.measured_peak_memory_bytes)} ({c.memory_error:+.1%}); roofline TTFT "
                   f"{_ms(c.roofline_ttft_s)} ({frac(c.ttft_fraction_of_roofline)} of it reached), time per token "
                   f"{_ms(c.roofline_tpot_s)} ({frac(c.tpot_fraction_of_roofline)} reached)")
+        if c.predicted_layers is not None and c.measured_layers is not None:
+            show = lambda d: ", ".join(f"{k}: {v}" for k, v in d.items())  # noqa: E731
+            out.print(f"[dim]decoder layers per device:[/dim] estimate {show(c.predicted_layers)}; "
+                      f"loaded {show(c.measured_layers)}")
+        for caveat in c.caveats:
+            out.print(f"[dim]note: {caveat}[/dim]")
     for o in r.outputs[:4]:
         text = o.text.strip().replace("\n", " ")
         out.print(f"[dim]prompt {o.prompt_index} ({o.input_tokens} in, {len(o.output_token_ids)} out, {o.finish}):[/dim] "

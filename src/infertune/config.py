@@ -125,7 +125,8 @@ class InferenceConfig(BaseModel):
         if self.tp_size == 1:  # tensor parallel places the weights itself: no device_map
             kw["device_map"] = self.device_map if self.device_map is not None else device
         if self.max_memory is not None:
-            kw["max_memory"] = {(int(k) if str(k).isdigit() else k): v for k, v in self.max_memory.items()}
+            kw["max_memory"] = {(int(k) if str(k).isdigit() else k): int(v) if str(v).isdigit() else v
+                                for k, v in self.max_memory.items()}  # accelerate reads plain bytes as int only
         if self.trust_remote_code:
             kw["trust_remote_code"] = True
         kw.update(self.load_kwargs)

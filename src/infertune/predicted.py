@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from infertune.estimate import estimate, tp_rank_bytes
 from infertune.estimate.accelerators import Accelerator, from_detected_gpu, probe_cpu
 from infertune.estimate.memory import EstimateSettings, resolve_dtype
+from infertune.estimate.placement import parse_max_memory
 from infertune.measure.results import TrialResult
 from infertune.probe.model import profile_model
 
@@ -28,6 +29,9 @@ class Comparison(BaseModel):
     ttft_fraction_of_roofline: float | None  # roofline / measured: 1.0 would be the hardware's limit
     tpot_fraction_of_roofline: float | None
     note: str
+    caveats: list[str] = []  # where this comparison is known to be loose, and by how much
+    predicted_layers: dict[str, int] | None = None  # device_map: decoder layers per device (estimate)
+    measured_layers: dict[str, int] | None = None  # device_map: decoder layers per device, as loaded
 
 
 def settings_for(result: TrialResult, native_dtype: str | None, platform: str) -> EstimateSettings:
@@ -52,10 +56,20 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
             else probe_cpu()
     prof = profile_model(result.model_path, result.config.trust_remote_code)
     s = settings_for(result, prof.native_dtype, "cuda" if on_cuda else "cpu")
-    e = estimate(prof, s, accelerator, model=result.model_path)
+    budgets = parse_max_memory(result.config.max_memory) if result.config.device_map is not None else None
+    e = estimate(prof, s, accelerator, model=result.model_path, gpus=max(len(gpus), 1), max_memory=budgets)
     # CPU: RSS above the post-import baseline; CUDA: torch's allocated counter, which excludes the context.
-    total = tp_rank_bytes(e.memory, s.tp) if s.tp > 1 else e.memory.total_bytes  # tensor parallel: rank 0
-    predicted = total - (e.memory.overhead_bytes if on_cuda else 0)
+    caveats: list[str] = []
+    if e.placement:  # device_map: what the compute device holds (offloaded weights are not there)
+        share = next(d for d in e.placement.devices if d.device == e.placement.compute_device)
+        predicted = share.total_bytes - (share.overhead_bytes if on_cuda else 0)
+        if not on_cuda and e.placement.disk_weights_bytes:
+            caveats.append(f"{e.placement.disk_weights_bytes / 2**20:.0f} MiB of weights are read back from disk "
+                     "through mmap: while mapped, their (reclaimable) pages count in RSS, so RSS can exceed the "
+                     "estimate by up to that")
+    else:
+        total = tp_rank_bytes(e.memory, s.tp) if s.tp > 1 else e.memory.total_bytes  # tensor parallel: rank 0
+        predicted = total - (e.memory.overhead_bytes if on_cuda else 0)
     measured = m.peak_memory_generate_bytes - (0 if on_cuda else m.baseline_memory_bytes)
     return Comparison(
         device=accelerator.name,
@@ -67,7 +81,23 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
         ttft_fraction_of_roofline=e.speed.ttft_s / m.ttft_s if m.ttft_s else None,
         tpot_fraction_of_roofline=e.speed.tpot_s / m.tpot_s if m.tpot_s else None,
         note="roofline = the device's limit for this shape (estimate); fraction = roofline / measured",
+        caveats=caveats,
+        predicted_layers=e.placement.layers_by_device() if e.placement else None,
+        measured_layers=layers_by_device(m.placement, prof.num_layers) if m.placement else None,
     )
+
+
+def layers_by_device(hf_device_map: dict[str, str], num_layers: int) -> dict[str, int]:
+    """Decoder layers per device in a loaded model's hf_device_map (module prefixes, longest wins)."""
+    out: dict[str, int] = {}
+    for i in range(num_layers):
+        name = f"model.layers.{i}"
+        key = max((k for k in hf_device_map if k == "" or name == k or name.startswith(k + ".")), key=len, default=None)
+        if key is not None:
+            dev = hf_device_map[key]
+            dev = f"cuda:{dev}" if dev.isdigit() else dev
+            out[dev] = out.get(dev, 0) + 1
+    return out
 
 
 class Measurement(TrialResult):

@@ -14,7 +14,7 @@ from infertune.errors import UserError
 from infertune.estimate.accelerators import Accelerator
 from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
 from infertune.estimate.placement import Placement, place
-from infertune.estimate.speed import HOST_LINK_Bps, SpeedEstimate, estimate_speed
+from infertune.estimate.speed import DISK_OFFLOAD_Bps, HOST_LINK_Bps, SpeedEstimate, estimate_speed
 from infertune.probe.model import ModelProfile
 from infertune.schema import SCHEMA_VERSION
 
@@ -54,15 +54,17 @@ def _capacity(acc: Accelerator, s: EstimateSettings) -> int:
 
 
 def _checked(placed: dict[str, int], s: EstimateSettings) -> dict[str, int]:
-    """The shares checked against the device's capacity (CPU RAM holding offloaded KV on a GPU is not)."""
-    return {dev: need for dev, need in placed.items() if dev != "cpu" or s.platform == "cpu"}
+    """The shares checked against the device's capacity (CPU RAM holding offloaded KV or weights beside
+    a GPU is not, nor is the disk)."""
+    return {dev: need for dev, need in placed.items() if dev != "disk" and (dev != "cpu" or s.platform == "cpu")}
 
 
 def _placed(p: ModelProfile, s: EstimateSettings, acc: Accelerator, gpus: int,
             max_memory: dict[str, int] | None) -> tuple[MemoryEstimate, dict[str, int], Placement | None]:
     mem = estimate_memory(p, s, p.native_dtype)
-    if max_memory and s.platform == "cuda":
-        placement = place(p, mem, DTYPE_BYTES[s.dtype], gpus, acc.memory_bytes, max_memory)
+    if max_memory and s.platform in ("cuda", "cpu") and s.tp == 1:
+        placement = place(p, mem, DTYPE_BYTES[s.dtype], gpus if s.platform == "cuda" else 0, acc.memory_bytes,
+                          max_memory)
         placed = {d.device: d.total_bytes for d in placement.devices}
         if mem.kv_cache_cpu_bytes:
             placed["cpu"] = placed.get("cpu", 0) + mem.kv_cache_cpu_bytes
@@ -120,15 +122,16 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
     """`max_memory` ({'cuda:0': bytes, 'cpu': bytes}) switches to accelerate's sequential placement."""
     mem, placed, placement = _placed(p, s, acc, gpus, max_memory)
     mem.per_device = placed
-    speed = estimate_speed(p, mem, s, acc, placement.offloaded_weights_bytes if placement else 0)
+    speed = estimate_speed(p, mem, s, acc, placement.offloaded_weights_bytes - placement.disk_weights_bytes
+                           if placement else 0, placement.disk_weights_bytes if placement else 0)
     cap = _capacity(acc, s)
     fit_details = [
         Fit(device=dev, capacity_bytes=cap, needed_bytes=need, fits=need <= cap, headroom_bytes=cap - need)
         for dev, need in _checked(placed, s).items()
     ]
-    if "cpu" in placed and s.platform != "cpu":  # offloaded KV/weights: CPU RAM is not in the accelerator table
-        fit_details.append(Fit(device="cpu", capacity_bytes=0, needed_bytes=placed["cpu"], fits=True,
-                               headroom_bytes=0))
+    for dev in ("cpu", "disk"):  # offloaded KV/weights beside a GPU, or on disk: not in the accelerator table
+        if dev in placed and dev != s.platform:
+            fit_details.append(Fit(device=dev, capacity_bytes=0, needed_bytes=placed[dev], fits=True, headroom_bytes=0))
     ctx_limit = p.max_position_embeddings or 1 << 20
     max_in = _largest(1, max(ctx_limit - s.max_new_tokens, 1),
                       lambda n: _fits(p, s.model_copy(update={"input_len": n}), acc, gpus, max_memory))
@@ -141,9 +144,12 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
     if s.quantization.method == "gguf":
         assumptions.append("GGUF weights as stored (llama.cpp-style runtimes keep them so); transformers "
                            "dequantizes a GGUF checkpoint to the dtype at load: for a transformers run, no quantization")
-    if placement and placement.offloaded_layers:
-        assumptions.append(f"{placement.offloaded_layers} layers offloaded: their weights cross the host link "
-                           f"every step ({HOST_LINK_Bps / 1e9:.0f} GB/s assumed)")
+    if placement and placement.offloaded_weights_bytes > placement.disk_weights_bytes:
+        assumptions.append(f"{placement.layers_by_device().get('cpu', 0)} layers offloaded to CPU RAM: their weights "
+                           f"cross the host link every step ({HOST_LINK_Bps / 1e9:.0f} GB/s assumed)")
+    if placement and placement.disk_weights_bytes:
+        assumptions.append(f"{placement.layers_by_device().get('disk', 0)} layers offloaded to disk (from_pretrained "
+                           f"needs offload_folder): read back every step ({DISK_OFFLOAD_Bps / 1e9:.2f} GB/s assumed)")
     return Estimate(
         model=model, settings=s, accelerator=acc, gpus=gpus, max_memory=max_memory, memory=mem, placement=placement,
         speed=speed,

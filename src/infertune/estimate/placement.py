@@ -30,9 +30,14 @@ class DeviceShare(BaseModel):
 
 
 class Placement(BaseModel):
+    compute_device: str  # where offloaded layers run: cuda:0, or cpu on a host without GPUs
     devices: list[DeviceShare]
-    offloaded_layers: int  # layers whose weights live in CPU RAM or on disk (streamed each step)
-    offloaded_weights_bytes: int
+    offloaded_layers: int  # layers whose weights live off the compute devices (streamed each step)
+    offloaded_weights_bytes: int  # all weights streamed each forward: from CPU RAM and from disk
+    disk_weights_bytes: int = 0  # the part read back from the offload folder (needs offload_folder)
+
+    def layers_by_device(self) -> dict[str, int]:
+        return {d.device: d.layers for d in self.devices if d.layers}
 
 
 def parse_max_memory(text: str | dict | None) -> dict[str, int] | None:
@@ -49,62 +54,91 @@ def parse_max_memory(text: str | dict | None) -> dict[str, int] | None:
         dev = f"cuda:{key}" if key.isdigit() else key
         if not (dev in ("cpu", "disk", "mps") or (dev.startswith("cuda:") and dev[5:].isdigit())):
             raise UserError(f"--max-memory: unknown device {key!r}; use GPU indices (0, 1, ...), cpu or disk")
+        size = str(size).strip()
         try:
-            out[dev] = int(convert_file_size_to_int(str(size).strip()))
+            out[dev] = int(size) if size.isdigit() else int(convert_file_size_to_int(size))
         except ValueError:
             raise UserError(f"--max-memory: cannot read the size {size!r} for {key}; e.g. 0=20GiB,cpu=64GiB") from None
     return out
 
 
+def _budgets(gpus: int, gpu_capacity: int, max_memory: dict[str, int] | None) -> dict[str, float]:
+    """Each device's weight budget, in accelerate's device order (GPUs, cpu, then disk, unbounded).
+    Given budgets are taken as they are (a device left out gets nothing); without any, one GPU gets
+    90 % of its memory, several GPUs all of it, and CPU RAM is unbounded here (the host's is not known)."""
+    if max_memory:
+        if gpus and not any(d.startswith("cuda:") for d in max_memory):
+            raise UserError("--max-memory gives no GPU a budget; name them by index: 0=20GiB")
+        named = {d: float(b) for d, b in max_memory.items() if d.startswith("cuda:") and int(d[5:]) < gpus}
+        budgets = dict(sorted(named.items(), key=lambda kv: int(kv[0][5:])))
+        budgets.update({d: float(max_memory[d]) for d in ("cpu", "disk") if d in max_memory})
+    else:
+        share = DEFAULT_GPU_BUDGET if gpus == 1 else 1.0
+        budgets = {f"cuda:{i}": gpu_capacity * share for i in range(gpus)}
+        budgets["cpu"] = float("inf")
+    budgets["disk"] = float("inf")  # accelerate always ends with the disk: nothing is ever left unplaced
+    return budgets
+
+
 def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu_capacity: int,
           max_memory: dict[str, int] | None) -> Placement:
-    """Simulate accelerate's sequential fill, then add each device's run-time state.
+    """Replay transformers' device_map="auto" (integrations/accelerate.py: get_balanced_memory, then
+    infer_auto_device_map) on the estimator's weight sizes, then add each device's run-time state.
 
-    KV cache and attention belong to the device that computes a layer: the layer's GPU, or cuda:0 (the
-    execution device) for layers offloaded to CPU or disk. Prefill transients and logits are counted on
-    every GPU that computes (conservative: they do not all peak at once)."""
-    budgets = {f"cuda:{i}": int(gpu_capacity * DEFAULT_GPU_BUDGET) for i in range(gpus)}
-    if max_memory:
-        budgets = {d: max_memory[d] for d in budgets if d in max_memory}
-        if not budgets:
-            raise UserError("--max-memory gives no GPU a budget; name them by index: 0=20GiB")
-        budgets.update({d: b for d, b in max_memory.items() if d in ("cpu", "disk")})
-    else:
-        budgets["cpu"] = 1 << 62  # no cap given: whatever does not fit the GPUs is offloaded to RAM
+    The weights, module by module in order (embedding, decoder layers, lm_head), fill each device before
+    the next. Three rules matter: with several GPUs "auto" balances them (every GPU but the last is capped
+    at total/N plus 1.25 x the largest module); the main devices (GPU 0, or the CPU without GPUs, and
+    the CPU) keep room for the largest module still to place, so a layer offloaded later can be brought
+    back; and whatever fits nowhere goes to disk. KV cache and attention belong to the device that
+    computes a layer: the layer's GPU, or the compute device (cuda:0, cpu) for offloaded layers. Prefill
+    transients and logits are counted on every GPU that computes (conservative: they do not all peak at
+    once)."""
+    compute = "cuda:0" if gpus else "cpu"
+    budgets = _budgets(gpus, gpu_capacity, max_memory)
     embed = (p.param_groups or {}).get("embedding", p.vocab_size * p.hidden_size) * dtype_bytes
     head = 0 if p.tie_word_embeddings else p.vocab_size * p.hidden_size * dtype_bytes
     layer_w = max(mem.weights_bytes - embed - head, 0) / p.num_layers
     modules = [("embedding", embed)] + [("layer", layer_w)] * p.num_layers + [("lm_head", head)]
 
+    gpu_devs = [d for d in budgets if d.startswith("cuda:")]
+    if len(gpu_devs) > 1:  # get_balanced_memory
+        per_gpu = mem.weights_bytes // len(gpu_devs) + int(1.25 * max(layer_w, embed, head))
+        for d in gpu_devs[:-1]:
+            budgets[d] = min(budgets[d], per_gpu)
+    main = {gpu_devs[0], "cpu"} if gpu_devs else {"cpu"}
+
     order = list(budgets)
     placed: dict[str, dict] = {d: {"layers": 0, "weights": 0.0} for d in order}
     di = 0
-    for kind, size in modules:
-        while di < len(order) and placed[order[di]]["weights"] + size > budgets[order[di]]:
-            di += 1
-        if di == len(order):
-            raise UserError(f"the weights ({mem.weights_bytes / 2**30:.1f} GiB) do not fit the --max-memory "
-                            f"budgets ({sum(budgets.values()) / 2**30:.1f} GiB in all)")
+    for i, (kind, size) in enumerate(modules):
+        reserve = max((s for _, s in modules[i + 1:]), default=0)
+        while placed[order[di]]["weights"] + size > budgets[order[di]] - (reserve if order[di] in main else 0):
+            di += 1  # the disk is unbounded: this ends
         placed[order[di]]["weights"] += size
         placed[order[di]]["layers"] += kind == "layer"
 
     kv_per_layer = mem.kv_cache_bytes / p.num_layers
     transient = max(mem.total_bytes - mem.overhead_bytes - mem.weights_bytes - mem.kv_cache_bytes, 0)
-    offloaded = sum(placed[d]["layers"] for d in order if not d.startswith("cuda"))
+    offloaded = sum(placed[d]["layers"] for d in order if d != compute and not d.startswith("cuda"))
     shares = []
     for d in order:
-        gpu = d.startswith("cuda")
         layers = placed[d]["layers"]
-        if not gpu and not layers and not placed[d]["weights"]:
+        computes = d == compute or (d.startswith("cuda") and layers > 0)
+        if not computes and not placed[d]["weights"]:
             continue
-        kv = kv_per_layer * (layers + (offloaded if d == "cuda:0" else 0)) if gpu else 0
-        computes = gpu and (layers or d == "cuda:0")
+        kv = kv_per_layer * (layers + (offloaded if d == compute else 0)) if computes else 0
         extra = transient if computes else 0
-        over = CUDA_CONTEXT_BYTES + CUDA_ALLOCATOR_SLACK * (placed[d]["weights"] + kv + extra) if gpu else 0
+        w = placed[d]["weights"]
+        if d.startswith("cuda"):
+            over = CUDA_CONTEXT_BYTES + CUDA_ALLOCATOR_SLACK * (w + kv + extra)
+        else:  # the host process: its runtime when it computes, nothing extra when it only holds weights
+            over = mem.overhead_bytes if computes else 0
         shares.append(DeviceShare(
-            device=d, budget_bytes=budgets[d] if budgets[d] < 1 << 62 else None, layers=layers,
-            weights_bytes=int(placed[d]["weights"]), kv_cache_bytes=int(kv), transient_bytes=int(extra),
-            overhead_bytes=int(over), total_bytes=int(placed[d]["weights"] + kv + extra + over),
+            device=d, budget_bytes=None if budgets[d] == float("inf") else int(budgets[d]), layers=layers,
+            weights_bytes=int(w), kv_cache_bytes=int(kv), transient_bytes=int(extra), overhead_bytes=int(over),
+            total_bytes=int(w + kv + extra + over),
         ))
-    off_w = sum(s.weights_bytes for s in shares if not s.device.startswith("cuda"))
-    return Placement(devices=shares, offloaded_layers=offloaded, offloaded_weights_bytes=off_w)
+    streamed = [s for s in shares if s.device != compute and not s.device.startswith("cuda")]
+    return Placement(compute_device=compute, devices=shares, offloaded_layers=offloaded,
+                     offloaded_weights_bytes=sum(s.weights_bytes for s in streamed),
+                     disk_weights_bytes=sum(s.weights_bytes for s in streamed if s.device == "disk"))

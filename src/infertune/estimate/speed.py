@@ -21,7 +21,10 @@ from infertune.probe.model import ModelProfile
 # Host-to-GPU copy rate for weights offloaded by device_map (pageable memory over PCIe 4.0 x16; pinned
 # transfers reach ~25 GB/s). Offloaded weights cross it at every forward pass.
 HOST_LINK_Bps = 12e9
-# Fixed cost of one small all-reduce (NCCL launch + link latency), per tensor-parallel collective.
+# Weights device_map put on disk are read back from the offload folder at every forward, tensor by tensor,
+# through accelerate's hooks. Effective rate measured on the development machine (page cache warm, so this
+# is the hooks' cost more than the disk's): SmolLM2 fp32 layers of 14 MB took ~65 ms against ~8 ms resident.
+DISK_OFFLOAD_Bps = 0.25e9# Fixed cost of one small all-reduce (NCCL launch + link latency), per tensor-parallel collective.
 ALLREDUCE_LATENCY_S = 10e-6
 
 
@@ -41,7 +44,7 @@ class BatchPoint(BaseModel):
     batch: int
     tpot_s: float
     tokens_per_s: float
-    bound: Literal["memory-bandwidth", "compute", "host-link"]
+    bound: Literal["memory-bandwidth", "compute", "host-link", "disk"]
 
 
 class SpeedEstimate(BaseModel):
@@ -52,7 +55,7 @@ class SpeedEstimate(BaseModel):
     ttft_s: float
     tpot_s: float
     tokens_per_s: float
-    bound: Literal["memory-bandwidth", "compute", "host-link"]
+    bound: Literal["memory-bandwidth", "compute", "host-link", "disk"]
     crossover_batch: int | None  # smallest batch at which a decode step turns compute-bound
     per_batch: list[BatchPoint]
 
@@ -80,13 +83,15 @@ def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc:
 
 
 def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator,
-                   offloaded_bytes: int = 0) -> SpeedEstimate:
-    """`offloaded_bytes`: weights kept in CPU RAM by device_map, copied to the GPU every forward pass."""
+                   offloaded_bytes: int = 0, disk_bytes: int = 0) -> SpeedEstimate:
+    """`offloaded_bytes`: weights kept in CPU RAM by device_map, copied to the GPU every forward pass;
+    `disk_bytes`: weights device_map put on disk, read back every forward pass."""
     flops_rate = _flops_rate(s, acc)
     S, B = s.input_len, s.batch
     prefill_flops = (2 * p.linear_params * B * S + 2 * p.num_layers * p.num_attention_heads * p.head_dim * S * S * B
                      + 2 * p.vocab_size * p.hidden_size * B)
-    copy = offloaded_bytes / HOST_LINK_Bps
+    copy = offloaded_bytes / HOST_LINK_Bps + disk_bytes / DISK_OFFLOAD_Bps
+    link = "disk" if disk_bytes / DISK_OFFLOAD_Bps > offloaded_bytes / HOST_LINK_Bps else "host-link"
     prefill = prefill_flops / s.tp / flops_rate + allreduce_s(p, s, acc, B * S) + copy
     seqs = s.batch * s.concurrency
     # KV bytes per sequence at the mean length during generation (the cache grows linearly).
@@ -95,13 +100,13 @@ def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     kv_mean = kv_per_seq * mean_frac
     tpot, bound = _decode_step(p, mem, s, acc, seqs, kv_mean)
     if copy > tpot:
-        bound = "host-link"
+        bound = link
     tpot += copy
     points, crossover = [], None
     b = 1
     while b <= 1024:
         t, bd = _decode_step(p, mem, s, acc, b, kv_mean)
-        bd = "host-link" if copy > t else bd
+        bd = link if copy > t else bd
         t += copy
         points.append(BatchPoint(batch=b, tpot_s=t, tokens_per_s=b / t, bound=bd))
         if bd == "compute" and crossover is None:

@@ -61,6 +61,11 @@ class TrialMetrics(BaseModel):
     peak_memory_sum_bytes: int | None = Field(None, description="tensor parallel: all ranks' peaks together")
     placement: dict[str, str] | None = Field(
         None, description="device_map: where each module landed (hf_device_map), as loaded")
+    layer_forward_s: dict[str, float] | None = Field(
+        None, description="device_map: median time of one decoder layer's forward, by where its weights live "
+                          "(offloaded layers include bringing their weights back)")
+    offload_slowdown: float | None = Field(
+        None, description="device_map: median offloaded layer forward / median resident one (measured)")
 
 
 class RequestOutput(BaseModel):

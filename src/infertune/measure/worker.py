@@ -111,6 +111,70 @@ def _fault_in(model: Any) -> None:
                 t.reshape(-1)[:: max(1, 4096 // t.element_size())].float().sum()
 
 
+class LayerTimer:
+    """Wall time of each decoder layer's forward, grouped by where the layer's weights live (device_map).
+
+    Hooks on the layer modules wrap accelerate's own hook, so an offloaded layer's time includes bringing
+    its weights back from CPU RAM or disk. On CUDA, events on the stream time the layers without forcing a
+    synchronisation at every layer (which would change what is measured)."""
+
+    def __init__(self, model: Any, cuda: bool) -> None:
+        import re
+
+        import torch
+
+        where = getattr(model, "hf_device_map", None) or {"": str(model.device)}
+        self.samples: dict[str, list[Any]] = {}
+        self.cuda = cuda
+        for name, module in model.named_modules():
+            if not re.search(r"\.layers\.\d+$", name):
+                continue
+            key = max((k for k in where if k == "" or name == k or name.startswith(k + ".")), key=len, default=None)
+            if key is None:
+                continue
+            dev = where[key]
+            dev = f"cuda:{dev}" if isinstance(dev, int) else str(dev)
+            calls = self.samples.setdefault(dev, [])
+
+            def pre(mod: Any, args: Any, calls: list = calls) -> None:
+                if cuda:
+                    ev = torch.cuda.Event(enable_timing=True)
+                    ev.record()
+                    calls.append([ev, None])
+                else:
+                    calls.append([time.perf_counter(), None])
+
+            def post(mod: Any, args: Any, out: Any, calls: list = calls) -> None:
+                if cuda:
+                    ev = torch.cuda.Event(enable_timing=True)
+                    ev.record()
+                    calls[-1][1] = ev
+                else:
+                    calls[-1][1] = time.perf_counter()
+
+            module.register_forward_pre_hook(pre)
+            module.register_forward_hook(post)
+
+    def times(self) -> dict[str, list[float]]:
+        """Seconds per layer forward, by the device its weights live on."""
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize()
+        return {dev: [a.elapsed_time(b) / 1e3 if self.cuda else b - a for a, b in calls if b is not None]
+                for dev, calls in self.samples.items()}
+
+
+def layer_timing(times: dict[str, list[float]], compute: str) -> tuple[dict[str, float], float | None]:
+    """Median layer forward per device, and the offload slowdown: the median forward of layers whose
+    weights live off the compute devices (CPU RAM beside a GPU, or disk) over the median of resident
+    layers (None when nothing is offloaded, or nothing resident)."""
+    medians = {dev: float(np.median(t)) for dev, t in times.items() if t}
+    on = [x for dev, t in times.items() if dev == compute or dev.startswith("cuda") for x in t]
+    off = [x for dev, t in times.items() if not (dev == compute or dev.startswith("cuda")) for x in t]
+    return medians, float(np.median(off) / np.median(on)) if on and off else None
+
+
 def run(spec: TrialSpec) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -128,8 +192,15 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     emit(event="phase", phase="load")
     tok = AutoTokenizer.from_pretrained(spec.model_path, trust_remote_code=cfg.trust_remote_code)
+    load_kw = cfg.from_pretrained_kwargs(device)
+    offload_dir = None
+    if cfg.device_map is not None and "offload_folder" not in load_kw:  # budgets may send weights to disk
+        import tempfile
+
+        offload_dir = tempfile.TemporaryDirectory(prefix="infertune-offload-")
+        load_kw["offload_folder"] = offload_dir.name
     t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(spec.model_path, **cfg.from_pretrained_kwargs(device))
+    model = AutoModelForCausalLM.from_pretrained(spec.model_path, **load_kw)
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
     else:
@@ -137,9 +208,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     load_s = time.perf_counter() - t0
     peak_load = meter.load_peak()
     model.eval()
-    placement = None
-    if cfg.device_map is not None:  # what landed where (one device: accelerate keeps no map)
+    placement, layers = None, None
+    if cfg.device_map is not None:  # what landed where (one device: accelerate keeps no map), and its cost
         placement = {k: str(v) for k, v in (getattr(model, "hf_device_map", None) or {"": model.device}).items()}
+        layers = LayerTimer(model, device.startswith("cuda"))
 
     prompts = wl.prompt_list()
     encoded = [encode_prompt(tok, p, wl.input_len_of(i), i) for i, p in enumerate(prompts)]
@@ -241,6 +313,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     cpu_peak = max(peak_rss_bytes(), *((peak_load, phase.peak) if meter.kind == "cpu_rss" else ()))
     peak = max(peak_load, phase.peak, cpu_peak if meter.kind == "cpu_rss" else 0)
     per_rank = _gather_peaks(peak) if WORLD > 1 else None
+    layer_s, slowdown = layer_timing(layers.times(), "cuda:0" if device.startswith("cuda") else "cpu") \
+        if layers else (None, None)
     nll = _score_reference(model, tok, spec) if spec.reference_text else None
     ttft_m = _pstats(ttft)
     e2e_m = _pstats(e2e)
@@ -271,7 +345,11 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         per_rank=[{"rank": r, "peak_memory_bytes": b} for r, b in enumerate(per_rank)] if per_rank else None,
         peak_memory_sum_bytes=sum(per_rank) if per_rank else None,
         placement=placement,
+        layer_forward_s=layer_s or None,
+        offload_slowdown=slowdown,
     )
+    if offload_dir is not None:
+        offload_dir.cleanup()
     return {
         "status": "ok",
         "device": device,
