@@ -266,3 +266,23 @@ def test_tensor_parallel_splits_the_linear_weights_kv_and_transients_not_the_rep
     comm = allreduce_s(p, four.settings, acc, 8)
     assert comm > 2 * p.num_layers * ALLREDUCE_LATENCY_S
     assert four.speed.tpot_s - comm < one.speed.tpot_s
+
+
+def test_mlp_only_tensor_parallel_splits_the_mlp_weights_and_keeps_attention_and_kv_whole():
+    from infertune.estimate import estimate, tp_rank_bytes
+    from infertune.estimate.accelerators import find_accelerator
+    from infertune.estimate.speed import ALLREDUCE_LATENCY_S, allreduce_s
+
+    acc, p = find_accelerator("H100 SXM"), llama()
+    s = EstimateSettings(dtype="bfloat16", input_len=1024, max_new_tokens=64, tp=2, tp_plan="mlp")
+    two = estimate(p, s, acc, gpus=2)
+    m = two.memory
+    mlp = 30 * 3 * 576 * 1536  # gate, up, down per layer: 79,626,240 of the 106,168,320 linear parameters
+    assert m.sharded_weights_bytes == mlp * 2
+    # a rank holds everything but half the MLP: KV cache (attention replicated) and transients whole
+    assert tp_rank_bytes(m, 2, "mlp") == m.total_bytes - mlp
+    assert two.memory.per_device == {"cuda:0": m.total_bytes - mlp, "cuda:1": m.total_bytes - mlp}
+    # one all-reduce per layer (after the MLP) instead of two
+    full = s.model_copy(update={"tp_plan": "auto"})
+    assert allreduce_s(p, s, acc, 1) == pytest.approx(allreduce_s(p, full, acc, 1) / 2)
+    assert allreduce_s(p, s, acc, 1) > p.num_layers * ALLREDUCE_LATENCY_S

@@ -69,3 +69,20 @@ def test_demo_tunes_and_its_snippet_reproduces_the_reported_output(demo_path, tm
     ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert ran.stdout.strip().endswith(best["greedy_output_prompt_0"].strip())
+
+
+def test_demo_under_two_ranks_with_the_mlp_only_plan_matches_one_process(demo_path):
+    """SmolLM2 has 9 attention and 3 KV heads: --tp 2 is refused with the reason and the way out; the
+    MLP-only plan (attention replicated) runs on two ranks with the greedy tokens of one process."""
+    refused = run("measure", "--model", "demo", "--tp", "2", "--max-new-tokens", "8", "--format", "json")
+    assert refused.returncode == 2 and "does not divide 9 attention heads" in refused.stderr
+    assert "--tp-plan mlp" in refused.stderr and not refused.stdout
+    one = run("measure", "--model", "demo", "--max-new-tokens", "8", "--warmup", "0", "--format", "json")
+    two = run("measure", "--model", "demo", "--tp", "2", "--tp-plan", "mlp", "--max-new-tokens", "8", "--warmup", "0",
+              "--format", "json")
+    assert one.returncode == 0 and two.returncode == 0, two.stderr
+    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    assert b["status"] == "ok", b.get("error")
+    assert [r["rank"] for r in b["metrics"]["per_rank"]] == [0, 1]
+    assert [o["output_token_ids"] for o in b["outputs"]] == [o["output_token_ids"] for o in a["outputs"]]
+    assert b["estimate"] is not None  # the estimate for rank 0 beside the measurement

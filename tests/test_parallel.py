@@ -93,3 +93,33 @@ def test_offloaded_layers_are_placed_as_estimated_and_their_slowdown_is_measured
     assert set(m.layer_forward_s) == {"cpu", "disk"}
     assert m.offload_slowdown == pytest.approx(m.layer_forward_s["disk"] / m.layer_forward_s["cpu"], rel=0.5)
     assert m.offload_slowdown > 1  # reading weights back from the offload folder is never free
+
+
+def test_mlp_only_plan_splits_the_mlp_replicates_attention_and_matches_one_process(tp_pair, tiny_model):
+    (r, _) = tp_pair
+    from infertune.techniques.parallel import mlp_only_plan
+
+    plan = mlp_only_plan(str(tiny_model))
+    assert plan == {f"model.layers.*.self_attn.{k}": "replicate" for k in ("q_proj", "k_proj", "v_proj", "o_proj")}
+    wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=6, warmup=0,
+                  ignore_eos=True)
+    mlp = run_trial(InferenceConfig(tp_size=2, tp_plan=plan), wl, tiny_model, timeout_s=300)
+    assert mlp.status == "ok", (mlp.error, mlp.log_tail)
+    assert [o.output_token_ids for o in mlp.outputs] == [o.output_token_ids for o in r[1].outputs]
+    assert [p.rank for p in mlp.metrics.per_rank] == [0, 1] and mlp.config.label() == "tp=2, tp_plan=mlp"
+    code = mlp.config.python_snippet("m", tp=2)
+    assert "tp_plan={'model.layers.*.self_attn.q_proj': 'replicate'" in code
+    ast.parse(code)
+
+
+def test_tp_problems_name_the_mlp_plan_when_only_the_heads_are_in_the_way():
+    from infertune.techniques.parallel import tp_problems
+    from tests.test_estimate import llama
+
+    (problem,) = tp_problems(llama(), 2)  # SmolLM2: 9 heads, 3 KV heads, 1536 MLP columns
+    assert problem.startswith("tp size 2 does not divide 9 attention heads and 3 KV heads (sizes that do: 3)")
+    assert "--tp-plan mlp splits only the MLP (1536 columns)" in problem
+    assert tp_problems(llama(), 2, "mlp") == [] and tp_problems(llama(), 4, "mlp") == []
+    assert tp_problems(llama(), 5, "mlp") == ["tp size 5 does not divide 1536 MLP columns (sizes that do: 2, 3, 4, 6, 8)"]
+    with pytest.raises(ValueError, match="give tp_size > 1"):
+        InferenceConfig(tp_plan={"model.layers.*.self_attn.q_proj": "replicate"})

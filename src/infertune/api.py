@@ -226,7 +226,7 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
             cb_block_size: int | None = None, cb_num_blocks: int | None = None, trust_remote_code: bool = False,
             timeout: float = 900.0, memory_limit: str | int | None = None, tp: int = 1,
             device_map: str | None = None, max_memory: str | dict[str, str] | None = None,
-            on_event: OnEvent | None = None, say: Say = _quiet):
+            tp_plan: str = "auto", on_event: OnEvent | None = None, say: Say = _quiet):
     """One configuration on one workload, in an isolated child process: a `Measurement` (the trial's
     result, measured, with the estimate for the same shape beside it). A failed trial is a result too."""
     from infertune import models
@@ -249,14 +249,21 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
     )
     if timeout <= 0:
         raise UserError("--timeout must be positive")
+    if tp_plan not in ("auto", "mlp"):
+        raise UserError(f"--tp-plan: unknown {tp_plan!r}; use auto or mlp")
+    if tp_plan != "auto" and cfg.tp_size == 1:
+        raise UserError("--tp-plan applies to tensor parallelism: give --tp N too")
     path = models.resolve(wl.model, wl.revision, say=say)
     if cfg.tp_size > 1:  # refuse before launching ranks that cannot split the model
         from infertune.probe.model import profile_model
-        from infertune.techniques.parallel import tp_problems
+        from infertune.techniques.parallel import mlp_only_plan, tp_problems
 
-        problems = tp_problems(profile_model(path, cfg.trust_remote_code), cfg.tp_size)
+        plan = "mlp" if tp_plan == "mlp" or cfg.tp_plan != "auto" else "auto"
+        problems = tp_problems(profile_model(path, cfg.trust_remote_code), cfg.tp_size, plan)
         if problems:
             raise UserError(f"--tp {cfg.tp_size}: " + "; ".join(problems))
+        if tp_plan == "mlp":
+            cfg = cfg.model_copy(update={"tp_plan": mlp_only_plan(str(path), cfg.trust_remote_code)})
     result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event,
                        memory_limit_bytes=parse_size_flag(memory_limit, "--memory-limit"))
     (on_event or (lambda e: None))({"event": "phase", "phase": "estimate"})

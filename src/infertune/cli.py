@@ -219,6 +219,9 @@ def measure(
         help="the most the trial may allocate (512MiB, 8GB): past it the trial is 'oom', not a swapping machine")] = None,
     tp: Annotated[int, typer.Option(min=1, help="tensor-parallel ranks: torchrun, one process per rank (gloo on "
                                                 "CPU, NCCL on CUDA)")] = 1,
+    tp_plan: Annotated[str, typer.Option(
+        help="with --tp: auto (the model's plan: heads and MLP split) or mlp (only the MLP split, attention "
+             "replicated; for head counts --tp does not divide)")] = "auto",
     device_map: Annotated[Optional[str], typer.Option(help="accelerate device_map, e.g. auto")] = None,
     max_memory: Annotated[Optional[str], typer.Option(
         help="device_map budgets, e.g. 0=20GiB,cpu=64GiB (what does not fit is offloaded)")] = None,
@@ -241,7 +244,7 @@ def measure(
         result = api.measure(workload, model, revision, max_new_tokens, input_len, batch, repeats, warmup, seed,
                              dtype, attn, kv_cache, device, concurrency, batching, max_batch_tokens, cb_block_size,
                              cb_num_blocks, trust_remote_code, timeout, memory_limit, tp, device_map, max_memory,
-                             on_event=on_event, say=_say)
+                             tp_plan=tp_plan, on_event=on_event, say=_say)
     if output is not None:
         write_atomic(output, result.model_dump_json(indent=2) + "\n")
     if fmt is Format.json:

@@ -67,7 +67,10 @@ class InferenceConfig(BaseModel):
         None, description="continuous batching: tokens per KV-cache block (page_size since transformers 5.17)")
     cb_num_blocks: PositiveInt | None = Field(
         None, description="continuous batching: KV-cache blocks; None: sized from free memory")
-    tp_size: PositiveInt = Field(1, description="tensor-parallel ranks (torchrun, one process per rank; tp_plan auto)")
+    tp_size: PositiveInt = Field(1, description="tensor-parallel ranks (torchrun, one process per rank)")
+    tp_plan: Literal["auto"] | dict[str, str] = Field(
+        "auto", description="'auto': the model's own plan; a dict overrides its rules (DistributedConfig tp_plan), "
+                            "e.g. the MLP-only plan that replicates attention")
     trust_remote_code: bool = Field(False, description="run code shipped with the model; only when asked for")
     load_kwargs: dict[str, Any] = Field(default_factory=dict, description="other from_pretrained kwargs, passed through")
     generate_kwargs: dict[str, Any] = Field(default_factory=dict, description="other generate kwargs, passed through")
@@ -104,6 +107,8 @@ class InferenceConfig(BaseModel):
             raise ValueError("max_memory budgets a device_map: give device_map too (e.g. --device-map auto)")
         if self.tp_size > 1 and (self.device_map is not None or self.batching == "continuous"):
             raise ValueError("tp_size > 1 places the weights itself: not with device_map or continuous batching")
+        if self.tp_plan != "auto" and self.tp_size == 1:
+            raise ValueError("tp_plan applies to tensor parallelism: give tp_size > 1 too")
         return self
 
     # --- translations -------------------------------------------------------------------------------
@@ -114,7 +119,7 @@ class InferenceConfig(BaseModel):
         if self.tp_size > 1:  # each rank loads its shard onto its own device
             from transformers import DistributedConfig
 
-            kw["distributed_config"] = DistributedConfig(tp_size=self.tp_size, tp_plan="auto")
+            kw["distributed_config"] = DistributedConfig(tp_size=self.tp_size, tp_plan=self.tp_plan)
         return kw
 
     def _literal_load_kwargs(self, device: str) -> dict[str, Any]:
@@ -156,7 +161,7 @@ class InferenceConfig(BaseModel):
         gen = {"max_new_tokens": max_new_tokens, **(generate or {}), **self.generation_kwargs()}
         load_args = "".join(f"\n    {k}={v!r}," for k, v in load.items())
         if tp > 1:
-            load_args += f"\n    distributed_config=DistributedConfig(tp_size={tp}, tp_plan='auto'),"
+            load_args += f"\n    distributed_config=DistributedConfig(tp_size={tp}, tp_plan={self.tp_plan!r}),"
         gen_args = "".join(f"\n    {k}={v!r}," for k, v in gen.items())
         if isinstance(prompt, str):
             encode = f"inputs = tok({prompt!r}, return_tensors='pt').to(model.device)\n"
@@ -190,7 +195,9 @@ class InferenceConfig(BaseModel):
         shown = {"dtype": self.dtype if self.dtype != "auto" else None, "attn": self.attn_implementation,
                  "device": self.device, "device_map": self.device_map, "cache": self.cache_implementation,
                  "batching": self.batching if self.batching != "serial" else None,
-                 "tp": self.tp_size if self.tp_size > 1 else None}
+                 "tp": self.tp_size if self.tp_size > 1 else None,
+                 "tp_plan": None if self.tp_plan == "auto" else
+                 "mlp" if set(self.tp_plan.values()) == {"replicate"} else "custom"}
         return ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None) or "defaults"
 
 

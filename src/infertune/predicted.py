@@ -41,7 +41,8 @@ def settings_for(result: TrialResult, native_dtype: str | None, platform: str) -
     cache = cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded") else "dynamic"
     new_tokens = max(1, round(m.output_tokens / m.requests)) if m and m.requests else wl.max_new_tokens
     return EstimateSettings(dtype=dtype, attn=attn, kv_cache=cache, input_len=round(m.input_tokens_mean),
-                            max_new_tokens=new_tokens, batch=wl.batch, platform=platform, tp=cfg.tp_size)
+                            max_new_tokens=new_tokens, batch=wl.batch, platform=platform, tp=cfg.tp_size,
+                            tp_plan="auto" if cfg.tp_plan == "auto" else "mlp")
 
 
 def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comparison | None:
@@ -68,7 +69,7 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
                      "through mmap: while mapped, their (reclaimable) pages count in RSS, so RSS can exceed the "
                      "estimate by up to that")
     else:
-        total = tp_rank_bytes(e.memory, s.tp) if s.tp > 1 else e.memory.total_bytes  # tensor parallel: rank 0
+        total = tp_rank_bytes(e.memory, s.tp, s.tp_plan) if s.tp > 1 else e.memory.total_bytes  # tensor parallel: rank 0
         predicted = total - (e.memory.overhead_bytes if on_cuda else 0)
     measured = m.peak_memory_generate_bytes - (0 if on_cuda else m.baseline_memory_bytes)
     return Comparison(

@@ -90,10 +90,13 @@ def _largest(lo: int, hi: int, ok) -> int | None:
     return lo
 
 
-def tp_rank_bytes(mem: MemoryEstimate, tp: int) -> int:
+def tp_rank_bytes(mem: MemoryEstimate, tp: int, plan: str = "auto") -> int:
     """One tensor-parallel rank: 1/tp of the linear weights, of the KV cache (heads split) and of the
     transients (heads and MLP columns split); the replicated weights (embeddings, lm_head, norms), the
-    full logits (gathered on every rank) and its own runtime overhead whole."""
+    full logits (gathered on every rank) and its own runtime overhead whole. With the MLP-only plan only
+    the MLP weights split (mem.sharded_weights_bytes is then theirs): KV and transients stay whole."""
+    if plan == "mlp":
+        return int(mem.total_bytes - mem.sharded_weights_bytes * (1 - 1 / tp))
     split = mem.sharded_weights_bytes + mem.kv_cache_bytes
     transients = mem.total_bytes - mem.weights_bytes - mem.kv_cache_bytes - mem.logits_bytes - mem.overhead_bytes
     return int(mem.total_bytes - split - transients + (split + max(transients, 0)) / tp)
@@ -104,9 +107,9 @@ def per_device(mem: MemoryEstimate, s: EstimateSettings, gpus: int) -> dict[str,
     device_map="auto" spreads layers (weights, KV, transients) evenly; each GPU pays its own overhead.
     Offloaded KV lives in CPU RAM."""
     if s.tp > 1 and s.platform == "cuda":
-        placed = {f"cuda:{i}": tp_rank_bytes(mem, s.tp) for i in range(s.tp)}
+        placed = {f"cuda:{i}": tp_rank_bytes(mem, s.tp, s.tp_plan) for i in range(s.tp)}
     elif s.tp > 1:  # ranks as processes sharing one memory
-        placed = {s.platform: tp_rank_bytes(mem, s.tp) * s.tp}
+        placed = {s.platform: tp_rank_bytes(mem, s.tp, s.tp_plan) * s.tp}
     elif s.platform != "cuda":  # one memory: the host's RAM, or Apple's unified memory
         placed = {s.platform: mem.total_bytes}
     else:

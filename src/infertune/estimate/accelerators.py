@@ -135,6 +135,7 @@ def probe_cpu(seconds: float = 0.5) -> Accelerator:
         flops[str(dtype).removeprefix("torch.")] = 2 * 128 * 1024 * 2048 * reps / (time.perf_counter() - t)
     return Accelerator(
         name="CPU", vendor="host", memory_bytes=psutil.virtual_memory().total, bandwidth_Bps=bandwidth, flops=flops,
-        bf16=True, fp8=False, flash_attn_2=False, flash_attn_3=False, interconnect="none", interconnect_Bps=0,
+        bf16=True, fp8=False, flash_attn_2=False, flash_attn_3=False, interconnect="host memory",
+        interconnect_Bps=bandwidth,  # ranks on one host exchange through memory: its bandwidth bounds them
         source="measured on this host",
     )

@@ -135,6 +135,9 @@ class EstimateSettings(BaseModel):
     concurrency: int = 1
     platform: Literal["cuda", "cpu", "mps"] = "cuda"
     tp: int = Field(1, ge=1, description="tensor-parallel ranks: each holds 1/tp of the linear layers and KV heads")
+    tp_plan: Literal["auto", "mlp"] = Field(
+        "auto", description="auto: the model's plan (attention heads and MLP split); mlp: only the MLP split, "
+                            "attention (and its KV cache) replicated on every rank")
 
 
 class Component(BaseModel):
@@ -158,6 +161,12 @@ class MemoryEstimate(BaseModel):
     per_device: dict[str, int] = Field(default_factory=dict, description="bytes per device and in CPU RAM")
     sharded_weights_bytes: int = Field(0, description="the decoder layers' linear weights: what tensor "
                                                       "parallelism splits (embeddings, lm_head, norms are replicated)")
+
+
+def mlp_share(p: ModelProfile) -> float:
+    """The gated MLP's share of the decoder layers' linear parameters (3 x hidden x intermediate a layer)."""
+    inter = p.intermediate_size or 4 * p.hidden_size
+    return min(1.0, p.num_layers * 3 * p.hidden_size * inter / max(p.linear_params, 1))
 
 
 def kv_bytes_per_token(p: ModelProfile, kv_bytes: float) -> float:
@@ -258,5 +267,5 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
         weights_bytes=int(weights), kv_cache_bytes=int(kv_full), kv_cache_cpu_bytes=int(kv_cpu),
         attention_scratch_bytes=int(scratch), activations_bytes=int(acts), logits_bytes=int(logits),
         overhead_bytes=int(overhead), total_bytes=int(tensors + overhead), load_peak_bytes=int(load_peak),
-        components=comps, sharded_weights_bytes=int(lin_b),
+        components=comps, sharded_weights_bytes=int(lin_b * (mlp_share(p) if s.tp_plan == "mlp" else 1)),
     )

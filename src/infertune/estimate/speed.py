@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from infertune.estimate.accelerators import Accelerator
-from infertune.estimate.memory import EstimateSettings, MemoryEstimate
+from infertune.estimate.memory import EstimateSettings, MemoryEstimate, mlp_share
 from infertune.probe.model import ModelProfile
 
 # Host-to-GPU copy rate for weights offloaded by device_map (pageable memory over PCIe 4.0 x16; pinned
@@ -29,15 +29,17 @@ ALLREDUCE_LATENCY_S = 10e-6
 
 
 def allreduce_s(p: ModelProfile, s: EstimateSettings, acc: Accelerator, tokens: int) -> float:
-    """Tensor parallel: two all-reduces per layer (after attention, after the MLP) of tokens x hidden
-    activations; a ring moves 2 (tp-1)/tp of the bytes over each GPU's link (acc.interconnect_Bps)."""
+    """Tensor parallel: two all-reduces per layer (after attention, after the MLP; one with the MLP-only
+    plan) of tokens x hidden activations; a ring moves 2 (tp-1)/tp of the bytes over each GPU's link
+    (acc.interconnect_Bps)."""
     if s.tp <= 1:
         return 0.0
     from infertune.estimate.memory import DTYPE_BYTES
 
     nbytes = tokens * p.hidden_size * DTYPE_BYTES.get(s.dtype, 2)
-    per = ALLREDUCE_LATENCY_S + 2 * (s.tp - 1) / s.tp * nbytes / acc.interconnect_Bps
-    return 2 * p.num_layers * per
+    link = acc.interconnect_Bps or acc.bandwidth_Bps  # no peer link listed: through the device's own memory
+    per = ALLREDUCE_LATENCY_S + 2 * (s.tp - 1) / s.tp * nbytes / link
+    return (1 if s.tp_plan == "mlp" else 2) * p.num_layers * per
 
 
 class BatchPoint(BaseModel):
@@ -74,10 +76,18 @@ def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc:
                  kv_per_seq: float) -> tuple[float, str]:
     flops_rate = _flops_rate(s, acc)
     ctx = s.input_len + s.max_new_tokens / 2
-    # tensor parallel: each rank reads its shard of the linear weights and of the KV, the replicated rest whole
+    # tensor parallel: each rank reads its shard of the linear weights and of the KV, the replicated rest whole;
+    # the MLP-only plan splits the MLP's weights and FLOPs, attention (and its KV) stays whole on every rank
     weights = mem.weights_bytes - mem.sharded_weights_bytes * (1 - 1 / s.tp)
-    bytes_read = weights + kv_per_seq * seqs / s.tp
-    flops = (2 * _matmul_params(p) * seqs + 4 * p.num_layers * p.num_attention_heads * p.head_dim * ctx * seqs) / s.tp
+    linear = 2 * _matmul_params(p) * seqs
+    attention = 4 * p.num_layers * p.num_attention_heads * p.head_dim * ctx * seqs
+    if s.tp_plan == "mlp":
+        mlp = 2 * p.linear_params * mlp_share(p) * seqs
+        bytes_read = weights + kv_per_seq * seqs
+        flops = linear - mlp * (1 - 1 / s.tp) + attention
+    else:
+        bytes_read = weights + kv_per_seq * seqs / s.tp
+        flops = (linear + attention) / s.tp
     t_mem, t_cmp = bytes_read / acc.bandwidth_Bps, flops / flops_rate
     return max(t_mem, t_cmp) + allreduce_s(p, s, acc, seqs), ("compute" if t_cmp > t_mem else "memory-bandwidth")
 
@@ -92,7 +102,11 @@ def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
                      + 2 * p.vocab_size * p.hidden_size * B)
     copy = offloaded_bytes / HOST_LINK_Bps + disk_bytes / DISK_OFFLOAD_Bps
     link = "disk" if disk_bytes / DISK_OFFLOAD_Bps > offloaded_bytes / HOST_LINK_Bps else "host-link"
-    prefill = prefill_flops / s.tp / flops_rate + allreduce_s(p, s, acc, B * S) + copy
+    if s.tp_plan == "mlp":  # only the MLP's share of the work splits
+        prefill_flops -= 2 * p.linear_params * mlp_share(p) * B * S * (1 - 1 / s.tp)
+    else:
+        prefill_flops /= s.tp
+    prefill = prefill_flops / flops_rate + allreduce_s(p, s, acc, B * S) + copy
     seqs = s.batch * s.concurrency
     # KV bytes per sequence at the mean length during generation (the cache grows linearly).
     kv_per_seq = (mem.kv_cache_bytes + mem.kv_cache_cpu_bytes) / max(seqs, 1)

@@ -5,18 +5,44 @@ from __future__ import annotations
 from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
 
 
-def tp_problems(profile, n: int) -> list[str]:
-    """Why `n` tensor-parallel ranks cannot split this model (empty: they can). The attention and KV heads
-    are split across ranks, so n must divide both; the model must ship a tensor-parallel plan."""
+def tp_problems(profile, n: int, plan: str = "auto") -> list[str]:
+    """Why `n` tensor-parallel ranks cannot split this model (empty: they can). The model must ship a
+    tensor-parallel plan. Its own plan ("auto") splits the attention and KV heads and the MLP's columns, so
+    n must divide all three; the MLP-only plan ("mlp") replicates attention, so only the MLP's."""
     out = []
     if profile.supports and not profile.supports.get("tp_plan", False):
         out.append(f"{profile.architecture} has no tensor-parallel plan (base_model_tp_plan)")
-    bad = [f"{h} {what}" for h, what in ((profile.num_attention_heads, "attention heads"),
-                                         (profile.num_kv_heads, "KV heads")) if h % n]
+    inter = profile.intermediate_size or 4 * profile.hidden_size
+    split = [(inter, "MLP columns")]
+    if plan == "auto":
+        split = [(profile.num_attention_heads, "attention heads"), (profile.num_kv_heads, "KV heads")] + split
+    bad = [f"{h} {what}" for h, what in split if h % n]
     if bad:
-        ok = [k for k in range(2, 9) if profile.num_attention_heads % k == 0 and profile.num_kv_heads % k == 0]
-        out.append(f"tp size {n} does not divide {' and '.join(bad)}"
+        ok = [k for k in range(2, 9) if all(h % k == 0 for h, _ in split)]
+        problem = (f"tp size {n} does not divide {' and '.join(bad)}"
                    + (f" (sizes that do: {', '.join(map(str, ok))})" if ok else ""))
+        if plan == "auto" and inter % n == 0:
+            problem += f"; --tp-plan mlp splits only the MLP ({inter} columns) and replicates attention"
+        out.append(problem)
+    return out
+
+
+def mlp_only_plan(model_path: str, trust_remote_code: bool = False) -> dict[str, str]:
+    """Overrides of the model's own tensor-parallel plan that replicate every attention projection, so
+    only the MLP is split: for models whose head counts no useful size divides (SmolLM2: 9 and 3 heads).
+    Keys carry the base model's prefix (model.layers.*.self_attn.q_proj), as from_pretrained matches them."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from infertune.errors import UserError
+
+    cfg = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    plan = getattr(cfg, "base_model_tp_plan", None) or {}
+    cls = AutoModelForCausalLM._model_mapping.get(type(cfg), None)
+    prefix = getattr(cls, "base_model_prefix", "model") if cls is not None else "model"
+    out = {f"{prefix}.{k}": "replicate" for k in plan if "attn" in k or "attention" in k}
+    if not out:
+        raise UserError(f"--tp-plan mlp: {type(cfg).__name__} has no attention rules in its tensor-parallel plan "
+                        "to replicate")
     return out
 
 
