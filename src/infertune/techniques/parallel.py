@@ -74,7 +74,8 @@ class TensorParallel(Technique):
             c.need(f.profile.supports.get("tp_plan", False), f"{f.profile.architecture} has no tensor-parallel plan")
         if f.gpus > 1:
             c.need(self.size(f) > 1, f"no tp size in 2..{f.gpus} divides {f.profile.num_attention_heads} attention "
-                   f"and {f.profile.num_kv_heads} KV heads")
+                   f"and {f.profile.num_kv_heads} KV heads (an MLP-only plan, attention replicated, can still "
+                   f"split: measure --tp N --tp-plan mlp)")
         c.need(s.device_map is None, "not with device_map (tp_plan places the weights)")
         return c
 
