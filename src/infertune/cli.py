@@ -369,8 +369,9 @@ def _print_placement(pl) -> None:
                   _gib(d.total_bytes))
     out.print(t)
     if pl.offloaded_layers:
-        out.print(f"{pl.offloaded_layers} layers ({_gib(pl.offloaded_weights_bytes)}) offloaded: copied to the GPU "
-                  "at every forward pass (see speed)")
+        out.print(f"{pl.offloaded_layers} layers ({_gib(pl.offloaded_weights_bytes)}) offloaded: brought to "
+                  f"{pl.compute_device} at every forward pass (see speed)"
+                  + ("; weights on disk need from_pretrained(..., offload_folder=...)" if pl.disk_weights_bytes else ""))
 
 
 def _print_estimate(e) -> None:
@@ -393,7 +394,8 @@ def _print_estimate(e) -> None:
             verdict = "[green]fits[/green]" if f.fits else f"[red]does not fit, short by {_gib(-f.headroom_bytes)}[/red]"
             out.print(f"{f.device}: needs {_gib(f.needed_bytes)} of {_gib(f.capacity_bytes)}: {verdict}")
         else:
-            out.print(f"{f.device}: holds {_gib(f.needed_bytes)} offloaded to CPU RAM")
+            out.print(f"{f.device}: holds {_gib(f.needed_bytes)} offloaded to "
+                      + ("disk" if f.device == "disk" else "CPU RAM"))
     out.print(f"largest prompt that fits: {e.max_input_len:,}" if e.max_input_len
               else "largest prompt that fits: none (weights alone do not fit)")
     out.print(f"most concurrent sequences that fit: {e.max_concurrency:,}" if e.max_concurrency

@@ -14,7 +14,7 @@ from infertune.estimate import estimate, tp_rank_bytes
 from infertune.estimate.accelerators import Accelerator, from_detected_gpu, probe_cpu
 from infertune.estimate.memory import EstimateSettings, resolve_dtype
 from infertune.estimate.placement import parse_max_memory
-from infertune.measure.results import TrialResult
+from infertune.measure.results import TrialResult, device_of
 from infertune.probe.model import profile_model
 
 
@@ -92,11 +92,8 @@ def layers_by_device(hf_device_map: dict[str, str], num_layers: int) -> dict[str
     """Decoder layers per device in a loaded model's hf_device_map (module prefixes, longest wins)."""
     out: dict[str, int] = {}
     for i in range(num_layers):
-        name = f"model.layers.{i}"
-        key = max((k for k in hf_device_map if k == "" or name == k or name.startswith(k + ".")), key=len, default=None)
-        if key is not None:
-            dev = hf_device_map[key]
-            dev = f"cuda:{dev}" if dev.isdigit() else dev
+        dev = device_of(hf_device_map, f"model.layers.{i}")
+        if dev is not None:
             out[dev] = out.get(dev, 0) + 1
     return out
 

@@ -102,3 +102,13 @@ class TrialResult(BaseModel):
     environment: dict[str, Any] | None = None
     duration_s: float | None = None
     log_tail: str | None = None
+
+
+def device_of(hf_device_map: dict[str, Any], module: str) -> str | None:
+    """Where `module` lives in a loaded model's hf_device_map (keys are module prefixes, the longest wins;
+    "" is the whole model); GPU indices as cuda:N."""
+    key = max((k for k in hf_device_map if k == "" or module == k or module.startswith(k + ".")), key=len, default=None)
+    if key is None:
+        return None
+    dev = str(hf_device_map[key])
+    return f"cuda:{dev}" if dev.isdigit() else dev

@@ -20,7 +20,7 @@ import numpy as np
 from infertune.config import InferenceConfig
 from infertune.errors import UserError
 from infertune.measure.memory import CpuMeter, CudaMeter, meter_for, peak_rss_bytes
-from infertune.measure.results import RequestOutput, TrialMetrics, TrialSpec
+from infertune.measure.results import RequestOutput, TrialMetrics, TrialSpec, device_of
 from infertune.paths import write_json_atomic
 
 
@@ -129,11 +129,9 @@ class LayerTimer:
         for name, module in model.named_modules():
             if not re.search(r"\.layers\.\d+$", name):
                 continue
-            key = max((k for k in where if k == "" or name == k or name.startswith(k + ".")), key=len, default=None)
-            if key is None:
+            dev = device_of(where, name)
+            if dev is None:
                 continue
-            dev = where[key]
-            dev = f"cuda:{dev}" if isinstance(dev, int) else str(dev)
             calls = self.samples.setdefault(dev, [])
 
             def pre(mod: Any, args: Any, calls: list = calls) -> None:
