@@ -156,3 +156,18 @@ def test_placement_replays_transformers_device_map_auto(tmp_path, budgets, tied)
     s = s.model_copy(update={"platform": "cuda" if gpus else "cpu"})
     e = estimate(prof, s, find_accelerator("L4"), gpus=max(gpus, 1), max_memory=max_memory)
     assert e.placement.layers_by_device() == _transformers_layers(folder, "float32", max_memory)
+
+
+def test_estimate_on_a_host_without_gpus_places_layers_in_ram_then_on_disk(tiny_model):
+    from infertune import api
+
+    e = api.estimate(model=str(tiny_model), dtype="float32", max_memory="cpu=1", input_len=16, max_new_tokens=4)
+    assert e.settings.platform == "cpu" and e.placement.compute_device == "cpu"
+    assert e.placement.layers_by_device() == {"disk": 2}  # one byte of RAM holds no layer
+    cpu = next(d for d in e.placement.devices if d.device == "cpu")
+    assert cpu.kv_cache_bytes == e.memory.kv_cache_bytes  # the layers compute here: their KV is here
+    assert e.speed.bound == "disk" and set(e.fits) == {"cpu", "disk"}
+    with pytest.raises(UserError, match="names GPUs but none is detected"):
+        api.estimate(model=str(tiny_model), max_memory="0=1GiB")
+    with pytest.raises(UserError, match="gives no GPU a budget"):
+        api.estimate(model=str(tiny_model), gpu="L4", max_memory="cpu=1GiB")

@@ -137,8 +137,8 @@ def estimate(model: str | None = None, revision: str | None = None, dtype: str =
     lengths = parse_tokens(input_len)
     new_tokens = parse_tokens(max_new_tokens)[0]
     budgets = parse_max_memory(max_memory)
-    if budgets:
-        gpus = max(gpus, *(int(d[5:]) + 1 for d in budgets if d.startswith("cuda:")))
+    if budgets:  # the GPUs the budgets name (a CPU-only budget: no GPU at all)
+        gpus = max([gpus, *(int(d[5:]) + 1 for d in budgets if d.startswith("cuda:"))])
     path = models.resolve(model or models.DEFAULT_MODEL, revision, say=say)
     prof = profile_model(path, trust_remote_code)
     resolved = resolve_dtype(dtype, prof.native_dtype)
@@ -158,8 +158,10 @@ def estimate(model: str | None = None, revision: str | None = None, dtype: str =
         say("probing this CPU's bandwidth and FLOP/s")
         acc = probe_cpu()
     platform = "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
-    if budgets and platform != "cuda":
-        raise UserError("--max-memory places layers across GPUs; give --gpu NAME to estimate for one")
+    if budgets and platform == "mps":
+        raise UserError("--max-memory: Apple's unified memory is one device; give --gpu NAME for a CUDA card")
+    if budgets and platform == "cpu" and any(d.startswith("cuda:") for d in budgets):
+        raise UserError("--max-memory names GPUs but none is detected here; give --gpu NAME to estimate for one")
     base = EstimateSettings(
         dtype=resolved, quantization=Quantization.parse(quantization), kv_cache=kv_cache, kv_nbits=kv_nbits,
         kv_residual_len=kv_residual_len, max_cache_len=parse_tokens(max_cache_len)[0] if max_cache_len else None,
