@@ -11,7 +11,7 @@ from infertune.measure.quality import Tolerance, compare
 from infertune.measure.results import RequestOutput, TrialMetrics, TrialResult
 from infertune.probe.model import profile_model
 from infertune.techniques import Setup
-from infertune.tune import Run, TuneSpec, better, serve_stage, serve_variants, tune
+from infertune.tune import Run, Step, TuneSpec, better, serve_stage, serve_variants, tie_break, tune
 from infertune.workload import Workload
 
 
@@ -46,7 +46,9 @@ def test_baseline_then_one_change_per_step(finished):
     # kept exactly when quality passes and the measured objective beats the best so far by the margin
     m = dtype_step.trial.metrics
     assert dtype_step.objective == m.peak_memory_bytes - m.baseline_memory_bytes
-    assert dtype_step.accepted == (dtype_step.quality.passed and better("memory", dtype_step.objective, steps[0].objective))
+    assert dtype_step.accepted == (dtype_step.quality.passed and (
+        better("memory", dtype_step.objective, steps[0].objective)
+        or tie_break("memory", dtype_step.trial, dtype_step.objective, steps[0]) is not None))
 
 
 def test_results_are_durable_and_resume_reruns_nothing_finished(finished):
@@ -193,3 +195,25 @@ def test_a_candidate_that_changes_outputs_beyond_tolerance_is_rejected_with_its_
     r = report.write(run.path, spec, steps, facts, run.warnings)
     assert r["best"]["setup"]["dtype"] == "float32"
     assert "KL" in (run.path / "report.md").read_text()
+
+
+def test_a_tie_on_the_objective_is_broken_by_a_clear_gain_on_the_other_axis():
+    """bf16 on a CPU without native bf16: the same latency at half the memory is kept; the same latency at
+    the same memory is not, nor is a clear latency loss at any memory."""
+    def trial(e2e: float, peak: int) -> TrialResult:
+        t = _trial([[1, 2]], None)
+        t.metrics.e2e_s, t.metrics.peak_memory_bytes = e2e, peak
+        return t
+
+    def step(t: TrialResult) -> Step:
+        return Step(index=0, technique=None, changes={}, setup=Setup(dtype="float32", attn="eager"), expected=None,
+                    trial=t, quality=None, objective=t.metrics.e2e_s, accepted=True, reason="baseline")
+
+    MiB = 2**20
+    best = step(trial(1.445, 1 + 903 * MiB))
+    why = tie_break("latency", trial(1.456, 1 + 398 * MiB), 1.456, best)
+    assert why == "latency 1.456 ties 1.445 (within 2%); memory 903 MiB -> 398 MiB (kept on the tie: >= 10% better)"
+    assert tie_break("latency", trial(1.456, 1 + 880 * MiB), 1.456, best) is None  # memory: only 2.5 % better
+    assert tie_break("latency", trial(1.50, 1 + 398 * MiB), 1.50, best) is None  # latency 3.8 % worse
+    mem_best = best.model_copy(update={"objective": 903.0 * MiB})
+    assert tie_break("memory", trial(1.2, 1 + 910 * MiB), 910.0 * MiB, mem_best).startswith("memory")
