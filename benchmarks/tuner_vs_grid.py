@@ -18,7 +18,7 @@ from pathlib import Path
 
 from infertune import models
 from infertune.advise import config_for
-from infertune.cli import _host_facts
+from infertune.api import host_facts
 from infertune.measure import run_trial
 from infertune.probe.model import profile_model
 from infertune.techniques import Setup
@@ -51,7 +51,7 @@ def main() -> int:
                     objective=args.objective, max_trials=8)
     with tempfile.TemporaryDirectory() as tmp:
         run = Run.create(Path(tmp) / "run", spec)
-        steps = tune(run, _host_facts(spec, profile_model(path)))
+        steps = tune(run, host_facts(spec, profile_model(path)))
     best = best_step(steps)
     print("tuner:")
     for s in steps:
