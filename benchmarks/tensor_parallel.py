@@ -18,7 +18,7 @@ import sys
 from infertune import models
 from infertune.config import InferenceConfig
 from infertune.measure import run_trial
-from infertune.techniques.parallel import mlp_only_plan
+from infertune.probe.model import mlp_only_tp_plan
 from infertune.workload import Workload
 
 MiB = 2**20
@@ -30,7 +30,7 @@ def main() -> int:
     args = ap.parse_args()
     path = models.prepare("smollm2")
     wl = Workload(model="demo", max_new_tokens=args.max_new_tokens, ignore_eos=True, warmup=1, repeats=1)
-    configs = {"TP=1": InferenceConfig(), "TP=2 mlp": InferenceConfig(tp_size=2, tp_plan=mlp_only_plan(str(path))),
+    configs = {"TP=1": InferenceConfig(), "TP=2 mlp": InferenceConfig(tp_size=2, tp_plan=mlp_only_tp_plan(str(path))),
                "TP=3 auto": InferenceConfig(tp_size=3)}
     runs = {}
     for name, cfg in configs.items():

@@ -97,9 +97,9 @@ def test_offloaded_layers_are_placed_as_estimated_and_their_slowdown_is_measured
 
 def test_mlp_only_plan_splits_the_mlp_replicates_attention_and_matches_one_process(tp_pair, tiny_model):
     (r, _) = tp_pair
-    from infertune.techniques.parallel import mlp_only_plan
+    from infertune.probe.model import mlp_only_tp_plan
 
-    plan = mlp_only_plan(str(tiny_model))
+    plan = mlp_only_tp_plan(str(tiny_model))
     assert plan == {f"model.layers.*.self_attn.{k}": "replicate" for k in ("q_proj", "k_proj", "v_proj", "o_proj")}
     wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=6, warmup=0,
                   ignore_eos=True)
@@ -107,6 +107,9 @@ def test_mlp_only_plan_splits_the_mlp_replicates_attention_and_matches_one_proce
     assert mlp.status == "ok", (mlp.error, mlp.log_tail)
     assert [o.output_token_ids for o in mlp.outputs] == [o.output_token_ids for o in r[1].outputs]
     assert [p.rank for p in mlp.metrics.per_rank] == [0, 1] and mlp.config.label() == "tp=2, tp_plan=mlp"
+    # a run file says `tp_plan: mlp`; the trial resolves it for the model (same tokens, the dict in its result)
+    named = run_trial(InferenceConfig(tp_size=2, tp_plan="mlp"), wl, tiny_model, timeout_s=300)
+    assert named.status == "ok" and named.outputs == mlp.outputs and named.config.label() == "tp=2, tp_plan=mlp"
     code = mlp.config.python_snippet("m", tp=2)
     assert "tp_plan={'model.layers.*.self_attn.q_proj': 'replicate'" in code
     ast.parse(code)

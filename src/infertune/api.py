@@ -257,15 +257,15 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
         raise UserError("--tp-plan applies to tensor parallelism: give --tp N too")
     path = models.resolve(wl.model, wl.revision, say=say)
     if cfg.tp_size > 1:  # refuse before launching ranks that cannot split the model
-        from infertune.probe.model import profile_model
-        from infertune.techniques.parallel import mlp_only_plan, tp_problems
+        from infertune.probe.model import mlp_only_tp_plan, profile_model
+        from infertune.techniques.parallel import tp_problems
 
-        plan = "mlp" if tp_plan == "mlp" or cfg.tp_plan != "auto" else "auto"
+        plan = "mlp" if tp_plan == "mlp" or cfg.tp_plan != "auto" else "auto"  # a custom dict: checked as mlp
         problems = tp_problems(profile_model(path, cfg.trust_remote_code), cfg.tp_size, plan)
         if problems:
             raise UserError(f"--tp {cfg.tp_size}: " + "; ".join(problems))
-        if tp_plan == "mlp":
-            cfg = cfg.model_copy(update={"tp_plan": mlp_only_plan(str(path), cfg.trust_remote_code)})
+        if tp_plan == "mlp" or cfg.tp_plan == "mlp":  # the rules for this model's own plan keys, in the result
+            cfg = cfg.model_copy(update={"tp_plan": mlp_only_tp_plan(str(path), cfg.trust_remote_code)})
     result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event,
                        memory_limit_bytes=parse_size_flag(memory_limit, "--memory-limit"))
     (on_event or (lambda e: None))({"event": "phase", "phase": "estimate"})

@@ -68,9 +68,10 @@ class InferenceConfig(BaseModel):
     cb_num_blocks: PositiveInt | None = Field(
         None, description="continuous batching: KV-cache blocks; None: sized from free memory")
     tp_size: PositiveInt = Field(1, description="tensor-parallel ranks (torchrun, one process per rank)")
-    tp_plan: Literal["auto"] | dict[str, str] = Field(
-        "auto", description="'auto': the model's own plan; a dict overrides its rules (DistributedConfig tp_plan), "
-                            "e.g. the MLP-only plan that replicates attention")
+    tp_plan: Literal["auto", "mlp"] | dict[str, str] = Field(
+        "auto", description="'auto': the model's own plan; 'mlp': only the MLP split, attention replicated (resolved "
+                            "to a dict for the model before loading); a dict overrides the plan's rules "
+                            "(DistributedConfig tp_plan)")
     trust_remote_code: bool = Field(False, description="run code shipped with the model; only when asked for")
     load_kwargs: dict[str, Any] = Field(default_factory=dict, description="other from_pretrained kwargs, passed through")
     generate_kwargs: dict[str, Any] = Field(default_factory=dict, description="other generate kwargs, passed through")
@@ -197,7 +198,7 @@ class InferenceConfig(BaseModel):
                  "batching": self.batching if self.batching != "serial" else None,
                  "tp": self.tp_size if self.tp_size > 1 else None,
                  "tp_plan": None if self.tp_plan == "auto" else
-                 "mlp" if set(self.tp_plan.values()) == {"replicate"} else "custom"}
+                 "mlp" if self.tp_plan == "mlp" or set(self.tp_plan.values()) == {"replicate"} else "custom"}
         return ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None) or "defaults"
 
 

@@ -190,6 +190,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     emit(event="phase", phase="load")
     tok = AutoTokenizer.from_pretrained(spec.model_path, trust_remote_code=cfg.trust_remote_code)
+    if cfg.tp_plan == "mlp":  # the MLP-only plan, as overrides of this model's own plan keys
+        from infertune.probe.model import mlp_only_tp_plan
+
+        cfg = cfg.model_copy(update={"tp_plan": mlp_only_tp_plan(spec.model_path, cfg.trust_remote_code)})
     load_kw = cfg.from_pretrained_kwargs(device)
     offload_dir = None
     if cfg.device_map is not None and "offload_folder" not in load_kw:  # budgets may send weights to disk

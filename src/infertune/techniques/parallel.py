@@ -27,25 +27,6 @@ def tp_problems(profile, n: int, plan: str = "auto") -> list[str]:
     return out
 
 
-def mlp_only_plan(model_path: str, trust_remote_code: bool = False) -> dict[str, str]:
-    """Overrides of the model's own tensor-parallel plan that replicate every attention projection, so
-    only the MLP is split: for models whose head counts no useful size divides (SmolLM2: 9 and 3 heads).
-    Keys carry the base model's prefix (model.layers.*.self_attn.q_proj), as from_pretrained matches them."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from infertune.errors import UserError
-
-    cfg = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
-    plan = getattr(cfg, "base_model_tp_plan", None) or {}
-    cls = AutoModelForCausalLM._model_mapping.get(type(cfg), None)
-    prefix = getattr(cls, "base_model_prefix", "model") if cls is not None else "model"
-    out = {f"{prefix}.{k}": "replicate" for k in plan if "attn" in k or "attention" in k}
-    if not out:
-        raise UserError(f"--tp-plan mlp: {type(cfg).__name__} has no attention rules in its tensor-parallel plan "
-                        "to replicate")
-    return out
-
-
 @register
 class TensorParallel(Technique):
     id = "tensor-parallel"
