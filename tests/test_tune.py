@@ -48,7 +48,7 @@ def test_baseline_then_one_change_per_step(finished):
     assert dtype_step.objective == m.peak_memory_bytes - m.baseline_memory_bytes
     assert dtype_step.accepted == (dtype_step.quality.passed and (
         better("memory", dtype_step.objective, steps[0].objective)
-        or tie_break("memory", dtype_step.trial, dtype_step.objective, steps[0]) is not None))
+        or tie_break("memory", dtype_step.trial, steps[0]) is not None))
 
 
 def test_results_are_durable_and_resume_reruns_nothing_finished(finished):
@@ -211,9 +211,9 @@ def test_a_tie_on_the_objective_is_broken_by_a_clear_gain_on_the_other_axis():
 
     MiB = 2**20
     best = step(trial(1.445, 1 + 903 * MiB))
-    why = tie_break("latency", trial(1.456, 1 + 398 * MiB), 1.456, best)
+    why = tie_break("latency", trial(1.456, 1 + 398 * MiB), best)
     assert why == "latency 1.456 ties 1.445 (within 2%); memory 903 MiB -> 398 MiB (kept on the tie: >= 10% better)"
-    assert tie_break("latency", trial(1.456, 1 + 880 * MiB), 1.456, best) is None  # memory: only 2.5 % better
-    assert tie_break("latency", trial(1.50, 1 + 398 * MiB), 1.50, best) is None  # latency 3.8 % worse
+    assert tie_break("latency", trial(1.456, 1 + 880 * MiB), best) is None  # memory: only 2.5 % better
+    assert tie_break("latency", trial(1.50, 1 + 398 * MiB), best) is None  # latency 3.8 % worse
     mem_best = best.model_copy(update={"objective": 903.0 * MiB})
-    assert tie_break("memory", trial(1.2, 1 + 910 * MiB), 910.0 * MiB, mem_best).startswith("memory")
+    assert tie_break("memory", trial(1.2, 1 + 910 * MiB), mem_best).startswith("memory")

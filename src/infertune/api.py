@@ -255,16 +255,18 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
         raise UserError(f"--tp-plan: unknown {tp_plan!r}; use auto or mlp")
     if tp_plan != "auto" and cfg.tp_size == 1:
         raise UserError("--tp-plan applies to tensor parallelism: give --tp N too")
+    if tp_plan == "mlp":  # the flag over the run file's plan
+        cfg = cfg.model_copy(update={"tp_plan": "mlp"})
     path = models.resolve(wl.model, wl.revision, say=say)
     if cfg.tp_size > 1:  # refuse before launching ranks that cannot split the model
         from infertune.probe.model import mlp_only_tp_plan, profile_model
         from infertune.techniques.parallel import tp_problems
 
-        plan = "mlp" if tp_plan == "mlp" or cfg.tp_plan != "auto" else "auto"  # a custom dict: checked as mlp
+        plan = "auto" if cfg.tp_plan == "auto" else "mlp"  # a dict of overrides: checked as the MLP-only plan
         problems = tp_problems(profile_model(path, cfg.trust_remote_code), cfg.tp_size, plan)
         if problems:
             raise UserError(f"--tp {cfg.tp_size}: " + "; ".join(problems))
-        if tp_plan == "mlp" or cfg.tp_plan == "mlp":  # the rules for this model's own plan keys, in the result
+        if cfg.tp_plan == "mlp":  # the rules for this model's own plan keys, in the result
             cfg = cfg.model_copy(update={"tp_plan": mlp_only_tp_plan(str(path), cfg.trust_remote_code)})
     result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event,
                        memory_limit_bytes=parse_size_flag(memory_limit, "--memory-limit"))

@@ -96,14 +96,16 @@ def better(objective: Objective, new: float, old: float) -> bool:
     return new > old * (1 + MIN_GAIN) if objective == "throughput" else new < old * (1 - MIN_GAIN)
 
 
-def tie_break(objective: Objective, new: TrialResult, value: float, best: Step) -> str | None:
+def tie_break(objective: Objective, new: TrialResult, best: Step) -> str | None:
     """Why a change that does not beat the objective is kept anyway (None: it is not): the objective is
     not worse by more than MIN_GAIN, and the other axis (TIE_AXIS) gains at least TIE_GAIN."""
-    old = best.objective
-    worse = value < old * (1 - MIN_GAIN) if objective == "throughput" else value > old * (1 + MIN_GAIN)
+    value, old = objective_value(objective, new), best.objective
     axis = TIE_AXIS[objective]
     a, b = objective_value(axis, new), objective_value(axis, best.trial)
-    if worse or a is None or b is None or not a < b * (1 - TIE_GAIN):
+    if value is None or old is None or a is None or b is None:
+        return None
+    worse = value < old * (1 - MIN_GAIN) if objective == "throughput" else value > old * (1 + MIN_GAIN)
+    if worse or not a < b * (1 - TIE_GAIN):
         return None
     shown = (lambda v: f"{v / 2**20:,.0f} MiB") if axis == "memory" else (lambda v: f"{v:.3g} s")
     return (f"{objective} {value:.4g} ties {old:.4g} (within {MIN_GAIN:.0%}); {axis} {shown(b)} -> {shown(a)} "
@@ -274,7 +276,7 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
             elif broken:
                 accepted, reason = False, "constraint: " + "; ".join(broken)
             elif not better(spec.objective, value, best.objective):
-                tie = tie_break(spec.objective, t, value, best)
+                tie = tie_break(spec.objective, t, best)
                 accepted, reason = (True, tie) if tie else (
                     False, f"{spec.objective} {value:.4g} does not beat {best.objective:.4g} by {MIN_GAIN:.0%}")
             else:

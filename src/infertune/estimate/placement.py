@@ -94,6 +94,10 @@ def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu
     transients and logits are counted on every GPU that computes (conservative: they do not all peak at
     once)."""
     compute = "cuda:0" if gpus else "cpu"
+
+    def streamed(d: str) -> bool:  # weights that live off the devices that compute: brought back each forward
+        return d != compute and not d.startswith("cuda")
+
     budgets = _budgets(gpus, gpu_capacity, max_memory)
     embed = (p.param_groups or {}).get("embedding", p.vocab_size * p.hidden_size) * dtype_bytes
     head = 0 if p.tie_word_embeddings else p.vocab_size * p.hidden_size * dtype_bytes
@@ -119,7 +123,7 @@ def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu
 
     kv_per_layer = mem.kv_cache_bytes / p.num_layers
     transient = max(mem.total_bytes - mem.overhead_bytes - mem.weights_bytes - mem.kv_cache_bytes, 0)
-    offloaded = sum(placed[d]["layers"] for d in order if d != compute and not d.startswith("cuda"))
+    offloaded = sum(placed[d]["layers"] for d in order if streamed(d))
     shares = []
     for d in order:
         layers = placed[d]["layers"]
@@ -138,7 +142,7 @@ def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu
             weights_bytes=int(w), kv_cache_bytes=int(kv), transient_bytes=int(extra), overhead_bytes=int(over),
             total_bytes=int(w + kv + extra + over),
         ))
-    streamed = [s for s in shares if s.device != compute and not s.device.startswith("cuda")]
+    off = [s for s in shares if streamed(s.device)]
     return Placement(compute_device=compute, devices=shares, offloaded_layers=offloaded,
-                     offloaded_weights_bytes=sum(s.weights_bytes for s in streamed),
-                     disk_weights_bytes=sum(s.weights_bytes for s in streamed if s.device == "disk"))
+                     offloaded_weights_bytes=sum(s.weights_bytes for s in off),
+                     disk_weights_bytes=sum(s.weights_bytes for s in off if s.device == "disk"))

@@ -6,6 +6,7 @@ decode step:              time = max(bytes read / bandwidth, FLOPs / peak FLOP/s
                           bytes = weights + KV of every sequence at its mean length during generation
 tensor parallel (tp):     per rank: 1/tp of the linear weights, KV and FLOPs, replicated parts whole, plus
                           2 all-reduces per layer: latency + 2 (tp-1)/tp x tokens x hidden x bytes / link
+                          (MLP-only plan: 1/tp of the MLP alone, attention and KV whole, 1 all-reduce)
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ HOST_LINK_Bps = 12e9
 # Weights device_map put on disk are read back from the offload folder at every forward, tensor by tensor,
 # through accelerate's hooks. Effective rate measured on the development machine (page cache warm, so this
 # is the hooks' cost more than the disk's): SmolLM2 fp32 layers of 14 MB took ~65 ms against ~8 ms resident.
-DISK_OFFLOAD_Bps = 0.25e9# Fixed cost of one small all-reduce (NCCL launch + link latency), per tensor-parallel collective.
+DISK_OFFLOAD_Bps = 0.25e9
+# Fixed cost of one small all-reduce (NCCL launch + link latency), per tensor-parallel collective.
 ALLREDUCE_LATENCY_S = 10e-6
 
 

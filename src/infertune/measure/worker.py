@@ -118,12 +118,12 @@ class LayerTimer:
     its weights back from CPU RAM or disk. On CUDA, events on the stream time the layers without forcing a
     synchronisation at every layer (which would change what is measured)."""
 
-    def __init__(self, model: Any, cuda: bool) -> None:
+    def __init__(self, model: Any, where: dict[str, str], cuda: bool) -> None:
+        """`where`: the loaded model's hf_device_map (module prefix -> device)."""
         import re
 
         import torch
 
-        where = getattr(model, "hf_device_map", None) or {"": str(model.device)}
         self.samples: dict[str, list[Any]] = {}
         self.cuda = cuda
         for name, module in model.named_modules():
@@ -213,7 +213,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     placement, layers = None, None
     if cfg.device_map is not None:  # what landed where (one device: accelerate keeps no map), and its cost
         placement = {k: str(v) for k, v in (getattr(model, "hf_device_map", None) or {"": model.device}).items()}
-        layers = LayerTimer(model, device.startswith("cuda"))
+        layers = LayerTimer(model, placement, device.startswith("cuda"))
 
     prompts = wl.prompt_list()
     encoded = [encode_prompt(tok, p, wl.input_len_of(i), i) for i, p in enumerate(prompts)]
