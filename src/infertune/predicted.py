@@ -66,8 +66,8 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
         predicted = share.total_bytes - (share.overhead_bytes if on_cuda else 0)
         if not on_cuda and e.placement.disk_weights_bytes:
             caveats.append(f"{e.placement.disk_weights_bytes / 2**20:.0f} MiB of weights are read back from disk "
-                     "through mmap: while mapped, their (reclaimable) pages count in RSS, so RSS can exceed the "
-                     "estimate by up to that")
+                           "through mmap: while mapped, their (reclaimable) pages count in RSS, and each layer's "
+                           "weights are copied as it runs, so RSS exceeds this estimate by about that or more")
     else:
         total = tp_rank_bytes(e.memory, s.tp, s.tp_plan) if s.tp > 1 else e.memory.total_bytes  # tensor parallel: rank 0
         predicted = total - (e.memory.overhead_bytes if on_cuda else 0)

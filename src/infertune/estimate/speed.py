@@ -23,9 +23,10 @@ from infertune.probe.model import ModelProfile
 # transfers reach ~25 GB/s). Offloaded weights cross it at every forward pass.
 HOST_LINK_Bps = 12e9
 # Weights device_map put on disk are read back from the offload folder at every forward, tensor by tensor,
-# through accelerate's hooks. Effective rate measured on the development machine (page cache warm, so this
-# is the hooks' cost more than the disk's): SmolLM2 fp32 layers of 14 MB took ~65 ms against ~8 ms resident.
-DISK_OFFLOAD_Bps = 0.25e9
+# through accelerate's hooks. Effective rate measured on the development machine, quiet, page cache warm:
+# SmolLM2 fp32 layers of 14.2 MB took 8.4 ms against 1.74 ms resident, 2.1 GB/s (with the 2 cores shared
+# by other work it fell to ~0.25 GB/s). A roofline takes the faster figure; a cold disk is slower.
+DISK_OFFLOAD_Bps = 2.1e9
 # Fixed cost of one small all-reduce (NCCL launch + link latency), per tensor-parallel collective.
 ALLREDUCE_LATENCY_S = 10e-6
 
