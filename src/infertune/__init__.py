@@ -2,9 +2,10 @@
 
 The Python API (docs/api.md) is `infertune.env()`, `.estimate(...)`, `.advise(...)`, `.measure(...)`,
 `.tune(...)`, `.doctor(...)` and `.report(run_dir)`, defined in `infertune.api`. Most of those names are
-also infertune's own subpackages (`infertune.estimate` holds the estimator): those modules are callable
-and forward the call to the API function, so both `infertune.estimate(...)` and
-`from infertune.estimate import Estimate` work.
+also infertune's own subpackages (`infertune.estimate` holds the estimator): read through this package,
+those modules are callable and forward the call to the API function, so both `infertune.estimate(...)` and
+`from infertune.estimate import Estimate` work. This package is the top of the house (docs/architecture.md):
+it makes the verb modules callable from above, so none of them imports anything from here.
 """
 
 import importlib
@@ -29,9 +30,18 @@ class _VerbModule(types.ModuleType):
         return getattr(api, self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
 
 
-def _callable(module_name: str) -> None:
-    """Called at the end of a verb's module: make `infertune.<verb>(...)` work."""
-    sys.modules[module_name].__class__ = _VerbModule
+class _Package(types.ModuleType):
+    """This package: a verb module read from it (`infertune.estimate`, `from infertune import tune`) is made
+    callable on the way out, however it was imported."""
+
+    def __getattribute__(self, name: str):
+        value = super().__getattribute__(name)
+        if name in VERBS and type(value) is types.ModuleType:
+            value.__class__ = _VerbModule
+        return value
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str):

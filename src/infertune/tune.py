@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from infertune import _callable
-from infertune.advise import Expected, _expected, advise, config_for, estimate_setup, serve_flags_for
+from infertune.advise import Expected, _expected, advise
 from infertune.errors import UserError
 from infertune.measure import run_trial
 from infertune.measure.quality import REFERENCE_TEXT, Quality, Tolerance, compare
 from infertune.measure.results import TrialResult
 from infertune.paths import write_json_atomic
+from infertune.render import config_for, estimate_setup, serve_flags_for
 from infertune.serving.trial import ServeTrial, run_serve_trial
 from infertune.techniques import REGISTRY, Facts, Setup
 from infertune.workload import Workload
@@ -360,6 +360,3 @@ def best_served(objective: Objective, served: list[ServeStep]) -> ServeStep | No
         return None
     pick = max if objective == "throughput" else min
     return pick(ok, key=lambda s: s.objective)
-
-
-_callable(__name__)  # infertune.tune(...) is the API verb

@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from infertune import _callable
 from infertune.advise import Advice
 from infertune.doctor.rules import RULES, Finding, Script, Target, check_script, const, dotted, kw
 from infertune.schema import SCHEMA_VERSION
@@ -134,6 +133,3 @@ def settings(script: Script) -> dict[str, Any]:
 
 __all__ = ["RULES", "DoctorResult", "Finding", "ScriptAdvice", "Target", "check", "parse", "settings",
            "python_files"]
-
-
-_callable(__name__)  # infertune.doctor(...) is the API verb

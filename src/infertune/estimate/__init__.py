@@ -9,7 +9,6 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from infertune import _callable
 from infertune.errors import UserError
 from infertune.estimate.accelerators import Accelerator
 from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
@@ -159,6 +158,3 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
         fits={f.device: f.fits for f in fit_details}, fit_details=fit_details,
         max_input_len=max_in, max_concurrency=max_conc, assumptions=assumptions,
     )
-
-
-_callable(__name__)  # infertune.estimate(...) is the API verb

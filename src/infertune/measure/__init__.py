@@ -1,10 +1,6 @@
 """Measured trials: one (InferenceConfig, Workload) run in an isolated child process."""
 
-from infertune import _callable
 from infertune.measure.results import RequestOutput, TrialMetrics, TrialResult
 from infertune.measure.trial import run_trial
 
 __all__ = ["RequestOutput", "TrialMetrics", "TrialResult", "run_trial"]
-
-
-_callable(__name__)  # infertune.measure(...) is the API verb

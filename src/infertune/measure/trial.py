@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,12 @@ from infertune.measure.results import TrialResult, TrialSpec
 from infertune.workload import Workload
 
 Event = dict[str, Any]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def _child_env() -> dict[str, str]:
@@ -92,8 +99,6 @@ def run_trial(
         with open(log_file, "wb") as log:
             worker = ["-m", "infertune.measure.worker", str(spec_file), str(result_file)]
             if config.tp_size > 1:  # one process per rank, rendezvous on loopback; rank 0 writes the result
-                from infertune.serving.server import free_port
-
                 worker = ["-m", "torch.distributed.run", "--nproc-per-node", str(config.tp_size), "--master-addr",
                           "127.0.0.1", "--master-port", str(free_port()), *worker]
             proc = subprocess.Popen(

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infertune import _callable
-from infertune.advise import config_for, estimate_setup, serve_command
 from infertune.models import command_name
 from infertune.paths import write_atomic
+from infertune.render import config_for, estimate_setup, serve_command
 from infertune.report.render import html_page, png, pyplot
 from infertune.schema import SCHEMA_VERSION
 from infertune.techniques import REGISTRY, Facts
@@ -286,6 +285,3 @@ def write(run_dir: Path, spec: TuneSpec, steps: list[Step], facts: Facts, warnin
     page = html_page("infertune report", plots(r, spec, facts, steps), md)
     write_atomic(run_dir / "report.html", page)
     return r
-
-
-_callable(__name__)  # infertune.report(...) is the API verb

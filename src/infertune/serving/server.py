@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from infertune.errors import UserError
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+from infertune.measure.memory import vm_hwm
+from infertune.measure.trial import free_port
 
 
 class ServeProcess:
@@ -83,8 +78,6 @@ class ServeProcess:
         """The server's resident-memory high-water mark (Linux VmHWM, children included) while it runs;
         None where the kernel does not keep one. Host memory: GPU memory is not in it."""
         import psutil
-
-        from infertune.measure.memory import vm_hwm
 
         if self.proc is None or self.proc.poll() is not None:
             return None
