@@ -7,7 +7,7 @@ import sys
 import jsonschema
 import pytest
 
-from infertune import schema
+from infertune.cli import schema
 
 pytest.importorskip("mcp")
 
@@ -69,11 +69,11 @@ def test_measure_reports_progress(tiny_model):
 
 
 def test_published_schemas_are_current():
-    """docs/schema/ is what `python -m infertune.schema` writes from the models today."""
+    """docs/schema/ is what `python -m infertune.cli.schema` writes from the models today."""
     from pathlib import Path
 
     folder = Path(__file__).parents[1] / "docs" / "schema"
     for name, s in schema.schemas().items():
         published = json.loads((folder / f"{name}.json").read_text())
         assert published == json.loads(json.dumps(s, sort_keys=True)), f"stale docs/schema/{name}.json: rerun " \
-            "python -m infertune.schema"
+            "python -m infertune.cli.schema"

@@ -1,53 +1,6 @@
-"""The JSON shapes infertune prints (`--format json`), returns (Python API) and serves (MCP): one
-version for all of them, and the JSON Schemas generated from the pydantic models into docs/schema/.
-
-    python -m infertune.schema [DIR]    # rewrite the published schemas (a test checks they are current)
+"""The version of the JSON shapes infertune prints (`--format json`), returns (Python API) and serves (MCP):
+one version for all of them. Every output model carries it; the published JSON Schemas are generated from
+those models by `python -m infertune.cli.schema` (at the top of the house: it imports every output model).
 """
 
-from __future__ import annotations
-
-import json
-import sys
-from pathlib import Path
-
 SCHEMA_VERSION = "1"  # bump when a field changes meaning or disappears; adding fields keeps it
-
-
-def models() -> dict[str, type]:
-    """Published name -> the pydantic model of that output."""
-    from infertune.advise import Advice
-    from infertune.api import EnvReport, EstimateSweep, TuneOutcome
-    from infertune.doctor import DoctorResult
-    from infertune.estimate import Estimate
-    from infertune.predicted import Measurement
-    from infertune.serving.loadtest import LoadTestResult
-    from infertune.serving.trial import ServeTrial
-
-    return {"env": EnvReport, "estimate": Estimate, "estimate-sweep": EstimateSweep, "advice": Advice,
-            "measurement": Measurement, "tune": TuneOutcome, "doctor": DoctorResult, "loadtest": LoadTestResult,
-            "serve-trial": ServeTrial}
-
-
-def schemas() -> dict[str, dict]:
-    out = {}
-    for name, model in models().items():
-        s = model.model_json_schema(mode="serialization")
-        s["$id"] = f"https://infertune.dev/schema/v{SCHEMA_VERSION}/{name}.json"
-        s["title"] = f"infertune {name} (schema_version {SCHEMA_VERSION})"
-        out[name] = s
-    return out
-
-
-def write(folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, s in schemas().items():
-        p = folder / f"{name}.json"
-        p.write_text(json.dumps(s, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        paths.append(p)
-    return paths
-
-
-if __name__ == "__main__":
-    for p in write(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/schema")):
-        print(p)

@@ -1,5 +1,6 @@
 """`infertune doctor`: the classic inference mistakes in a user's own scripts (AST, never executed), the
-environment's known-bad combinations, and a script's settings as an advise run."""
+environment's known-bad combinations, and a script's settings as `infertune advise` options (the API
+adds the advice itself: the doctor sits below the advisor)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.advise import Advice
 from infertune.doctor.rules import RULES, Finding, Script, Target, check_script, const, dotted, kw
 from infertune.schema import SCHEMA_VERSION
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
-
-
-class ScriptAdvice(BaseModel):
-    path: str
-    command: str | None = None  # the equivalent `infertune advise` command line
-    advice: Advice | None = None  # estimates, when the script's model is available here
-    error: str | None = None
 
 
 class DoctorResult(BaseModel):
@@ -29,7 +22,6 @@ class DoctorResult(BaseModel):
     findings: list[Finding]
     files: int = Field(description="Python files read")
     errors: list[str] = Field(default_factory=list, description="inputs that could not be read or parsed")
-    advice: list[ScriptAdvice] | None = Field(None, description="with --advise: each script's settings advised on")
 
 
 def python_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -131,5 +123,5 @@ def settings(script: Script) -> dict[str, Any]:
     return out
 
 
-__all__ = ["RULES", "DoctorResult", "Finding", "ScriptAdvice", "Target", "check", "parse", "settings",
+__all__ = ["RULES", "DoctorResult", "Finding", "Target", "check", "parse", "settings",
            "python_files"]

@@ -1,0 +1,104 @@
+"""The doctor verb: a user's scripts (never executed) and environment checked, and with `advise` each
+script's settings advised on. The advice rows are composed here, above both the doctor and the advisor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from infertune.advise import Advice
+from infertune.api.common import Say, _quiet
+from infertune.api.plan import advise
+from infertune.doctor import DoctorResult as Findings
+from infertune.errors import UserError
+
+
+class ScriptAdvice(BaseModel):
+    path: str
+    command: str | None = None  # the equivalent `infertune advise` command line
+    advice: Advice | None = None  # estimates, when the script's model is available here
+    error: str | None = None
+
+
+class DoctorResult(Findings):
+    advice: list[ScriptAdvice] | None = Field(None, description="with --advise: each script's settings advised on")
+
+
+# --- doctor -----------------------------------------------------------------------------------------------
+
+
+def doctor(paths: list[str | Path] | str | Path | None = None, env: bool = False, advise: bool = False,
+           gpu: str | None = None, model: str | None = None, say: Say = _quiet):
+    """The classic inference mistakes in scripts (never executed), optionally the environment's, and each
+    script's settings as an advise run: a `DoctorResult`."""
+    from infertune import doctor as doc
+    from infertune.doctor.rules import Target
+
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    paths = [Path(p) for p in paths or []]
+    if not paths and not env:
+        raise UserError("give Python files or folders to check (infertune doctor app.py), or --env")
+    from infertune.probe.versions import library_versions
+
+    tv = library_versions(("transformers",))["transformers"]
+    target = Target(transformers_major=int(tv.split(".")[0]) if tv and tv.split(".")[0].isdigit() else None)
+    if gpu:
+        from infertune.estimate.accelerators import find_accelerator
+
+        acc = find_accelerator(gpu)
+        target.gpu_name, target.gpu_memory_bytes = acc.name, acc.memory_bytes
+        target.compute_capability = float(acc.compute_capability) if acc.compute_capability else None
+    result = DoctorResult(**dict(doc.check(paths, target)))
+    if env:
+        result.findings += _environment_findings(model, say)
+    if advise:
+        result.advice = _advise_scripts(paths, gpu)
+    return result
+
+
+def _environment_findings(model: str | None, say: Say):
+    from infertune.doctor.env import check_environment
+    from infertune.probe.hardware import detect_hardware
+
+    say("reading the environment")
+    hw = detect_hardware()
+    weights = None
+    if model:
+        from infertune import models
+        from infertune.estimate.memory import EstimateSettings, estimate_memory, resolve_dtype
+        from infertune.probe.model import profile_model
+
+        prof = profile_model(models.resolve(model, None, say=say))
+        dtype = resolve_dtype("auto", prof.native_dtype) or "float32"
+        weights = estimate_memory(prof, EstimateSettings(dtype=dtype, platform="cuda" if hw.gpus else "cpu")).weights_bytes
+    return check_environment(hw, model_bytes=weights, model=model)
+
+
+def _advise_scripts(paths: list[Path], gpu: str | None):
+    """Each script's literal settings (model, dtype, attention, quantization, cache, max_new_tokens) as an
+    advise run, or why there is none (no model literal, the model is not available here)."""
+    import shlex
+
+    from infertune import doctor as doc
+
+    out = []
+    for f in doc.python_files(paths)[0]:
+        try:
+            found = doc.settings(doc.parse(f))
+        except ValueError:
+            continue
+        if "model" not in found:
+            out.append(ScriptAdvice(path=str(f), error="no from_pretrained('<model>') literal to advise on"))
+            continue
+        if gpu:
+            found["gpu"] = gpu
+        flags = [f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}") for k, v in found.items()]
+        row = ScriptAdvice(path=str(f), command=f"infertune advise --no-input {' '.join(flags)}")
+        try:
+            row.advice = advise(**found)
+        except UserError as e:
+            row.error = f"cannot advise: {e}"
+        out.append(row)
+    return out

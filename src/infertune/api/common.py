@@ -1,0 +1,79 @@
+"""What every API verb shares: the callback types and the parsing of the CLI's text flags."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from infertune.errors import UserError
+
+Say = Callable[[str], None]
+OnEvent = Callable[[dict[str, Any]], None]
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+# --- shared parsing -----------------------------------------------------------------------------------
+
+
+def parse_tokens(text: str | int) -> list[int]:
+    """'512', '1k', '8k,32k', '1m' -> token counts (k = 1024, as context lengths are quoted)."""
+    if isinstance(text, int):
+        return [text]
+    values = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        mult = {"k": 1024, "m": 1024 * 1024}.get(part[-1:], 1)
+        digits = part[:-1] if mult > 1 else part
+        try:
+            value = int(float(digits) * mult)
+        except ValueError:
+            raise UserError(f"not a token count: {part!r} (use e.g. 512, 4k, 128k)") from None
+        if value <= 0:
+            raise UserError(f"token counts must be positive: {part!r}")
+        values.append(value)
+    return values
+
+
+def input_lengths(value: str | int | list[int] | None) -> dict[str, Any]:
+    """input_len: one length for every prompt, or a list of mixed lengths (workload `input_lens`)."""
+    if value is None:
+        return {}
+    if isinstance(value, list):
+        return {"input_lens": value}
+    lengths = parse_tokens(value)
+    return {"input_len": lengths[0]} if len(lengths) == 1 and "," not in str(value) else {"input_lens": lengths}
+
+
+def parse_budgets(text: str) -> dict[str, str]:
+    """--max-memory '0=20GiB,cpu=64GiB' -> from_pretrained's max_memory ({'0': '20GiB', 'cpu': '64GiB'})."""
+    from infertune.estimate.placement import parse_max_memory
+
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, size = (x.strip() for x in part.partition("="))
+        if not sep or not size:
+            raise UserError(f"--max-memory: {part!r} is not DEVICE=SIZE (e.g. 0=20GiB,cpu=64GiB)")
+        (device, n), = parse_max_memory({key: size}).items()  # the estimator's reading: a known device, a size
+        if n <= 0:
+            raise UserError("--max-memory: the size must be positive")
+        out[device.removeprefix("cuda:")] = size
+    if not out:
+        raise UserError("--max-memory: give DEVICE=SIZE pairs, e.g. 0=20GiB,cpu=64GiB")
+    return out
+
+
+def parse_size_flag(text: str | int | None, flag: str) -> int | None:
+    if text is None or isinstance(text, int):
+        return text
+    from infertune.intake import parse_size
+
+    return int(text) if text.strip().isdigit() else parse_size(text, flag)
+
+
+def default_run_dir(prefix: str) -> Path:
+    return Path("infertune-runs") / datetime.datetime.now().strftime(f"{prefix}-%Y%m%d-%H%M%S")

@@ -1,0 +1,146 @@
+"""The verbs that answer without running the model: env, estimate, advise."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from infertune.advise import Advice
+from infertune.api.common import Say, _quiet, parse_tokens
+from infertune.errors import UserError
+from infertune.estimate import Estimate
+from infertune.probe.hardware import Hardware
+from infertune.schema import SCHEMA_VERSION
+
+
+# --- env --------------------------------------------------------------------------------------------------
+
+
+class EnvReport(BaseModel):
+    kind: Literal["env"] = "env"
+    schema_version: str = SCHEMA_VERSION
+    hardware: Hardware
+    libraries: dict[str, str | None]
+    python: str
+
+
+def env() -> EnvReport:
+    """This machine's hardware and the versions of the libraries that decide what can run."""
+    from infertune.probe.hardware import detect_hardware
+    from infertune.probe.versions import library_versions
+
+    return EnvReport(hardware=detect_hardware(), libraries=library_versions(), python=sys.version.split()[0])
+
+
+# --- estimate ---------------------------------------------------------------------------------------------
+
+
+class EstimateSweep(BaseModel):
+    kind: Literal["estimate"] = "estimate"
+    schema_version: str = SCHEMA_VERSION
+    sweep: list[Estimate]  # one per input length
+
+
+def estimate(model: str | None = None, revision: str | None = None, dtype: str = "auto",
+             quantization: str | None = None, kv_cache: str = "dynamic", kv_nbits: int = 4,
+             kv_residual_len: int = 128, max_cache_len: str | int | None = None, attn: str = "sdpa",
+             prefill_chunk: str | int | None = None, input_len: str | int = "512", max_new_tokens: str | int = "256",
+             batch: int = 1, concurrency: int = 1, gpu: str | None = None, gpus: int = 1,
+             max_memory: str | None = None, cpu: bool = False, trust_remote_code: bool = False,
+             say: Say = _quiet) -> Estimate | EstimateSweep:
+    """Memory by component, roofline speed and what fits, from config.json alone: an `Estimate`, or an
+    `EstimateSweep` when `input_len` lists several lengths ("1k,8k,32k")."""
+    from infertune import models
+    from infertune.estimate import estimate as run_estimate
+    from infertune.estimate.accelerators import find_accelerator, from_detected_gpu, probe_cpu
+    from infertune.estimate.memory import EstimateSettings, Quantization, resolve_dtype
+    from infertune.estimate.placement import parse_max_memory
+    from infertune.probe.model import profile_model
+
+    if batch < 1 or concurrency < 1 or gpus < 1:
+        raise UserError("batch, concurrency and gpus are at least 1")
+    lengths = parse_tokens(input_len)
+    new_tokens = parse_tokens(max_new_tokens)[0]
+    budgets = parse_max_memory(max_memory)
+    if budgets:  # the GPUs the budgets name (a CPU-only budget: no GPU at all)
+        gpus = max([gpus, *(int(d[5:]) + 1 for d in budgets if d.startswith("cuda:"))])
+    path = models.resolve(model or models.DEFAULT_MODEL, revision, say=say)
+    prof = profile_model(path, trust_remote_code)
+    resolved = resolve_dtype(dtype, prof.native_dtype)
+    if resolved is None:
+        raise UserError(f"--dtype: unknown dtype {dtype!r}; use auto, float32, bfloat16, float16 or fp8")
+    if kv_cache not in ("dynamic", "static", "quantized", "offloaded"):
+        raise UserError(f"--kv-cache: unknown {kv_cache!r}; use dynamic, static, quantized or offloaded")
+    acc = None
+    if gpu:
+        acc = find_accelerator(gpu)
+    elif not cpu:
+        from infertune.probe.hardware import detect_gpus
+
+        found = detect_gpus()
+        acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes) if found else None
+    if acc is None:
+        say("probing this CPU's bandwidth and FLOP/s")
+        acc = probe_cpu()
+    platform = "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
+    if budgets and platform == "mps":
+        raise UserError("--max-memory: Apple's unified memory is one device; give --gpu NAME for a CUDA card")
+    if budgets and platform == "cpu" and any(d.startswith("cuda:") for d in budgets):
+        raise UserError("--max-memory names GPUs but none is detected here; give --gpu NAME to estimate for one")
+    base = EstimateSettings(
+        dtype=resolved, quantization=Quantization.parse(quantization), kv_cache=kv_cache, kv_nbits=kv_nbits,
+        kv_residual_len=kv_residual_len, max_cache_len=parse_tokens(max_cache_len)[0] if max_cache_len else None,
+        attn=attn, prefill_chunk=parse_tokens(prefill_chunk)[0] if prefill_chunk else None,
+        max_new_tokens=new_tokens, batch=batch, concurrency=concurrency, platform=platform,
+    )
+    results = [run_estimate(prof, base.model_copy(update={"input_len": n}), acc, model=str(path), gpus=gpus,
+                            max_memory=budgets) for n in lengths]
+    return results[0] if len(results) == 1 else EstimateSweep(sweep=results)
+
+
+# --- advise -----------------------------------------------------------------------------------------------
+
+
+def advise(workload: str | Path | None = None, model: str | None = None, revision: str | None = None,
+           gpu: str | None = None, gpus: int = 1, vram: str | None = None, cpu_ram: str | None = None,
+           dtype: str | None = None, attn: str | None = None, quantization: str | None = None,
+           kv_cache: str | None = None, compile: bool = False, batching: str | None = None,
+           input_len: str | int | None = None, max_new_tokens: str | int | None = None, batch: int | None = None,
+           concurrency: int | None = None, measured: str | Path | None = None, trust_remote_code: bool = False,
+           ask: Callable[[str, int], int] | None = None, say: Say = _quiet) -> Advice:
+    """Diagnose where the workload hurts and propose one compatible change: an `Advice`. Missing details
+    are assumed and listed (or asked through `ask(question, default)` when given)."""
+    from infertune import intake, models
+    from infertune.advise import advise as run_advise
+    from infertune.probe.model import profile_model
+    from infertune.workload import read_run_file
+
+    data: dict = read_run_file(workload)[0] if workload else {}
+    model = model or data.get("model") or models.DEFAULT_MODEL
+    n_in = parse_tokens(input_len)[0] if input_len else data.get("input_len")
+    n_out = parse_tokens(max_new_tokens)[0] if max_new_tokens else data.get("max_new_tokens")
+    conc = concurrency or data.get("concurrency")
+    path = models.resolve(model, revision or data.get("revision"), say=say)
+    prof = profile_model(path, trust_remote_code)
+    say("reading the hardware")
+    acc, here = intake.target_hardware(gpu, vram)
+    shown = models.command_name(model, path)  # how snippets and commands name it
+    i = intake.build(prof, shown, acc, here, gpus=gpus, cpu_ram=cpu_ram, input_len=n_in, max_new_tokens=n_out,
+                     batch=batch or data.get("batch") or 1, concurrency=conc, dtype=dtype, attn=attn,
+                     quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,
+                     gpu_given=gpu is not None, ask=ask)
+    trial = None
+    if measured is not None:
+        from infertune.measure.results import TrialResult
+
+        try:
+            trial = TrialResult.model_validate_json(Path(measured).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"--measured: no such file {measured}") from None
+        except ValueError:
+            raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE)") from None
+    return run_advise(i.facts, i.current, i.assumptions, i.questions, trial)

@@ -1,0 +1,214 @@
+"""The verbs that run the model: measure (one trial), tune (the loop, durable in a run directory), report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from infertune.api.common import OnEvent, Say, _quiet, default_run_dir, input_lengths, parse_budgets, parse_size_flag
+from infertune.errors import UserError
+from infertune.schema import SCHEMA_VERSION
+from infertune.tune import ServeStep, Step
+
+
+# --- measure ----------------------------------------------------------------------------------------------
+
+
+def measure(workload: str | Path | None = None, model: str | None = None, revision: str | None = None,
+            max_new_tokens: int | None = None, input_len: str | int | list[int] | None = None,
+            batch: int | None = None, repeats: int | None = None, warmup: int | None = None, seed: int | None = None,
+            dtype: str | None = None, attn: str | None = None, kv_cache: str | None = None, device: str | None = None,
+            concurrency: int | None = None, batching: str | None = None, max_batch_tokens: int | None = None,
+            cb_block_size: int | None = None, cb_num_blocks: int | None = None, trust_remote_code: bool = False,
+            timeout: float = 900.0, memory_limit: str | int | None = None, tp: int = 1,
+            device_map: str | None = None, max_memory: str | dict[str, str] | None = None,
+            tp_plan: str = "auto", on_event: OnEvent | None = None, say: Say = _quiet):
+    """One configuration on one workload, in an isolated child process: a `Measurement` (the trial's
+    result, measured, with the estimate for the same shape beside it). A failed trial is a result too."""
+    from infertune import models
+    from infertune.config import config_from
+    from infertune.measure import run_trial
+    from infertune.predicted import Measurement, compare
+    from infertune.workload import load_run
+
+    wl, cfg_data = load_run(
+        workload, model=model, revision=revision, max_new_tokens=max_new_tokens, **input_lengths(input_len),
+        batch=batch, repeats=repeats, warmup=warmup, seed=seed, concurrency=concurrency,
+    )
+    if isinstance(max_memory, str):
+        max_memory = parse_budgets(max_memory)
+    cfg = config_from(
+        cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache, device=device,
+        trust_remote_code=trust_remote_code or None, batching=batching, max_batch_tokens=max_batch_tokens,
+        cb_block_size=cb_block_size, cb_num_blocks=cb_num_blocks, tp_size=tp if tp != 1 else None,
+        device_map=device_map, max_memory=max_memory,
+    )
+    if timeout <= 0:
+        raise UserError("--timeout must be positive")
+    if tp_plan not in ("auto", "mlp"):
+        raise UserError(f"--tp-plan: unknown {tp_plan!r}; use auto or mlp")
+    if tp_plan != "auto" and cfg.tp_size == 1:
+        raise UserError("--tp-plan applies to tensor parallelism: give --tp N too")
+    if tp_plan == "mlp":  # the flag over the run file's plan
+        cfg = cfg.model_copy(update={"tp_plan": "mlp"})
+    path = models.resolve(wl.model, wl.revision, say=say)
+    if cfg.tp_size > 1:  # refuse before launching ranks that cannot split the model
+        from infertune.probe.model import mlp_only_tp_plan, profile_model
+        from infertune.techniques.parallel import tp_problems
+
+        plan = "auto" if cfg.tp_plan == "auto" else "mlp"  # a dict of overrides: checked as the MLP-only plan
+        problems = tp_problems(profile_model(path, cfg.trust_remote_code), cfg.tp_size, plan)
+        if problems:
+            raise UserError(f"--tp {cfg.tp_size}: " + "; ".join(problems))
+        if cfg.tp_plan == "mlp":  # the rules for this model's own plan keys, in the result
+            cfg = cfg.model_copy(update={"tp_plan": mlp_only_tp_plan(str(path), cfg.trust_remote_code)})
+    result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event,
+                       memory_limit_bytes=parse_size_flag(memory_limit, "--memory-limit"))
+    (on_event or (lambda e: None))({"event": "phase", "phase": "estimate"})
+    try:  # the estimate beside the measurement; a failure here never costs the measurement
+        comparison = compare(result)
+    except Exception as e:  # noqa: BLE001
+        say(f"no estimate for this trial: {type(e).__name__}: {e}")
+        comparison = None
+    return Measurement(**result.model_dump(), estimate=comparison)
+
+
+# --- tune -------------------------------------------------------------------------------------------------
+
+
+class TuneOutcome(BaseModel):
+    kind: Literal["tune"] = "tune"
+    schema_version: str = SCHEMA_VERSION
+    run_dir: str
+    steps: list[Step]  # measured, one per trial
+    served: list[ServeStep] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    report: dict[str, Any]  # report.json: the accepted configuration, its code and serve command
+
+
+def host_facts(spec, profile):
+    """Facts for the machine the trials run on (this one), with the workload's shape."""
+    from infertune import intake
+
+    acc, _ = intake.target_hardware(None, None)
+    wl = spec.workload
+    i = intake.build(profile, spec.model_path, acc, True, input_len=wl.longest_input or 64,
+                     max_new_tokens=wl.max_new_tokens, batch=wl.batch, concurrency=wl.concurrency,
+                     batching=spec.start.batching)
+    return i.facts
+
+
+def tune_spec(workload: str | Path | None = None, model: str | None = None, revision: str | None = None,
+              max_new_tokens: int | None = None, input_len: str | int | list[int] | None = None,
+              batch: int | None = None, repeats: int | None = None, warmup: int | None = None,
+              seed: int | None = None, dtype: str | None = None, attn: str | None = None, kv_cache: str | None = None,
+              concurrency: int | None = None, batching: str | None = None, max_trials: int = 8,
+              time_budget: float | None = None, objective: str = "latency", max_memory: str | int | None = None,
+              max_ttft: float | None = None, max_tpot: float | None = None, min_quality: float | None = None,
+              max_nll_delta: float | None = None, max_kl: float | None = None, trial_timeout: float = 900.0,
+              serve: bool | None = None, trust_remote_code: bool = False, trial_memory_limit: str | int | None = None,
+              say: Say = _quiet):
+    """The validated TuneSpec and host Facts for a new run (refused before any trial when impossible)."""
+    from infertune import models
+    from infertune.config import config_from
+    from infertune.estimate.memory import resolve_dtype
+    from infertune.measure.quality import Tolerance
+    from infertune.probe.model import profile_model
+    from infertune.techniques import Setup
+    from infertune.tune import Constraints, TuneSpec, precheck
+    from infertune.workload import load_run
+
+    if objective not in ("memory", "latency", "throughput"):
+        raise UserError(f"--objective: unknown {objective!r}; use memory, latency or throughput")
+    if min_quality is not None and not 0 <= min_quality <= 1:
+        raise UserError("--min-quality is a share of prompts between 0 and 1")
+    if max_trials < 1:
+        raise UserError("--max-trials is at least 1 (the baseline)")
+    wl, cfg_data = load_run(workload, model=model, revision=revision, max_new_tokens=max_new_tokens,
+                            **input_lengths(input_len), batch=batch, repeats=repeats, warmup=warmup, seed=seed,
+                            concurrency=concurrency)
+    if wl.do_sample:
+        raise UserError("tune compares greedy outputs against the baseline: set do_sample: false")
+    cfg = config_from(cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache,
+                      batching=batching)
+    path = models.resolve(wl.model, wl.revision, say=say)
+    prof = profile_model(path, trust_remote_code)
+    start = Setup(dtype=resolve_dtype(cfg.dtype, prof.native_dtype) or "float32", attn=cfg.attn_implementation or "sdpa",
+                  batching=cfg.batching, max_batch_tokens=cfg.max_batch_tokens, cb_block_size=cfg.cb_block_size,
+                  cb_num_blocks=cfg.cb_num_blocks,
+                  kv_cache=cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded")
+                  else "dynamic")
+    given = {"min_exact_match": min_quality, "max_nll_increase": max_nll_delta, "max_kl": max_kl}
+    spec = TuneSpec(model=wl.model, model_path=str(path), workload=wl, start=start, objective=objective,
+                    constraints=Constraints(max_memory_bytes=parse_size_flag(max_memory, "--max-memory"),
+                                            max_ttft_s=max_ttft, max_tpot_s=max_tpot),
+                    tolerance=Tolerance(**{k: v for k, v in given.items() if v is not None}), max_trials=max_trials,
+                    time_budget_s=time_budget, trial_timeout_s=trial_timeout,
+                    trial_memory_limit_bytes=parse_size_flag(trial_memory_limit, "--trial-memory-limit"),
+                    serve=wl.concurrency > 1 if serve is None else serve)
+    facts = host_facts(spec, prof)
+    precheck(spec, facts)
+    return spec, facts
+
+
+def run_tune(run, facts, on_event: OnEvent | None = None) -> TuneOutcome:
+    """The loop, then the serve stage when asked for, then the report, for an existing run directory."""
+    from infertune import report
+    from infertune.tune import best_step, serve_stage
+    from infertune.tune import tune as loop
+
+    spec = run.spec()
+    steps = loop(run, facts, on_event)
+    best = best_step(steps)
+    served = serve_stage(run, facts, best, on_event) if spec.serve and best is not None else []
+    r = report.write(run.path, spec, steps, facts, run.warnings, served)
+    return TuneOutcome(run_dir=str(run.path), steps=steps, served=served, warnings=run.warnings, report=r)
+
+
+def tune(workload: str | Path | None = None, *, output: str | Path | None = None, resume: str | Path | None = None,
+         on_event: OnEvent | None = None, say: Say = _quiet, trust_remote_code: bool = False,
+         **options: Any) -> TuneOutcome:
+    """Baseline, then one change at a time, measured and quality-gated, until nothing improves or the
+    budget is spent; results durable in the run directory (`resume` continues one). `options`: the
+    arguments of `tune_spec` (model, max_new_tokens, objective, max_trials, max_memory, ...)."""
+    from infertune.probe.model import profile_model
+    from infertune.tune import Run
+
+    if resume is not None:
+        run = Run(Path(resume))
+        spec = run.spec()
+        facts = host_facts(spec, profile_model(spec.model_path, trust_remote_code))
+    else:
+        spec, facts = tune_spec(workload, trust_remote_code=trust_remote_code, say=say, **options)
+        run = Run.create(Path(output) if output else default_run_dir("tune"), spec)
+    say(f"run directory: {run.path}")
+    (on_event or (lambda e: None))({"event": "run", "path": str(run.path)})
+    return run_tune(run, facts, on_event)
+
+
+def report(run_dir: str | Path, rebuild: bool = False) -> dict[str, Any]:
+    """A run's report.json; written first from its finished trials when it has none yet (an interrupted
+    run) or when `rebuild`."""
+    import json
+
+    path = Path(run_dir) / "report.json"
+    if rebuild or (not path.exists() and (Path(run_dir) / "results.jsonl").exists()):
+        from infertune import report as reporting
+        from infertune.probe.model import profile_model
+        from infertune.tune import Run
+
+        run = Run(Path(run_dir))
+        spec = run.spec()
+        steps = run.steps()
+        if not steps:
+            raise UserError(f"{run_dir}: no finished trial to report on yet")
+        facts = host_facts(spec, profile_model(spec.model_path))
+        return reporting.write(run.path, spec, steps, facts, run.warnings, run.serve_steps())
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{run_dir}: no report.json (not a finished tune run directory)") from None
+    except ValueError:
+        raise UserError(f"{path} is not valid JSON") from None

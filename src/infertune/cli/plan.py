@@ -1,0 +1,104 @@
+"""The verbs that answer without running the model: estimate and advise."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from infertune.cli.app import ModelOpt, TrustOpt
+from infertune.cli.output import Format, FormatOpt, err, print_advice, print_estimate, print_json, print_sweep, say
+
+
+def estimate(
+    model: ModelOpt = None,
+    revision: Optional[str] = None,
+    dtype: Annotated[str, typer.Option(help="auto (checkpoint's), float32, bfloat16, float16, fp8")] = "auto",
+    quantization: Annotated[Optional[str], typer.Option(
+        help="none, bnb-int8, bnb-nf4[-dq], bnb-fp4[-dq], gptq[-4bit][-g128], awq, int8, int4[-g128], fp8, gguf-q4_k_m")] = None,
+    kv_cache: Annotated[str, typer.Option(help="dynamic, static, quantized, offloaded")] = "dynamic",
+    kv_nbits: Annotated[int, typer.Option(help="bits of a quantized KV cache")] = 4,
+    kv_residual_len: Annotated[int, typer.Option(help="newest tokens a quantized KV cache keeps unquantized")] = 128,
+    max_cache_len: Annotated[Optional[str], typer.Option(help="static cache length (default: input + output)")] = None,
+    attn: Annotated[str, typer.Option(help="sdpa, eager, flash_attention_2, ...")] = "sdpa",
+    prefill_chunk: Annotated[Optional[str], typer.Option(help="queries per prefill pass (chunked prefill)")] = None,
+    input_len: Annotated[str, typer.Option(help="prompt tokens; a list sweeps: 1k,8k,32k")] = "512",
+    max_new_tokens: Annotated[str, typer.Option(help="generated tokens")] = "256",
+    batch: Annotated[int, typer.Option(min=1, help="prompts per generate call")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="requests in flight at once")] = 1,
+    gpu: Annotated[Optional[str], typer.Option(help="GPU name (H100 SXM, A100 80GB, L4, ...); default: detected")] = None,
+    gpus: Annotated[int, typer.Option(min=1, help="number of such GPUs (layers spread by device_map)")] = 1,
+    max_memory: Annotated[Optional[str], typer.Option(
+        help="device_map=auto budgets, e.g. 0=20GiB,1=20GiB,cpu=64GiB: shows what lands where")] = None,
+    cpu: Annotated[bool, typer.Option("--cpu", help="estimate for this host's CPU even if a GPU is present")] = False,
+    trust_remote_code: TrustOpt = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Estimate memory (by component), roofline speed and what fits, from config.json alone."""
+    from infertune import api
+
+    with err.status("reading the model", spinner="dots") as status:
+        result = api.estimate(model, revision, dtype, quantization, kv_cache, kv_nbits, kv_residual_len, max_cache_len,
+                              attn, prefill_chunk, input_len, max_new_tokens, batch, concurrency, gpu, gpus,
+                              max_memory, cpu, trust_remote_code, say=status.update)
+    results = result.sweep if isinstance(result, api.EstimateSweep) else [result]
+    if fmt is Format.json:
+        print_json(result)
+        return
+    if len(results) == 1:
+        print_estimate(results[0])
+    else:
+        print_sweep(results)
+
+
+def advise(
+    workload: Annotated[Optional[Path], typer.Argument(help="workload file (YAML, TOML or JSON)")] = None,
+    model: ModelOpt = None,
+    revision: Optional[str] = None,
+    gpu: Annotated[Optional[str], typer.Option(help="target GPU (H100, A100 80GB, L4, T4, RTX 4090, ...)")] = None,
+    gpus: Annotated[int, typer.Option(min=1, help="number of such GPUs")] = 1,
+    vram: Annotated[Optional[str], typer.Option(help="GPU memory available, e.g. 20GiB (default: the card's)")] = None,
+    cpu_ram: Annotated[Optional[str], typer.Option(help="CPU RAM for offloading, e.g. 64GiB (default: this host's)")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="current dtype: auto, float32, bfloat16, float16")] = None,
+    attn: Annotated[Optional[str], typer.Option(help="current attention: sdpa, eager, flash_attention_2, ...")] = None,
+    quantization: Annotated[Optional[str], typer.Option(
+        help="current weight quantization: none, bnb-8bit, bnb-4bit, awq, gptq, torchao-int4, torchao-int8, quanto-int8")] = None,
+    kv_cache: Annotated[Optional[str], typer.Option(help="current KV cache: dynamic, static, quantized, offloaded")] = None,
+    compile: Annotated[bool, typer.Option("--compile", help="you already use a static cache + torch.compile")] = False,
+    batching: Annotated[Optional[str], typer.Option(help="how concurrent requests are run now: serial, static, continuous")] = None,
+    input_len: Annotated[Optional[str], typer.Option(help="prompt tokens (1k, 32k, ...)")] = None,
+    max_new_tokens: Annotated[Optional[str], typer.Option(help="generated tokens per request")] = None,
+    batch: Annotated[Optional[int], typer.Option(min=1, help="prompts per generate call")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(min=1, help="requests in flight at once")] = None,
+    measured: Annotated[Optional[Path], typer.Option(
+        help="a trial of the current setup (measure --output FILE): its numbers join the evidence")] = None,
+    no_input: Annotated[bool, typer.Option("--no-input", help="never ask; state assumptions instead")] = False,
+    trust_remote_code: TrustOpt = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Diagnose where the workload hurts and propose one compatible change to try next."""
+    from infertune import api
+
+    ask = None
+    if not no_input and fmt is Format.table and sys.stdin.isatty() and sys.stdout.isatty():
+        from rich.prompt import IntPrompt
+
+        def ask(question: str, default: int) -> int:
+            return IntPrompt.ask(question, default=default, console=err)
+
+    def run_advise(say):
+        return api.advise(workload, model, revision, gpu, gpus, vram, cpu_ram, dtype, attn, quantization, kv_cache,
+                          compile, batching, input_len, max_new_tokens, batch, concurrency, measured,
+                          trust_remote_code, ask=ask, say=say)
+
+    if ask is not None:  # questions on the terminal: no spinner over them
+        advice = run_advise(say)
+    else:
+        with err.status("reading the model", spinner="dots") as status:
+            advice = run_advise(status.update)
+    if fmt is Format.json:
+        print_json(advice)
+    else:
+        print_advice(advice)

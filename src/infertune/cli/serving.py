@@ -1,0 +1,146 @@
+"""Serving: loadtest (any OpenAI-compatible server), serve-trial (transformers serve, started and load-tested), mcp."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from infertune.cli.app import CbBlockSizeOpt, CbNumBlocksOpt, ModelOpt
+from infertune.cli.output import Format, FormatOpt, err, out, print_json, print_load, say
+from infertune.errors import UserError
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--concurrency: not a list of integers: {text!r} (e.g. 1,4,16,64)") from None
+    if not levels or min(levels) < 1:
+        raise UserError("--concurrency: give positive integers, e.g. 1,4,16")
+    return levels
+
+
+def loadtest(
+    url: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000")],
+    model: Annotated[Optional[str], typer.Option(help="model name to send (servers that host several need it)")] = None,
+    concurrency: Annotated[str, typer.Option(help="levels to sweep, e.g. 1,4,16,64")] = "1,4",
+    rate: Annotated[Optional[str], typer.Option(
+        help="open loop instead: offered request rates to sweep, requests/s (Poisson, seeded), e.g. 0.5,1,2")] = None,
+    requests: Annotated[int, typer.Option(min=1, help="requests per level")] = 16,
+    duration: Annotated[Optional[float], typer.Option(help="seconds per level at most")] = None,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="max_tokens per request")] = 64,
+    max_ttft: Annotated[Optional[float], typer.Option(help="SLO: p95 TTFT, seconds")] = None,
+    max_tpot: Annotated[Optional[float], typer.Option(help="SLO: p95 inter-token latency, seconds")] = None,
+    endpoint: Annotated[str, typer.Option(help="chat (/v1/chat/completions) or completions (/v1/completions)")] = "chat",
+    timeout: Annotated[float, typer.Option(help="seconds per request before it counts as a timeout")] = 120.0,
+    output: Annotated[Optional[Path], typer.Option(
+        help="write load.json, load.md and load.html (throughput and latency-percentile plots) here")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Stream requests at each concurrency level; TTFT and inter-token latency percentiles, throughput."""
+    from urllib.parse import urlparse
+
+    from infertune.serving.loadtest import loadtest as run_load
+
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise UserError(f"--url: not an http(s) URL: {url!r} (e.g. http://127.0.0.1:8000)")
+    if endpoint not in ("chat", "completions"):
+        raise UserError("--endpoint: chat or completions")
+    levels = _levels(concurrency)
+    rates = None
+    if rate is not None:
+        try:
+            rates = [float(x) for x in rate.split(",") if x.strip()]
+        except ValueError:
+            raise UserError(f"--rate: not a list of numbers: {rate!r} (e.g. 0.5,1,2)") from None
+        if not rates or min(rates) <= 0:
+            raise UserError("--rate: give positive request rates, e.g. 0.5,1,2")
+
+    def on_level(lv) -> None:
+        say(f"concurrency {lv.concurrency}: {lv.requests_ok} ok, {lv.requests_failed} failed, "
+             f"{lv.output_tokens_per_s:,.1f} tok/s")
+
+    res = run_load(url, model, levels, requests, duration, max_new_tokens, max_ttft, max_tpot, endpoint=endpoint,
+                   timeout_s=timeout, on_level=on_level, rates=rates)
+    if output is not None:
+        from infertune.report import load as load_report
+
+        load_report.write(output, res)
+        say(f"report: {output / 'load.html'}")
+    if fmt is Format.json:
+        print_json(res)
+    else:
+        print_load(res)
+
+
+def serve_trial(
+    model: ModelOpt = None,
+    revision: Optional[str] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="--dtype for transformers serve")] = None,
+    attn: Annotated[Optional[str], typer.Option(help="--attn-implementation for transformers serve")] = None,
+    continuous_batching: Annotated[bool, typer.Option("--continuous-batching", help="serve with continuous batching")] = False,
+    quantization: Annotated[Optional[str], typer.Option(help="bnb-4bit or bnb-8bit (CUDA)")] = None,
+    compile: Annotated[bool, typer.Option("--compile", help="serve with torch.compile")] = False,
+    cb_max_batch_tokens: Annotated[Optional[int], typer.Option(
+        min=1, help="continuous batching: tokens per forward")] = None,
+    cb_block_size: CbBlockSizeOpt = None,
+    cb_num_blocks: CbNumBlocksOpt = None,
+    concurrency: Annotated[str, typer.Option(help="levels to sweep, e.g. 1,4,8")] = "1,4",
+    requests: Annotated[int, typer.Option(min=1, help="requests per level")] = 8,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="max_tokens per request")] = 32,
+    output: Annotated[Optional[Path], typer.Option(
+        help="where the server log and load.json/md/html go (default: ./infertune-runs/serve-TIME)")] = None,
+    ready_timeout: Annotated[float, typer.Option(help="seconds to wait for the server to come up")] = 300.0,
+    host: Annotated[str, typer.Option(help="address the server binds (default loopback: not reachable from other "
+                                           "machines)")] = "127.0.0.1",
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Start `transformers serve` with a candidate's flags on 127.0.0.1, load-test it, stop it."""
+    import datetime
+    import signal
+
+    from infertune import models
+    from infertune.config import serve_flags
+    from infertune.report import load as load_report
+    from infertune.serving.trial import run_serve_trial
+
+    if continuous_batching and compile:
+        raise UserError("--compile is not compatible with --continuous-batching (transformers serve refuses it)")
+    cb = {"max_batch_tokens": cb_max_batch_tokens, "block_size": cb_block_size, "num_blocks": cb_num_blocks}
+    if not continuous_batching and any(v is not None for v in cb.values()):
+        raise UserError("--cb-* options need --continuous-batching")
+    if quantization and quantization not in ("bnb-4bit", "bnb-8bit"):
+        raise UserError("--quantization: transformers serve supports bnb-4bit or bnb-8bit")
+    levels = _levels(concurrency)
+    path = str(models.resolve(model or models.DEFAULT_MODEL, revision, say=say))
+    run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("serve-%Y%m%d-%H%M%S")
+    flags = serve_flags(dtype=dtype, attn=attn, continuous_batching=continuous_batching, quantization=quantization,
+                        compile=compile, **cb)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(f"[yellow]warning: the server binds {host}: other machines can reach it while the trial runs"
+                  "[/yellow]")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the server too, like Ctrl-C
+    with err.status("starting", spinner="dots") as status:
+        trial = run_serve_trial(path, flags, run_dir / "server.log", levels, requests, max_new_tokens,
+                                ready_timeout_s=ready_timeout, on_phase=status.update, host=host,
+                                on_level=lambda lv: say(f"concurrency {lv.concurrency}: {lv.requests_ok} ok, "
+                                                         f"{lv.output_tokens_per_s:,.1f} tok/s"))
+    load_report.write(run_dir, trial.load, command=trial.command, log=trial.log, flags=trial.flags,
+                      server_peak_rss_bytes=trial.server_peak_rss_bytes)
+    if fmt is Format.json:
+        print_json(trial)
+    else:
+        out.print(f"server: {trial.shell(path)} (log: {trial.log}; report: {run_dir / 'load.html'})")
+        print_load(trial.load)
+
+
+def mcp() -> None:
+    """Serve infertune's tools (env, estimate, advise, measure, tune, doctor, report) over MCP on stdio."""
+    try:
+        from infertune.mcp_server import main as serve_mcp
+    except ModuleNotFoundError as e:  # pragma: no cover - mcp is a dependency; a broken install says so
+        raise UserError(f"infertune mcp needs the mcp package: pip install 'mcp>=2' ({e})") from None
+    serve_mcp()

@@ -1,0 +1,188 @@
+"""tune (with its live table), demo and report: the measured loop and what it leaves behind."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from infertune.cli.app import BatchOpt, InputLenOpt, MaxNewTokensOpt, ModelOpt, RepeatsOpt, TrustOpt, WarmupOpt
+from infertune.cli.output import Format, FormatOpt, err, out, print_json, say
+from infertune.errors import UserError
+
+
+def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
+    """`start(on_event)` runs api.tune; this shows the table so far and the trial in flight, then the result.
+    Ctrl-C (or SIGTERM) stops the trial cleanly and says how to resume."""
+    import signal
+
+    from rich.live import Live
+
+    title = f"tune: {spec.objective} (measured; {spec.max_trials} trials at most)" if spec else "tune (measured)"
+    state: dict = {"now": "starting", "rows": [], "run": None, "title": title}
+
+    def view():
+        t = Table(title=state["title"])
+        for col in ("#", "change", "peak MiB", "TTFT ms", "ms/tok", "tok/s", "match", "kept"):
+            t.add_column(col, no_wrap=True, justify="left" if col == "change" else "right")
+        for s in state["rows"]:
+            m = s.trial.metrics
+            q = s.quality
+            kept = "yes" if s.accepted else ("no" if s.trial.status == "ok" else s.trial.status)
+            t.add_row(str(s.index), s.technique or "baseline",
+                      f"{m.peak_memory_bytes / 2**20:,.0f}" if m else "-", f"{m.ttft_s * 1e3:,.0f}" if m else "-",
+                      f"{m.tpot_s * 1e3:,.1f}" if m and m.tpot_s else "-", f"{m.tokens_per_s:,.1f}" if m else "-",
+                      f"{q.exact_match_rate:.0%}" if q else "-", kept)
+        t.caption = state["now"]
+        return t
+
+    def on_event(e: dict) -> None:
+        if e.get("event") == "run":
+            state["run"] = e["path"]
+            say(f"run directory: {e['path']}")
+        elif e.get("event") == "step":
+            state["rows"].append(e["step"])
+        elif e.get("event") == "trial":
+            state["now"] = f"trial {e['index']}: {e['setup'].dtype}, {e['setup'].attn}, {e['setup'].kv_cache} KV"
+        elif e.get("event") == "phase":
+            state["now"] = state["now"].split(" [")[0] + f" [{e['phase']}]"
+        elif e.get("event") == "progress":
+            state["now"] = state["now"].split(" [")[0] + f" [generate {e['done']}/{e['total']}]"
+        elif e.get("event") == "serve":
+            state["now"] = f"transformers serve {' '.join(e['flags'])} ({e['label']}): load test"
+        live.update(view())
+
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
+    try:
+        with Live(view(), console=err, refresh_per_second=4, transient=False) as live:
+            outcome = start(on_event)
+            state["now"] = f"done: {len(outcome.steps)} trials" + (f", {len(outcome.served)} served"
+                                                                    if outcome.served else "")
+            live.update(view())
+        err.print()
+    except KeyboardInterrupt:
+        if state["run"]:
+            err.print(f"[yellow]interrupted: finished trials are in {state['run']}/results.jsonl; continue with "
+                      f"`infertune tune --resume {state['run']}`[/yellow]")
+        raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for w in outcome.warnings:
+        err.print(f"[yellow]warning: {w}[/yellow]")
+    if fmt is Format.json:
+        print_json(outcome)
+        return
+    r = outcome.report
+    for s in outcome.steps:
+        out.print(f"step {s.index} ({s.technique or 'baseline'}): {'kept' if s.accepted else 'rejected'}: {s.reason}")
+    for v in outcome.served:
+        out.print(f"served {v.label}: " + (f"{r['objective']} {v.objective:.4g}" if v.objective is not None
+                                           else f"failed: {v.error}"))
+    best = r["best"]
+    if best:
+        kept = ", ".join(s["technique"] for s in r["steps"] if s["accepted"] and s["technique"])
+        out.print(f"accepted: {kept or 'none (the baseline stays)'}")
+        out.print(f"ship it: [cyan]{best['serve']}[/cyan]")
+    out.print(f"report: {Path(outcome.run_dir) / 'report.md'} (also report.html, report.json)")
+
+
+def tune(
+    workload: Annotated[Optional[Path], typer.Argument(help="workload file (YAML, TOML or JSON)")] = None,
+    model: ModelOpt = None,
+    revision: Optional[str] = None,
+    max_new_tokens: MaxNewTokensOpt = None,
+    input_len: InputLenOpt = None,
+    batch: BatchOpt = None,
+    repeats: RepeatsOpt = None,
+    warmup: WarmupOpt = None,
+    seed: Optional[int] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="starting dtype (default: the checkpoint's)")] = None,
+    attn: Annotated[Optional[str], typer.Option(help="starting attention (default: sdpa)")] = None,
+    kv_cache: Annotated[Optional[str], typer.Option(help="starting KV cache: dynamic, static, quantized, offloaded")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(min=1, help="requests arriving together, per round")] = None,
+    batching: Annotated[Optional[str], typer.Option(
+        help="how concurrent requests run at the start: serial (default), static or continuous")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="run directory (default: ./infertune-runs/tune-TIME)")] = None,
+    resume: Annotated[Optional[Path], typer.Option(help="continue the run in this directory")] = None,
+    max_trials: Annotated[int, typer.Option(min=1, help="trials at most, baseline included")] = 8,
+    time_budget: Annotated[Optional[float], typer.Option(help="seconds of trials at most")] = None,
+    objective: Annotated[str, typer.Option(help="memory, latency or throughput")] = "latency",
+    max_memory: Annotated[Optional[str], typer.Option(help="peak memory limit: 512MiB, 20GB, or bytes")] = None,
+    max_ttft: Annotated[Optional[float], typer.Option(help="TTFT limit, seconds")] = None,
+    max_tpot: Annotated[Optional[float], typer.Option(help="time per output token limit, seconds")] = None,
+    min_quality: Annotated[Optional[float], typer.Option(help="least share of prompts with the baseline's greedy output")] = None,
+    max_nll_delta: Annotated[Optional[float], typer.Option(help="most reference NLL increase, nats/token (0.05)")] = None,
+    max_kl: Annotated[Optional[float], typer.Option(help="most next-token KL vs the baseline, nats (0.5)")] = None,
+    trial_timeout: Annotated[float, typer.Option(help="seconds per trial before it is stopped")] = 900.0,
+    trial_memory_limit: Annotated[Optional[str], typer.Option(
+        help="the most one trial may allocate (8GB): past it that trial is 'oom' and the run goes on")] = None,
+    serve: Annotated[Optional[bool], typer.Option(
+        "--serve/--no-serve", help="then serve the result with transformers serve, with and without continuous "
+        "batching, and load-test both (default: when concurrency > 1)")] = None,
+    trust_remote_code: TrustOpt = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Measure the baseline, then one change at a time; keep what helps without hurting quality; report."""
+    from infertune import api
+
+    if resume is not None:
+        from infertune.tune import Run
+
+        _run_tune(lambda on_event: api.tune(resume=resume, trust_remote_code=trust_remote_code, on_event=on_event),
+                  fmt, Run(resume).spec())
+        return
+    spec, facts = api.tune_spec(
+        workload, model, revision, max_new_tokens, input_len, batch, repeats, warmup, seed, dtype, attn, kv_cache,
+        concurrency, batching, max_trials, time_budget, objective, max_memory, max_ttft, max_tpot, min_quality,
+        max_nll_delta, max_kl, trial_timeout, serve, trust_remote_code, trial_memory_limit, say=say)
+    _start_run(spec, facts, output, "tune", fmt)
+
+
+def _start_run(spec, facts, output: Path | None, prefix: str, fmt: Format = Format.table) -> None:
+    from infertune import api
+    from infertune.tune import Run
+
+    run = Run.create(output or api.default_run_dir(prefix), spec)
+
+    def start(on_event):
+        on_event({"event": "run", "path": str(run.path)})
+        return api.run_tune(run, facts, on_event)
+
+    _run_tune(start, fmt, spec)
+
+
+def demo(output: Annotated[Optional[Path], typer.Option(help="run directory")] = None) -> None:
+    """Prepare the embedded model and tune a chat workload on it, starting from a naive script's settings
+    (fp32, eager attention): a few minutes on 2 CPU cores."""
+    from infertune import api, models
+    from infertune.probe.model import profile_model
+    from infertune.techniques import Setup
+    from infertune.tune import TuneSpec
+    from infertune.workload import Workload
+
+    path = models.prepare("smollm2", say=say)
+    wl = Workload(model="demo", max_new_tokens=32)
+    spec = TuneSpec(model="demo", model_path=str(path), workload=wl, start=Setup(dtype="float32", attn="eager"),
+                    objective="latency", max_trials=4, trial_timeout_s=600)
+    _start_run(spec, api.host_facts(spec, profile_model(path)), output, "demo")
+
+
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="a tune run directory")],
+    fmt: Annotated[str, typer.Option("--format", help="md (report.md) or json (report.json)")] = "md",
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="rewrite the report from results.jsonl first (an "
+                                          "interrupted run's finished trials)")] = False,
+) -> None:
+    """Print a tune run's report; --rebuild writes it from the finished trials (after an interrupted run)."""
+    from infertune import api
+
+    if fmt not in ("md", "json"):
+        raise UserError("--format: md or json")
+    r = api.report(run_dir, rebuild=rebuild)
+    if fmt == "json":
+        print_json(r)
+    else:
+        sys.stdout.write((Path(run_dir) / "report.md").read_text(encoding="utf-8"))
