@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from infertune import models
-from infertune.advise import config_for
+from infertune.render import config_for
 from infertune.api import host_facts
 from infertune.measure import run_trial
 from infertune.probe.model import profile_model
