@@ -10,28 +10,34 @@ import pytest
 
 from infertune import doctor
 from infertune.doctor.env import check_environment
-from infertune.doctor.rules import RULES, Target
+from infertune.doctor.rules import RULES
+from infertune.doctor.script import Target
 from infertune.probe.hardware import GPU, Hardware
 
 DATA = Path(__file__).parent / "data" / "doctor"
 HEAD = "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
 LOAD = 'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
 
+GEN = 'out = model.generate(**inputs, max_new_tokens=32)\n'
+CHAT = 'tok = AutoTokenizer.from_pretrained("m")\nmsgs = [{"role": "user", "content": q}]\n'
 # rule -> (code with the mistake, the same code done right); HEAD is prepended to both
 CASES = {
     "IT001": ('m = AutoModelForCausalLM.from_pretrained("m", device_map="auto")',
               'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto")'),
-    "IT002": ('model = AutoModelForCausalLM.from_pretrained("m", dtype="auto")\nmodel.eval()',
-              'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto")\nmodel.to("cuda")'),
-    "IT003": ('tok = AutoTokenizer.from_pretrained("m")\nids = tok(f"User: {q}\\nAssistant:")',
-              'tok = AutoTokenizer.from_pretrained("m")\n'
-              'ids = tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True)'),
+    "IT002": ('model = AutoModelForCausalLM.from_pretrained("m", dtype="auto")\nmodel.eval()\n' + GEN,
+              'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto")\nmodel.to("cuda")\n' + GEN),
+    "IT003": (LOAD + 'tok = AutoTokenizer.from_pretrained("m")\n'
+              'ids = tok(f"<|im_start|>user\\n{q}<|im_end|>\\n", return_tensors="pt").to("cuda")\n'
+              'model.generate(**ids, max_new_tokens=8)',
+              LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
+              'model.generate(ids.to("cuda"), max_new_tokens=8)'),
     "IT004": (LOAD + 'out = model.generate(**inputs)\nprint(tok.decode(out[0], skip_special_tokens=True))',
               LOAD + 'out = model.generate(**inputs)\nprint(tok.decode(out[0, n:], skip_special_tokens=True))'),
-    "IT005": (LOAD + 'from transformers import TextIteratorStreamer\ns = TextIteratorStreamer(tok)\n'
+    "IT005": (LOAD + 'from transformers import TextIteratorStreamer\ns = TextIteratorStreamer(tok, skip_prompt=True)\n'
               'model.generate(**inputs, streamer=s)\nfor t in s:\n    print(t)',
               LOAD + 'from threading import Thread\nfrom transformers import TextIteratorStreamer\n'
-              's = TextIteratorStreamer(tok)\n\ndef run():\n    model.generate(**inputs, streamer=s)\n\n'
+              's = TextIteratorStreamer(tok, skip_prompt=True)\n\n'
+              'def run():\n    model.generate(**inputs, streamer=s)\n\n'
               'Thread(target=run).start()\nfor t in s:\n    print(t)'),
     "IT006": (LOAD + 'model = torch.compile(model)\nmodel.generate(**inputs)',
               LOAD + 'model.generate(**inputs, cache_implementation="static")'),
@@ -46,14 +52,44 @@ CASES = {
               'attn_implementation="flash_attention_2")',
               'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto", '
               'attn_implementation="flash_attention_2")'),
-    "IT010": (LOAD + 'out = model.generate(**inputs, max_new_tokens=64, temperature=0.7, top_k=20)',
-              LOAD + 'out = model.generate(**inputs, max_new_tokens=64)'),
+    "IT010": (LOAD + 'out = model.generate(**inputs, max_new_tokens=64, do_sample=True, top_k=20)',
+              LOAD + 'out = model.generate(**inputs, max_new_tokens=64, do_sample=True)'),
     "IT011": (LOAD + 'from fastapi import FastAPI\napp = FastAPI()\n\n@app.post("/chat")\n'
-              'async def chat(req):\n    return model.generate(**req.inputs)',
+              'def chat(req):\n    return model.generate(**req.inputs)',
               LOAD + 'from fastapi import FastAPI\napp = FastAPI()\n\n@app.get("/health")\n'
               'async def health():\n    return {"ok": True}'),
     "IT012": ('m = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", trust_remote_code=True)',
-              'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", trust_remote_code=False)'),
+              'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", '
+              'trust_remote_code=False)'),
+    "IT013": ('tok = AutoTokenizer.from_pretrained("org/Model-7B-Instruct")\n'
+              'model = AutoModelForCausalLM.from_pretrained("org/Model-7B-Instruct", dtype="auto", device_map="auto")\n'
+              'ids = tok(q, return_tensors="pt").to(model.device)\nmodel.generate(**ids, max_new_tokens=8)',
+              'tok = AutoTokenizer.from_pretrained("org/Model-7B-Instruct")\n'
+              'model = AutoModelForCausalLM.from_pretrained("org/Model-7B-Instruct", dtype="auto", device_map="auto")\n'
+              'msgs = [{"role": "user", "content": q}]\n'
+              'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt").to(model.device)\n'
+              'model.generate(ids, max_new_tokens=8)'),
+    "IT014": (LOAD + 'model.generate(**inputs, max_length=64)', LOAD + 'model.generate(**inputs, max_new_tokens=64)'),
+    "IT015": (LOAD + 'model.generate(**inputs, max_new_tokens=8, num_beams=4, top_p=cfg.top_p)',
+              LOAD + 'model.generate(**inputs, max_new_tokens=8, num_beams=4)'),
+    "IT016": (LOAD + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt")\n'
+              'model.generate(**enc, max_new_tokens=8)',
+              LOAD + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt").to(model.device)\n'
+              'model.generate(**enc, max_new_tokens=8)'),
+    "IT017": (LOAD + 'from transformers import TextStreamer\nmodel.generate(**inputs, streamer=TextStreamer(tok))',
+              LOAD + 'from transformers import TextStreamer\n'
+              'model.generate(**inputs, streamer=TextStreamer(tok, skip_prompt=True))'),
+    "IT018": (LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, return_tensors="pt")\nmodel.generate(ids.to("cuda"))',
+              LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
+              'model.generate(ids.to("cuda"))'),
+    "IT019": (LOAD + 'model.generate(**inputs, max_tokens=64, frequency_penalty=0.5)',
+              LOAD + 'model.generate(**inputs, max_new_tokens=64)'),
+    "IT020": (LOAD + 'model = model.half()', LOAD + 'model.eval()'),
+    "IT021": ('tok = AutoTokenizer.from_pretrained("m", attn_implementation="sdpa")',
+              'tok = AutoTokenizer.from_pretrained("m")'),
+    "IT022": (LOAD + 'async def on_message(inputs):\n    return model.generate(**inputs)',
+              LOAD + 'import asyncio\n\nasync def on_message(inputs):\n'
+              '    return await asyncio.to_thread(model.generate, **inputs)'),
 }
 
 
@@ -80,6 +116,11 @@ def test_rule_fires_on_the_mistake_and_not_on_the_fix(tmp_path, rule):
     assert _check(tmp_path, good).findings == []
 
 
+def _v(version: str) -> Target:
+    v = tuple(int(x) for x in version.split("."))
+    return Target(transformers_min=v, transformers_max=v, version_source="--target-version")
+
+
 def test_target_facts_sharpen_rules(tmp_path):
     code = ('m = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto", '
             'attn_implementation="flash_attention_2", max_memory={0: "20GiB"})')
@@ -89,9 +130,8 @@ def test_target_facts_sharpen_rules(tmp_path):
     assert set(msgs) == {"IT007", "IT009"} and "T4" in msgs["IT007"] and "7.5" in msgs["IT009"]
     # transformers 4.x defaults to fp32: no dtype + FlashAttention cannot load
     fa = 'm = AutoModelForCausalLM.from_pretrained("m", device_map="auto", attn_implementation="flash_attention_2")'
-    assert {f.rule for f in _check(tmp_path, fa, target=Target(transformers_major=4)).findings} == {"IT001", "IT009"}
-    v5 = _check(tmp_path, fa, target=Target(transformers_major=5)).findings
-    assert [f.rule for f in v5] == ["IT001"] and "transformers 5" in v5[0].message
+    assert {f.rule for f in _check(tmp_path, fa, target=_v("4.46")).findings} == {"IT001", "IT009"}
+    assert _check(tmp_path, fa, target=_v("5.2")).findings == []  # 5.x loads the checkpoint's dtype
 
 
 def test_suppression_by_id_or_name_on_any_line_of_the_call(tmp_path):
@@ -104,7 +144,7 @@ def test_suppression_by_id_or_name_on_any_line_of_the_call(tmp_path):
 def test_sample_scripts_from_the_docs():
     bad = doctor.check([DATA / "bad_server.py"])
     assert {f.rule for f in bad.findings} >= {"IT002", "IT003", "IT004", "IT005", "IT006", "IT007", "IT008", "IT010",
-                                             "IT011", "IT012"}
+                                             "IT011", "IT012", "IT013", "IT015", "IT017"}
     assert doctor.check([DATA / "good.py"]).findings == []
 
 
@@ -118,7 +158,7 @@ def test_cli_text_json_and_exit_codes(tmp_path):
     assert r.returncode == 1 and r.stdout.splitlines()[0].startswith(f"{DATA / 'bad_server.py'}:")
     first = r.stdout.splitlines()[0].split()
     assert first[0].count(":") == 2 and first[1].startswith("IT")  # file:line:col RULE message
-    j = run(str(DATA), "--format", "json")
+    j = run(str(DATA / "bad_server.py"), str(DATA / "good.py"), "--format", "json")
     d = json.loads(j.stdout)
     assert j.returncode == 1 and d["files"] == 2 and d["schema_version"] == "1"
     assert set(d["findings"][0]) == {"path", "line", "col", "rule", "message", "fix"}
@@ -195,7 +235,7 @@ def test_sampling_rule_reads_the_models_own_generation_config_when_it_is_here(tm
     (folder / "config.json").write_text("{}")
     (folder / "generation_config.json").write_text('{"temperature": 0.6, "top_p": 0.9, "do_sample": true}')
     code = (f'model = AutoModelForCausalLM.from_pretrained("{folder}", dtype="auto", device_map="auto")\n'
-            'out = model.generate(**inputs, temperature=0.7, top_k=20)')
+            'out = model.generate(**inputs, do_sample=True, temperature=0.7, top_k=20)')
     (f,) = _check(tmp_path, code).findings
     assert f.rule == "IT010" and "temperature (model: 0.6)" in f.message and "top_k" not in f.message
     (folder / "generation_config.json").write_text('{"do_sample": false}')  # sets none: a deliberate choice
@@ -207,3 +247,119 @@ def test_flash_attention_on_a_cpu_device_map(tmp_path):
             'attn_implementation="flash_attention_2")')
     (f,) = _check(tmp_path, code).findings
     assert f.rule == "IT009" and "cpu" in f.message
+
+
+def test_pins_beside_or_above_the_script_choose_the_dtype_message(tmp_path):
+    app = tmp_path / "svc" / "app"
+    app.mkdir(parents=True)
+    script = app / "main.py"
+    script.write_text(HEAD + 'm = AutoModelForCausalLM.from_pretrained("m", device_map="auto")\n'
+                      'n = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16, device_map="auto")\n'
+                      'o = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float16, device_map="auto")\n')
+    (tmp_path / "svc" / "requirements.txt").write_text("accelerate\ntransformers==4.46.3\n")
+    v4 = {f.line: f.message for f in doctor.check([script]).findings}
+    assert list(v4) == [3, 5] and "4.x" in v4[3] and "requirements.txt" in v4[3] and "4.56" in v4[5]
+    assert "pass torch_dtype=" in v4[3]  # the keyword this version reads
+    (tmp_path / "svc" / "requirements.txt").unlink()
+    (tmp_path / "svc" / "pyproject.toml").write_text('[project]\ndependencies = ["transformers>=5.0,<6"]\n')
+    assert doctor.check([script]).findings == []  # 5.x: the checkpoint's dtype; torch_dtype still read
+    # --target-version wins over the pins
+    assert [f.line for f in doctor.check([script], target_version="4.40").findings] == [3, 5]
+
+
+def test_version_ranges_from_specifiers():
+    from infertune.doctor.version import spec_range
+
+    assert spec_range(">=4.40,<5") == ((4, 40), (4, 9999))
+    assert spec_range("==4.46.3") == ((4, 46, 3), (4, 46, 3))
+    assert spec_range("~=4.46.0") == ((4, 46, 0), (4, 46, 9999))
+    assert spec_range("^4.38") == ((4, 38), (4, 9999))
+    assert spec_range(">=5") == ((5,), None)
+
+
+def test_select_and_ignore_like_ruff(tmp_path):
+    script = DATA / "bad_server.py"
+    only = {f.rule for f in doctor.check([script], select=["IT01"]).findings}
+    assert only and all(r.startswith("IT01") for r in only)
+    assert "IT012" not in {f.rule for f in doctor.check([script], ignore=["trust-remote-code"]).findings}
+    with pytest.raises(ValueError, match="unknown rule"):
+        doctor.check([script], select=["IT999"])
+    r = run(str(script), "--select", "IT012,IT001", "--format", "json")
+    assert r.returncode == 1 and {f["rule"] for f in json.loads(r.stdout)["findings"]} == {"IT001", "IT012"}
+    bad = run(str(script), "--select", "nope")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown rule" in bad.stderr
+
+
+def test_sarif_output_validates_against_the_sarif_2_1_0_structure(tmp_path):
+    import jsonschema
+
+    schema = json.loads((DATA / "sarif-2.1.0-subset.schema.json").read_text())
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n")
+    r = run(str(DATA / "bad_server.py"), str(broken), "--format", "sarif")
+    assert r.returncode == 2  # an unreadable input wins over findings
+    log = json.loads(r.stdout)
+    jsonschema.validate(log, schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+    run_ = log["runs"][0]
+    ids = [rule["id"] for rule in run_["tool"]["driver"]["rules"]]
+    assert ids == [r.id for r in RULES] and run_["results"]
+    for res in run_["results"]:
+        assert ids[res["ruleIndex"]] == res["ruleId"]
+        loc = res["locations"][0]["physicalLocation"]
+        assert loc["artifactLocation"]["uri"].endswith("bad_server.py") and loc["region"]["startLine"] >= 1
+    assert run_["invocations"][0]["executionSuccessful"] is False
+    clean = json.loads(run(str(DATA / "good.py"), "--format", "sarif").stdout)
+    jsonschema.validate(clean, schema)
+    assert clean["runs"][0]["results"] == []
+    clean["runs"][0]["tool"]["driver"]["ruleCount"] = 22  # not a SARIF property: the schema catches it
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(clean, schema)
+
+
+def test_doctor_never_imports_torch_transformers_or_pydantic(tmp_path):
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "infertune", "doctor", str(DATA / "good.py")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    modules = {line.split("|")[-1].strip().split(".")[0] for line in r.stderr.splitlines() if "import time:" in line}
+    assert "infertune" in modules and not modules & {"torch", "transformers", "pydantic", "typer", "rich", "numpy"}
+
+
+def test_pre_commit_hooks_run_the_doctor_on_python_files():
+    import yaml  # a transformers dependency
+
+    hooks = yaml.safe_load((Path(__file__).parents[1] / ".pre-commit-hooks.yaml").read_text())
+    assert [h["id"] for h in hooks] == ["infertune-doctor", "infertune-doctor-system"]
+    for h in hooks:  # the keys pre-commit requires, and files it passes as arguments
+        assert {"id", "name", "entry", "language"} <= set(h) and h["entry"] == "infertune doctor"
+        assert h["types"] == ["python"] and h["language"] in ("python", "system")
+
+
+def test_a_failing_rule_is_reported_and_the_others_still_run(tmp_path, monkeypatch):
+    from infertune.doctor import rules as rules_mod
+
+    def boom(s):
+        raise ValueError("boom")
+        yield
+
+    broken = [rules_mod.Rule("IT012", "trust-remote-code", "x", "y", boom)] + rules_mod.RULES[:1]
+    monkeypatch.setattr(rules_mod, "RULES", broken)
+    monkeypatch.setattr("infertune.doctor.select_rules", lambda select, ignore: broken)
+    report = doctor.check([DATA / "bad_server.py"])
+    assert [f.rule for f in report.findings] == ["IT001"]
+    assert len(report.errors) == 1 and "rule IT012 failed (ValueError: boom)" in report.errors[0]
+
+
+def test_keyword_findings_point_at_the_argument_and_a_comment_on_the_call_silences_them(tmp_path):
+    code = LOAD + 'out = model.generate(\n    **inputs,\n    max_length=64,\n)'
+    (f,) = _check(tmp_path, code).findings
+    assert f.rule == "IT014" and f.line == 6  # the max_length line, as ruff points at the argument
+    assert _check(tmp_path, code.replace("generate(", "generate(  # infertune: ignore[IT014]")).findings == []
+
+
+def test_folders_are_walked_without_tool_and_hidden_folders(tmp_path):
+    for rel in ("pkg/a.py", "pkg/sub/b.py", ".venv/c.py", "build/d.py", ".hidden/e.py", "node_modules/f.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(HEAD)
+    (tmp_path / "pkg" / "notes.txt").write_text("x")
+    files, errors = doctor.python_files([tmp_path])
+    assert sorted(f.relative_to(tmp_path).as_posix() for f in files) == ["pkg/a.py", "pkg/sub/b.py"] and not errors

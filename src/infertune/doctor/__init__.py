@@ -1,27 +1,30 @@
-"""`infertune doctor`: the classic inference mistakes in a user's own scripts (AST, never executed), the
-environment's known-bad combinations, and a script's settings as `infertune advise` options (the API
-adds the advice itself: the doctor sits below the advisor)."""
+"""`infertune doctor`: the classic inference mistakes in a user's own scripts, found statically (never executed).
+
+This package stays on the standard library (no torch, transformers or pydantic): `doctor` answers in tens of
+milliseconds, like a linter. The environment's checks (`doctor.env`) and `--advise` live above, in the api.
+"""
 
 from __future__ import annotations
 
 import ast
+import json
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-
-from infertune.doctor.rules import RULES, Finding, Script, Target, check_script, const, dotted, kw
-from infertune.schema import SCHEMA_VERSION
+from infertune.doctor.rules import RULES, Rule, check_script, select_rules
+from infertune.doctor.rules.generation import SAMPLING
+from infertune.doctor.script import Finding, Script, Target, const, dotted, kw
+from infertune.doctor.version import parse_version, pinned, target_for
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
 
 
-class DoctorResult(BaseModel):
-    kind: Literal["doctor"] = "doctor"
-    schema_version: str = SCHEMA_VERSION
-    findings: list[Finding]
-    files: int = Field(description="Python files read")
-    errors: list[str] = Field(default_factory=list, description="inputs that could not be read or parsed")
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    files: int = 0  # Python files read
+    errors: list[str] = field(default_factory=list)  # inputs that could not be read or parsed
 
 
 def python_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -29,8 +32,9 @@ def python_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
     files, errors = [], []
     for p in paths:
         if p.is_dir():
-            files += sorted(f for f in p.rglob("*.py")
-                            if not any(part in SKIP_DIRS or part.startswith(".") for part in f.relative_to(p).parts))
+            for root, dirs, names in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+                files += [Path(root) / n for n in sorted(names) if n.endswith(".py")]
         elif p.is_file():
             files.append(p)
         else:
@@ -41,7 +45,7 @@ def python_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
 def parse(path: Path, target: Target | None = None) -> Script:
     """Raises ValueError with a one-line reason (unreadable, not UTF-8, syntax error)."""
     try:
-        source = path.read_text(encoding="utf-8")
+        source = path.read_text(encoding="utf-8-sig")  # a BOM (Windows editors) is not code
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not a UTF-8 text file") from None
     except OSError as e:
@@ -55,39 +59,50 @@ def parse(path: Path, target: Target | None = None) -> Script:
     return Script(str(path), source, tree, target or Target())
 
 
-def check(paths: list[Path], target: Target | None = None) -> DoctorResult:
-    files, errors = python_files(paths)
-    findings: list[Finding] = []
-    read = 0
+def check(paths: list[Path], target: Target | None = None, select: list[str] | None = None,
+          ignore: list[str] | None = None, target_version: str | None = None) -> Report:
+    """Every rule (or those selected) over every file. Raises ValueError on an unknown rule."""
+    rules = select_rules(select, ignore)
+    pinned.cache_clear()  # one look per folder and run: pins may change between runs in one process
+    if target_version and parse_version(target_version.lstrip("<>=!~^ ")) is None:
+        raise ValueError(f"--target-version: not a version: {target_version!r} (e.g. 4.46, 5, '>=4.40,<5')")
+    files, errors = python_files([Path(p) for p in paths])
+    report = Report(errors=errors)
     for f in files:
         try:
-            script = parse(f, target)
+            script = parse(f, target_for(f, target or Target(), target_version))
         except ValueError as e:
-            errors.append(str(e))
+            report.errors.append(str(e))
             continue
-        read += 1
+        report.files += 1
         script.generation_defaults = generation_defaults(settings(script).get("model"))
-        findings += check_script(script)
-    return DoctorResult(findings=findings, files=read, errors=errors)
+        report.findings += check_script(script, rules, report.errors)
+    return report
+
+
+def _hf_cache() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    return Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
 
 
 def generation_defaults(model: str | None) -> dict | None:
-    """The sampling fields of a model's generation_config.json when the model is here (a folder, the HF
-    cache, an embedded model); None when it is not (never downloads)."""
-    import json
-
-    from infertune import models
-    from infertune.doctor.rules import SAMPLING
-    from infertune.errors import UserError
-
+    """The sampling fields of a model's generation_config.json when the model is here (a folder, or the HF
+    cache); None when it is not (never downloads)."""
     if not model:
         return None
-    try:
-        folder = models.resolve(model, prepare_missing=False)
-        data = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
-    except (UserError, OSError, ValueError):
-        return None
-    return {k: v for k, v in data.items() if k in SAMPLING} if isinstance(data, dict) else None
+    candidates = [Path(model) / "generation_config.json"]
+    snapshots = _hf_cache() / f"models--{model.replace('/', '--')}" / "snapshots"
+    if "/" in model and snapshots.is_dir():
+        candidates += sorted(snapshots.glob("*/generation_config.json"))
+    for f in candidates:
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k in (*SAMPLING, "do_sample")}
+    return None
 
 
 # --- a script's settings, for `--advise` ------------------------------------------------------------------
@@ -95,12 +110,13 @@ def generation_defaults(model: str | None) -> dict | None:
 QUANT_FROM_BNB = {"load_in_4bit": "bnb-4bit", "load_in_8bit": "bnb-8bit"}
 
 
-def settings(script: Script) -> dict[str, Any]:
+def settings(script: Script) -> dict[str, object]:
     """What the script loads and how, as `infertune advise` options (only what is written as literals)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for c in script.loads:
-        if c.args and isinstance(const(c.args[0]), str):
-            out.setdefault("model", const(c.args[0]))
+        mid = script.model_id(c)
+        if mid:
+            out.setdefault("model", mid)
         dt = const(kw(c, "dtype") or kw(c, "torch_dtype"))
         if isinstance(dt, str):
             out.setdefault("dtype", {"float": "float32", "half": "float16"}.get(dt, dt))
@@ -123,5 +139,13 @@ def settings(script: Script) -> dict[str, Any]:
     return out
 
 
-__all__ = ["RULES", "DoctorResult", "Finding", "Target", "check", "parse", "settings",
-           "python_files"]
+def __getattr__(name: str):
+    if name == "DoctorResult":  # pydantic, for the API and the schema: loaded only when asked for
+        from infertune.doctor.result import DoctorResult
+
+        return DoctorResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["RULES", "DoctorResult", "Finding", "Report", "Rule", "Target", "check", "parse", "python_files", "settings"]
+

@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, requires
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from infertune.doctor.rules import Finding
+from infertune.doctor.nodes import Finding
 from infertune.probe.hardware import Hardware
 from infertune.probe.versions import library_versions
 

@@ -1,0 +1,73 @@
+"""`infertune doctor` on the fast path: argparse and the standard library only, so a check answers in tens of
+milliseconds (a pre-commit hook, an editor on save). Options that need the higher layers (--env, --advise,
+--gpu, --model) return None: the caller hands over to the full CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+FORMATS = ("text", "json", "sarif")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one clear line, exit 2 (the project's rule for bad input)
+        sys.stderr.write(f"error: {message}\n")
+        raise SystemExit(2)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infertune doctor", description="Find the classic inference mistakes in your scripts, "
+                "statically (never runs them). Exit 1 on findings, 2 on unreadable input.")
+    p.add_argument("paths", nargs="*", type=Path, help="Python files or folders to check")
+    p.add_argument("--format", dest="fmt", choices=FORMATS, default="text", help="text, json or sarif")
+    p.add_argument("--select", action="append", default=[], help="only these rules (ids, names, prefixes; "
+                   "comma-separated)")
+    p.add_argument("--ignore", action="append", default=[], help="skip these rules (ids, names, prefixes)")
+    p.add_argument("--target-version", help="the transformers version the scripts run on (4.46, 5, '>=4.40,<5'); "
+                   "default: the pins beside or above each script, else both 4.x and 5.x")
+    p.add_argument("--env", action="store_true", help="also check this environment (full CLI)")
+    p.add_argument("--advise", action="store_true", help="then advise on each script's settings (full CLI)")
+    p.add_argument("--gpu", help="the GPU the scripts target (full CLI)")
+    p.add_argument("--model", help="with --env: this model's weights against free memory (full CLI)")
+    p.add_argument("--list-rules", action="store_true", help="print the rules and exit")
+    return p
+
+
+def split(values: list[str]) -> list[str]:
+    return [v.strip() for x in values for v in x.split(",") if v.strip()]
+
+
+def main(argv: list[str]) -> int | None:
+    args = parser().parse_args(argv)
+    if args.env or args.advise or args.gpu or args.model:
+        return None
+    from infertune import doctor
+    from infertune.doctor import output
+
+    if args.list_rules:
+        sys.stdout.write(output.rule_table())
+        return 0
+    if not args.paths:
+        sys.stderr.write("error: give Python files or folders to check (infertune doctor app.py), or --env\n")
+        return 2
+    try:
+        report = doctor.check(args.paths, select=split(args.select), ignore=split(args.ignore),
+                              target_version=args.target_version)
+    except ValueError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    if args.fmt == "json":
+        sys.stdout.write(output.as_json(report.findings, report.files, report.errors) + "\n")
+    elif args.fmt == "sarif":
+        sys.stdout.write(json.dumps(output.sarif(report.findings, report.errors), indent=2) + "\n")
+    else:
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        sys.stdout.write(output.text(report.findings, color))
+        for e in report.errors:
+            sys.stderr.write(f"error: {e}\n")
+        sys.stderr.write(output.summary(len(report.findings), report.files) + "\n")
+    return 2 if report.errors else 1 if report.findings else 0

@@ -1,0 +1,109 @@
+"""What the doctor's rules are made of (standard library only): findings, the target, and small AST helpers."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class Finding:
+    path: str
+    line: int
+    col: int
+    rule: str
+    message: str
+    fix: str
+
+    def model_dump(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Target:
+    """Where the script runs: the card (optional) and the transformers versions it may meet, as the lowest
+    and highest version the script's pins allow (None: unbounded or unknown) and where that was read."""
+
+    gpu_name: str | None = None
+    gpu_memory_bytes: int | None = None
+    compute_capability: float | None = None
+    transformers_min: tuple[int, ...] | None = None
+    transformers_max: tuple[int, ...] | None = None
+    version_source: str | None = None  # the pin's file, or "--target-version"
+
+    @property
+    def transformers_major(self) -> int | None:
+        """The major version when the pins settle it (both bounds in one major)."""
+        lo, hi = self.transformers_min, self.transformers_max
+        if lo and hi and lo[0] == hi[0]:
+            return lo[0]
+        if lo and lo[0] >= 5:
+            return lo[0]
+        if hi and hi[0] < 5:
+            return 4
+        return None
+
+    @property
+    def pinned_major(self) -> int | None:
+        """The major version when the script's pins (or --target-version) settle it."""
+        return self.transformers_major if self.version_source else None
+
+    def may_be_before(self, version: tuple[int, ...]) -> bool:
+        """Could the script run on a transformers older than `version`? (False when unknown.)"""
+        return self.transformers_max is not None and self.transformers_max < version
+
+
+MODEL_CLASS = re.compile(r"^(Auto\w*Model\w*|\w+For\w+|\w+LMHeadModel|\w+Model)$")
+NOT_MODELS = {"AutoConfig", "GenerationConfig", "AutoTokenizer", "AutoProcessor", "PretrainedConfig"}
+TOKENIZER_CLASS = re.compile(r"(Tokenizer\w*|Processor)$")
+GENERATIVE = re.compile(r"(CausalLM|Seq2SeqLM|ConditionalGeneration|LMHeadModel|Vision2Seq|ImageTextToText|"
+                        r"SpeechSeq2Seq|TextToWaveform)$")
+ENCODER_DECODER = re.compile(r"(Seq2SeqLM|SpeechSeq2Seq|T5\w*|Bart\w*|Marian\w*|Pegasus\w*|Whisper\w*|"
+                             r"\w+ForConditionalGeneration)$")
+MOVES = {"to", "cuda", "eval", "half", "float", "bfloat16", "requires_grad_", "train", "cpu", "npu", "xpu",
+         "merge_and_unload"}
+# Runtimes other than PyTorch (ONNX Runtime, OpenVINO, TF, Flax, Neuron...): their own devices and dtypes.
+OTHER_RUNTIME = re.compile(r"^(ORT|OV|IPEX|Neuron|TF|Flax|MLX|Gaudi|Habana)")
+PASSTHROUGH = {"get_peft_model", "prepare_model_for_kbit_training"}
+PLACES = {"to", "cuda", "npu", "xpu"}
+QUANTIZED_ID = re.compile(r"gptq|awq|exl2|bnb|[-_]int[48]|[-_][48]bit|fp8|gguf|quantized|mlx", re.I)
+
+
+def dotted(node: ast.AST | None) -> str:
+    """`a.b.c` for Name/Attribute chains, `f()` for a call's function ('' for anything else)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = dotted(node.value)
+        return f"{head}.{node.attr}" if head else node.attr
+    if isinstance(node, ast.Call):
+        return dotted(node.func) + "()"
+    return ""
+
+
+def kw(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def has_star_kwargs(call: ast.Call) -> bool:
+    return any(k.arg is None for k in call.keywords)
+
+
+def const(node: ast.AST | None):
+    """A literal's value (strings, numbers, True/False/None; `torch.float32`-style attributes as their name)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Attribute) and dotted(node).startswith("torch."):
+        return node.attr
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return -node.operand.value if isinstance(node.operand.value, (int, float)) else None
+    return None
+
+
+def method(call: ast.AST) -> str | None:
+    return call.func.attr if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else None
+
+
+def callee(call: ast.Call) -> str:
+    return dotted(call.func).split(".")[-1]

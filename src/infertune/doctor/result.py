@@ -1,0 +1,19 @@
+"""The doctor's result as a pydantic model (the JSON shape of the API, the CLI and MCP). Imported lazily
+(`infertune.doctor.DoctorResult`): the linter's fast path never loads pydantic. The API adds `advice` above."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from infertune.doctor.nodes import Finding
+from infertune.schema import SCHEMA_VERSION
+
+
+class DoctorResult(BaseModel):
+    kind: Literal["doctor"] = "doctor"
+    schema_version: str = SCHEMA_VERSION
+    findings: list[Finding]
+    files: int = Field(description="Python files read")
+    errors: list[str] = Field(default_factory=list, description="inputs that could not be read or parsed")

@@ -1,0 +1,163 @@
+"""The rules: each a function over one parsed script that yields (node, message). `RULES` lists them with their
+id, name, fix and documentation link; families live in loading, generation, prompts and serving. The why of
+each is in docs/doctor.md."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from infertune.doctor.rules import generation, loading, prompts, serving
+from infertune.doctor.script import Finding, Script
+
+DOCS = "https://github.com/infertune/infertune/blob/main/docs/doctor.md"
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    summary: str
+    fix: str
+    check: Callable[[Script], Iterator[tuple[ast.AST, str]]]
+
+    @property
+    def doc_url(self) -> str:
+        return f"{DOCS}#{self.id.lower()}-{self.name}"
+
+
+RULES: list[Rule] = [
+    Rule("IT001", "missing-dtype", "the dtype keyword does not say what the targeted transformers will load",
+         "pass dtype='auto' (the checkpoint's) or dtype=torch.bfloat16 (torch_dtype= before transformers 4.56)",
+         loading.dtype_rule),
+    Rule("IT002", "model-on-cpu", "a generative model never placed on an accelerator",
+         "pass device_map='auto' (or call .to('cuda')) and check model.device", loading.model_on_cpu),
+    Rule("IT003", "hand-built-chat-prompt", "a chat prompt assembled by hand reaches the model",
+         "build the prompt with tok.apply_chat_template(messages, add_generation_prompt=True)",
+         prompts.hand_built_chat_prompt),
+    Rule("IT004", "prompt-in-output", "generate output decoded with the prompt",
+         "decode out[0, inputs['input_ids'].shape[1]:] (slice the prompt off); pipelines: return_full_text=False",
+         generation.prompt_in_output),
+    Rule("IT005", "streamer-same-thread", "TextIteratorStreamer consumed in generate's thread",
+         "run generate in a Thread(target=model.generate, kwargs=...) and iterate the streamer in this one",
+         serving.streamer_same_thread),
+    Rule("IT006", "compile-outside-generate", "torch.compile on the model without a static cache",
+         "drop torch.compile(model); use generate(..., cache_implementation='static'), which compiles the "
+         "decode step itself", generation.compile_outside_generate),
+    Rule("IT007", "max-memory-full-card", "max_memory set to the whole card",
+         "budget about 80 % of the card (e.g. {0: '64GiB'} on an 80 GB card)", loading.max_memory_full_card),
+    Rule("IT008", "bnb-4bit", "bitsandbytes 4-bit without compute dtype or chosen for speed",
+         "set bnb_4bit_compute_dtype=torch.bfloat16; for speed, use AWQ/GPTQ kernels, not bitsandbytes",
+         loading.bnb_4bit),
+    Rule("IT009", "flash-attention-unsupported", "FlashAttention with fp32 or on a GPU that cannot run it",
+         "load in bf16/fp16 (dtype=torch.bfloat16), or use attn_implementation='sdpa' on pre-Ampere GPUs",
+         loading.flash_attention),
+    Rule("IT010", "hardcoded-sampling", "sampling parameters hard-coded in generate or a pipeline",
+         "drop them to use the model's generation_config.json, or set them once in a GenerationConfig on purpose",
+         generation.hardcoded_sampling),
+    Rule("IT011", "generate-in-web-handler", "a web handler runs generate per request",
+         "serve with `transformers serve --continuous-batching`, batch with generate_batch, or use vLLM",
+         serving.generate_in_handler),
+    Rule("IT012", "trust-remote-code", "trust_remote_code=True",
+         "use a model supported natively, or review its code and pin revision=<commit>", loading.trust_remote_code),
+    Rule("IT013", "chat-model-raw-text", "a chat/instruct model fed raw text without its template",
+         "wrap the text as messages and use tok.apply_chat_template(messages, add_generation_prompt=True)",
+         prompts.chat_model_raw_text),
+    Rule("IT014", "max-length-budget", "max_length used as if it were max_new_tokens",
+         "use max_new_tokens=N: max_length counts the prompt too", generation.max_length_budget),
+    Rule("IT015", "sampling-ignored", "temperature/top_p/top_k without do_sample=True, or with beam search",
+         "pass do_sample=True (or drop the sampling parameters for greedy/beam search)",
+         generation.sampling_ignored),
+    Rule("IT016", "inputs-on-other-device", "tokenized inputs left on the CPU for a model on the GPU",
+         "move them: tok(..., return_tensors='pt').to(model.device)", generation.inputs_device),
+    Rule("IT017", "streamer-echoes-prompt", "a streamer without skip_prompt=True",
+         "TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)", serving.streamer_skip_prompt),
+    Rule("IT018", "no-generation-prompt", "apply_chat_template without add_generation_prompt=True before generate",
+         "apply_chat_template(messages, add_generation_prompt=True, ...)", prompts.no_generation_prompt),
+    Rule("IT019", "openai-args-in-generate", "OpenAI API arguments passed to generate",
+         "max_tokens -> max_new_tokens, stop -> stop_strings (with tokenizer=tok); presence/frequency_penalty -> "
+         "repetition_penalty; n -> num_return_sequences", generation.openai_args),
+    Rule("IT020", "move-dispatched-model", ".to()/.cuda()/.half() on a model placed by device_map or quantized",
+         "drop the call: device_map (or bitsandbytes) already placed the model; choose the dtype at load time",
+         loading.move_dispatched),
+    Rule("IT021", "attn-on-tokenizer", "attn_implementation passed to the tokenizer",
+         "pass attn_implementation to the model's from_pretrained", loading.attn_on_tokenizer),
+    Rule("IT022", "blocking-async-handler", "an async handler runs generate on the event loop",
+         "await asyncio.to_thread(...) / run_in_executor, or a def (threadpool) route; better, a batching server",
+         serving.blocking_async_handler),
+]
+BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}
+SUPPRESS = re.compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)
+
+
+def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
+    """Rules chosen like ruff's --select/--ignore: ids, names or id prefixes (IT0, IT01). Raises ValueError."""
+
+    def match(keys: list[str]) -> set[str]:
+        out: set[str] = set()
+        for k in (x.strip() for x in keys):
+            if not k:
+                continue
+            hit = {r.id for r in RULES if r.id.lower().startswith(k.lower()) or r.name == k.lower() or k == "ALL"}
+            if not hit:
+                raise ValueError(f"unknown rule {k!r} (ids IT001..{RULES[-1].id}, names, or prefixes like IT01)")
+            out |= hit
+        return out
+
+    chosen = match(select) if select else {r.id for r in RULES}
+    chosen -= match(ignore or [])
+    return [r for r in RULES if r.id in chosen]
+
+
+def suppressed(s: Script, line: int, rule: Rule) -> bool:
+    """`# infertune: ignore[IT001]` (id or name, comma-separated) on the line; a bare `ignore` silences all."""
+    if not 1 <= line <= len(s.lines):
+        return False
+    m = SUPPRESS.search(s.lines[line - 1])
+    if not m:
+        return False
+    if m.group(1) is None:
+        return True
+    keys = {k.strip().lower() for k in m.group(1).split(",")}
+    return rule.id.lower() in keys or rule.name in keys
+
+
+COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
+            ast.With, ast.AsyncWith, ast.Try)
+
+
+def _span(s: Script, node: ast.AST) -> tuple[int, int]:
+    """The lines a suppression comment may sit on: the simple statement holding the node (a multi-line call)."""
+    line = getattr(node, "lineno", 1)
+    stmt = node
+    while stmt in s.parents and not isinstance(stmt, ast.stmt):
+        stmt = s.parents[stmt]
+    if isinstance(stmt, ast.stmt) and not isinstance(stmt, COMPOUND):
+        return min(stmt.lineno, line), max(stmt.end_lineno or line, line)
+    return line, getattr(node, "end_lineno", line) or line
+
+
+def check_script(s: Script, rules: list[Rule] | None = None, failed: list[str] | None = None) -> list[Finding]:
+    """The findings of these rules on one script; a rule that fails (a bug of ours) is skipped for this file
+    and said in `failed`, the others still run."""
+    out, seen = [], set()
+    for rule in RULES if rules is None else rules:
+        try:
+            found = list(rule.check(s))
+        except (RecursionError, Exception) as e:  # noqa: BLE001 - one rule's bug must not hide the others
+            if failed is not None:
+                failed.append(f"{s.path}: rule {rule.id} failed ({type(e).__name__}: {e}); please report it")
+            continue
+        for node, message in found:
+            line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+            first, last = _span(s, node)
+            if (line, col, rule.id) in seen or any(suppressed(s, n, rule) for n in range(first, last + 1)):
+                continue
+            seen.add((line, col, rule.id))
+            out.append(Finding(path=s.path, line=line, col=col, rule=rule.id, message=message, fix=rule.fix))
+    return sorted(out, key=lambda f: (f.line, f.col, f.rule))
+
+
+__all__ = ["RULES", "BY_KEY", "Rule", "check_script", "select_rules", "suppressed"]

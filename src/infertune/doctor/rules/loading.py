@@ -1,0 +1,250 @@
+"""Loading rules: dtype, placement, memory budget, quantization, attention kernels, remote code."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from infertune.doctor.script import (
+    ENCODER_DECODER,
+    PLACES,
+    Script,
+    callee,
+    const,
+    dotted,
+    has_star_kwargs,
+    kw,
+    method,
+)
+
+# Memory sizes of common cards, GB as sold (a max_memory equal to one of them is "the whole card").
+CARD_SIZES_GB = (8, 12, 16, 24, 32, 40, 48, 80, 94, 96, 141, 180, 192, 288)
+DISPATCH_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+# Calls that take a model and place it themselves (or may): a model handed to one is not "left on the CPU".
+PLACERS = {"Trainer", "SFTTrainer", "DPOTrainer", "prepare", "prepare_model", "dispatch_model", "DataParallel",
+           "load_checkpoint_and_dispatch", "DistributedDataParallel", "init_inference", "cpu_offload", "optimize",
+           "ipex_optimize", "FSDP", "wrap", "to_bettertransformer"}
+SAVES = {"save_pretrained", "push_to_hub"}
+HARMLESS = {"compile", "print", "len", "str", "repr", "type", "isinstance", "getattr", "hasattr", "id", "format", "sum",
+            "info", "debug", "warning", "save_pretrained", "push_to_hub", "count_parameters", "parameters"}
+
+
+def _dtype_keywords(c: ast.Call) -> tuple[ast.expr | None, ast.expr | None]:
+    return kw(c, "dtype"), kw(c, "torch_dtype")
+
+
+def _saved_only(s: Script, c: ast.Call) -> bool:
+    """Loaded to be saved (a download or conversion script): nothing runs it here."""
+    if s.generates or s.pipelines:
+        return False
+    m = s.called_method(c)
+    uses = s.uses(c)
+    return (m is not None and m.func.attr in SAVES) or bool(uses) and all(
+        (x := s.called_method(u)) is not None and x.func.attr in SAVES for u in uses)
+
+
+def dtype_rule(s: Script):
+    if s.trains:
+        return  # training picks its precision in its arguments (bf16=True, mixed precision)
+    t = s.target
+    major = t.pinned_major
+    pinned = t.version_source is not None
+    where = "" if not pinned else (" (--target-version)" if t.version_source == "--target-version"
+                                   else f" (pinned in {t.version_source})")
+    for c in s.loads:
+        if (not s.torch_generative(c) or ENCODER_DECODER.search(s.model_class(c))
+                or has_star_kwargs(c) or s.quantized(c) or _saved_only(s, c)):
+            continue  # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs
+        dtype, torch_dtype = _dtype_keywords(c)
+        if dtype is None and torch_dtype is None:
+            if major is not None and major >= 5:
+                continue  # 5.x loads the checkpoint's dtype ("auto")
+            if major == 4:
+                keyword = "torch_dtype=" if t.may_be_before((4, 56)) else "dtype= (torch_dtype= is the older name)"
+                yield c, (f"from_pretrained without dtype loads fp32 on transformers 4.x{where}: twice the memory, "
+                          f"slower; pass {keyword}")
+            else:
+                yield c, ("from_pretrained without dtype: transformers 4.x loads fp32 (twice the memory of a bf16 "
+                          "checkpoint), 5.x the checkpoint's dtype; no pin says which this script gets (pass dtype=; "
+                          "before 4.56 the keyword is torch_dtype=)")
+        elif dtype is not None and torch_dtype is None and pinned and t.may_be_before((4, 56)):
+            yield dtype, (f"`dtype=` is read by from_pretrained only from transformers 4.56{where}: older versions "
+                          "do not take it as the weights' dtype (fp32 loads, or an error); use torch_dtype=")
+
+
+def placed_at_load(s: Script, c: ast.Call, explicit_cpu: bool = False) -> bool:
+    """On an accelerator from the load on (device_map, a quantized load, a chained .cuda()); with
+    explicit_cpu, a deliberate device_map='cpu' counts as placed too."""
+    dm = kw(c, "device_map")
+    if (dm is not None and (explicit_cpu or const(dm) != "cpu")) or has_star_kwargs(c) or s.quantized(c):
+        return True
+    node: ast.AST = c  # from_pretrained(...).eval().cuda()
+    while isinstance(s.parents.get(node), ast.Attribute) and isinstance(s.parents.get(s.parents[node]), ast.Call):
+        if s.parents[node].attr in PLACES and (explicit_cpu or _not_cpu(s.parents[s.parents[node]])):
+            return True
+        node = s.parents[s.parents[node]]
+    return False
+
+
+def _not_cpu(call: ast.Call) -> bool:
+    return not call.args or const(call.args[0]) not in ("cpu", -1)
+
+
+def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
+    """Is this use of the model a move (x.to(...), x.cuda()), or a hand-over to something that places it?"""
+    parent = s.parents.get(use)
+    m = s.called_method(use)
+    if m is not None:
+        return m.func.attr in PLACES and (explicit_cpu or _not_cpu(m))
+    call = parent if isinstance(parent, ast.Call) else (
+        s.parents.get(parent) if isinstance(parent, ast.keyword) else None)
+    if not isinstance(call, ast.Call) or call.func is use:
+        return False
+    name = callee(call)
+    if name == "pipeline":
+        return any(kw(call, k) is not None and const(kw(call, k)) not in ("cpu", -1) for k in ("device", "device_map"))
+    if name in PLACERS:
+        return True
+    for fn in s.defined(call):  # a helper of this file: does it move its parameter?
+        return any(method(c) in PLACES or callee(c) in PLACERS for c in ast.walk(fn) if isinstance(c, ast.Call))
+    return name not in HARMLESS and not s.is_tokenizer(call.func) and method(call) != "generate"
+
+
+def _used_for_generation(s: Script, c: ast.Call, uses: list[ast.AST]) -> bool:
+    if any(c in s.models_of(g.func.value) for g in s.generates):
+        return True
+    return any(isinstance(s.parents.get(u), (ast.Call, ast.keyword)) and s.parents.get(u) is not None
+               and any(p in s.pipelines for p in (s.parents[u], s.parents.get(s.parents[u]))) for u in uses)
+
+
+def model_on_cpu(s: Script):
+    default_device = any(dotted(c.func) == "torch.set_default_device" or (
+        dotted(c.func) == "torch.device" and isinstance(s.parents.get(c), ast.withitem)) for c in s.calls)
+    if s.trains or default_device:
+        return
+    for c in s.loads:
+        if not s.torch_generative(c) or placed_at_load(s, c, explicit_cpu=True):
+            continue  # a device_map='cpu' or .to('cpu') is a choice, not an oversight
+        uses = s.uses(c)
+        if any(moved(s, u, explicit_cpu=True) for u in uses) or not _used_for_generation(s, c, uses):
+            continue
+        name = next((dotted(u) for u in uses), "the model")
+        yield c, f"`{name}` is loaded without device_map and never moved: it runs on the CPU (seconds per token)"
+
+
+def _size(text: str) -> tuple[float, float] | None:
+    """A max_memory string as (the number in G units as written, bytes): '80GiB' -> (80, 85.9e9)."""
+    m = re.fullmatch(r"\s*([\d.]+)\s*(GiB|GB|G|MiB|MB)\s*", str(text), re.I)
+    if not m:
+        return None
+    v, unit = float(m.group(1)), m.group(2).lower()
+    scale = {"gib": 2**30, "gb": 1e9, "g": 1e9, "mib": 2**20, "mb": 1e6}[unit]
+    return (v if unit[0] == "g" else v * scale / 1e9), v * scale
+
+
+def max_memory_full_card(s: Script):
+    for c in s.loads:
+        mm = kw(c, "max_memory")
+        mm = next((o for o in s.origins(mm) if isinstance(o, ast.Dict)), None) if mm is not None else None
+        if mm is None:
+            continue
+        for k, v in zip(mm.keys, mm.values, strict=True):
+            key, size = const(k), _size(const(v)) if isinstance(const(v), str) else None
+            if key in ("cpu", "disk") or key is None or size is None:
+                continue
+            card = s.target.gpu_memory_bytes
+            full = size[1] >= 0.9 * card if card else any(abs(size[0] - g) / g < 0.03 for g in CARD_SIZES_GB)
+            if card and size[1] > card:
+                yield v, (f"max_memory gives device {key} {const(v)}, more than the {s.target.gpu_name}'s "
+                          f"{card / 1e9:.0f} GB")
+            elif full:
+                yield v, (f"max_memory gives device {key} {const(v)}: the whole card for weights leaves nothing "
+                          "for the KV cache and activations")
+
+
+def bnb_4bit(s: Script):
+    for c in s.calls_named("BitsAndBytesConfig"):
+        if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c):
+            continue
+        if kw(c, "bnb_4bit_compute_dtype") is None:
+            yield c, "4-bit bitsandbytes without bnb_4bit_compute_dtype computes in fp32: slow"
+        elif re.search(r"speed|fast|latency|throughput", s.comment_near(c.lineno)):
+            yield c, "bitsandbytes 4-bit chosen for speed: it saves memory but dequantizes every matmul (slower)"
+
+
+def flash_attention(s: Script):
+    major = s.target.pinned_major
+    for c in s.loads:
+        attn = kw(c, "attn_implementation")
+        if const(attn) not in ("flash_attention_2", "flash_attention_3"):
+            continue
+        if const(kw(c, "device_map")) in ("cpu", "mps"):
+            yield c, f"FlashAttention needs a CUDA GPU; this model is placed on {const(kw(c, 'device_map'))}"
+        dtype, torch_dtype = _dtype_keywords(c)
+        dt = const(dtype or torch_dtype)
+        no_dtype = dtype is None and torch_dtype is None and not has_star_kwargs(c) and not s.quantized(c)
+        if dt in ("float32", "float") or (no_dtype and major == 4):
+            yield attn, "FlashAttention runs only in fp16/bf16: with fp32 weights it refuses to load"
+        cc = s.target.compute_capability
+        if cc is not None and cc < 8.0:
+            yield attn, (f"FlashAttention 2 needs an Ampere or newer GPU (compute capability 8.0+); "
+                      f"{s.target.gpu_name or 'the target'} has {cc:g}")
+
+
+def trust_remote_code(s: Script):
+    for c in s.calls:
+        v = kw(c, "trust_remote_code")
+        if v is not None and const(v) is True:
+            yield v, "trust_remote_code=True runs Python shipped with the model: review it, pin the revision"
+
+
+def _bnb(s: Script, c: ast.Call) -> bool:
+    if any(const(kw(c, k)) is True for k in ("load_in_4bit", "load_in_8bit")):
+        return True
+    q = kw(c, "quantization_config")
+    return q is not None and any(isinstance(o, ast.Call) and callee(o) == "BitsAndBytesConfig" for o in s.origins(q))
+
+
+def _casts(m: ast.Call) -> bool:
+    """.half()/.float()/.bfloat16(), or .to(<a dtype>)."""
+    if m.func.attr in ("half", "float", "bfloat16"):
+        return True
+    args = list(m.args) + [k.value for k in m.keywords if k.arg == "dtype"]
+    return m.func.attr == "to" and any("dtype" in dotted(a) or (isinstance(const(a), str) and (
+        "float" in const(a) or "int" in const(a))) for a in args)
+
+
+def move_dispatched(s: Script):
+    for c in s.loads:
+        dm = kw(c, "device_map")
+        dispatched = dm is not None and (const(dm) in DISPATCH_MAPS or (isinstance(dm, ast.Dict) and len(
+            {const(v) for v in dm.values}) > 1))  # {"": 0} is one device: no hooks
+        bnb, quantized = _bnb(s, c), s.quantized(c) and kw(c, "gguf_file") is None  # GGUF loads dequantized
+        if not (dispatched or quantized):
+            continue
+        node: ast.AST = c
+        chain = []
+        while isinstance(s.parents.get(node), ast.Attribute) and isinstance(s.parents.get(s.parents[node]), ast.Call):
+            chain.append(s.parents[s.parents[node]])
+            node = chain[-1]
+        moves = chain + [m for u in s.uses(c) if (m := s.called_method(u)) is not None]
+        for m in moves:
+            attr = m.func.attr
+            if attr not in ("to", "cuda", "half", "float", "bfloat16"):
+                continue
+            if quantized and _casts(m) and attr != "bfloat16":
+                yield m, (f"`.{attr}()` casts a quantized model: transformers raises (load it with the dtype you "
+                          "want instead)")
+            elif dispatched:
+                yield m, (f"`.{attr}()` on a model placed by device_map={const(dm) or '{...}'!r}: accelerate's hooks "
+                          "already placed every layer; moving or casting it breaks offloaded layers or does nothing")
+            elif bnb and attr in ("to", "cuda"):
+                yield m, (f"`.{attr}()` on a bitsandbytes model: it is already on the GPU; transformers 4.x refuses "
+                          "it (5.x needs bitsandbytes>=0.48 for 8-bit)")
+
+
+def attn_on_tokenizer(s: Script):
+    for c in s.tokenizers:
+        v = kw(c, "attn_implementation")
+        if v is not None:
+            yield v, "attn_implementation given to the tokenizer: it is ignored there; the model keeps its default"

@@ -1,0 +1,117 @@
+"""Prompt rules: chat templates, by hand or missing, and the generation prompt."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from infertune.doctor.script import Script, const, dotted, kw, method
+
+# Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
+TEMPLATE_TOKENS = re.compile(r"<\|im_start\|>|\[INST\]|<\|user\|>|<\|assistant\|>|<start_of_turn>|<\|system\|>|"
+                             r"<\|start_header_id\|>|<\|begin_of_text\|>")
+# Plain transcripts: a base model's or a fine-tune's own format; wrong only for a chat model with a template.
+TRANSCRIPT = re.compile(r"(^|\n)\s*(User|Human|USER|Assistant|ASSISTANT|### Instruction|### Human|### Assistant)\s*:?")
+CHAT_MARKERS = re.compile(f"{TEMPLATE_TOKENS.pattern}|{TRANSCRIPT.pattern}")
+SINGLE_TOKEN = re.compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
+CHAT_MODEL = re.compile(r"instruct|chat|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", re.I)
+
+
+def _text_args(c: ast.Call) -> list[ast.expr]:
+    return list(c.args[:1]) + [v for k in ("text", "text_inputs", "prompt") if (v := kw(c, k)) is not None]
+
+
+def _prompt_sinks(s: Script) -> list[ast.Call]:
+    """Calls that turn text into the model's input: a pipeline, and a tokenizer (called, or .encode) whose ids
+    are generate's input (not a stop word's ids, not a length count)."""
+    out = []
+    for c in s.calls:
+        if s.is_pipeline_call(c):
+            out.append(c)
+        elif s.is_tokenizer_call(c) or (method(c) == "encode" and s.is_tokenizer(c.func.value)):
+            if any(_feeds_input(s, c, g) for g in s.sinks_of(c) if g in s.generates or g in s.thread_generates) or any(
+                    s.is_pipeline_call(x) for x in s.sinks_of(c)):
+                out.append(c)
+    return out
+
+
+def _feeds_input(s: Script, tok: ast.Call, gen: ast.Call) -> bool:
+    """Are the tokenizer's ids generate's input (positional, input_ids=, inputs=, **enc; a Thread's kwargs)?"""
+    names = s.flow_names(tok)
+    args = list(gen.args[:1]) + [k.value for k in gen.keywords if k.arg in (None, "input_ids", "inputs", "kwargs")]
+    return any(n is tok or (isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names)
+               for a in args for n in ast.walk(a))
+
+
+def _template_source(s: Script, node: ast.AST, text: str, whole: bool) -> bool:
+    """A template's own Jinja source, a pattern looking for markers, or a lone marker/special token tokenized
+    on its own (a stop word, an id lookup)."""
+    parent = s.parents.get(node)
+    lone = SINGLE_TOKEN.fullmatch(text) is not None or TRANSCRIPT.fullmatch(text.strip()) is not None
+    return ("{%" in text or (whole and lone)
+            or (isinstance(parent, ast.Call) and dotted(parent.func).startswith("re.")))
+
+
+def hand_built_chat_prompt(s: Script):
+    if s.calls_method("apply_chat_template") or s.trains or not (s.generates or s.pipelines):
+        return
+    seen = set()
+    markers = CHAT_MARKERS if _chat_ids(s) else TEMPLATE_TOKENS
+    for c in _prompt_sinks(s):
+        for arg in _text_args(c):
+            for node, text in s.strings(arg):
+                if node not in seen and markers.search(text) and not _template_source(s, node, text, node is arg):
+                    seen.add(node)
+                    yield node, "a chat prompt built by hand: the model was trained on its own chat template"
+
+
+def _pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
+    m = kw(pipe, "model") or (pipe.args[1] if len(pipe.args) > 1 else None)
+    if m is None:
+        return None
+    loads = s.models_of(m)
+    ids = [s.model_id(x) for x in loads] if loads else [t for _, t in s.strings(m)]
+    return next((i for i in ids if i), None)
+
+
+def _chat_ids(s: Script) -> list[str]:
+    ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
+    ids += [_pipeline_model_id(s, p) or "" for p in s.pipelines]
+    return [i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1])]
+
+
+def chat_model_raw_text(s: Script):
+    if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s):
+        return
+    for c in _prompt_sinks(s):
+        args = _text_args(c)
+        if not args or any(CHAT_MARKERS.search(t) for a in args for _, t in s.strings(a)):
+            continue  # hand-built template: IT003's
+        if s.is_pipeline_call(c):
+            pipe = next(o for o in s.origins(c.func) if o in s.pipelines)
+            model = _pipeline_model_id(s, pipe)
+            chatty = isinstance(model, str) and CHAT_MODEL.search(model.rsplit("/", 1)[-1])
+            raw = any(isinstance(o, (ast.Constant, ast.JoinedStr, ast.BinOp)) for o in s.origins(args[0]))
+            if chatty and raw and not any(w in dotted(args[0]).lower() for w in ("message", "conversation", "chat")):
+                yield c, f"{model} is a chat model fed raw text: without its chat template it answers off-format"
+        elif any(g in s.generates or g in s.thread_generates for g in s.sinks_of(c)):
+            if any(isinstance(o, ast.Call) and method(o) == "apply_chat_template" for a in args for o in s.origins(a)):
+                continue
+            yield c, (f"{_chat_ids(s)[0]} is a chat model fed raw text: without its chat template it answers "
+                      "off-format or rambles")
+
+
+def no_generation_prompt(s: Script):
+    if s.trains:
+        return
+    for c in s.calls_method("apply_chat_template"):
+        agp, cont = kw(c, "add_generation_prompt"), kw(c, "continue_final_message")
+        if (agp is not None and const(agp) is not False) or (cont is not None and const(cont) is not False):
+            continue
+        if any(k.arg is None for k in c.keywords):
+            continue
+        sinks = s.sinks_of(c)
+        if any(x in s.generates or s.is_pipeline_call(x) or any(g in s.generates for g in s.sinks_of(x))
+               for x in sinks):
+            yield c, ("apply_chat_template without add_generation_prompt=True: the prompt does not open the "
+                      "assistant's turn, so the model may continue the user's message")

@@ -1,0 +1,98 @@
+"""Which transformers a script targets: `--target-version`, else the pins in a requirements*.txt,
+pyproject.toml, setup.py or setup.cfg beside or above it; else unknown (the rules then speak for 4.x and 5.x:
+the machine that runs the script is not necessarily the one that checks it)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from infertune.doctor.script import Target
+
+REQ = re.compile(r"""(?<![\w-])transformers\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^]=?\s*[\w.*]+\s*,?\s*)+)""", re.I)
+CLAUSE = re.compile(r"([<>=!~^]=?)\s*([\d.*]+)")
+PIN_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+VersionRange = tuple[tuple[int, ...] | None, tuple[int, ...] | None]
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    parts = re.match(r"\d+(?:\.\d+)*", text.strip())
+    return tuple(int(p) for p in parts.group(0).split(".")) if parts else None
+
+
+def _bump(v: tuple[int, ...], at: int) -> tuple[int, ...]:
+    """The first version above every `v[:at+1]`-prefixed one: (4, 46) at 1 -> (4, 47)."""
+    return (*v[:at], v[at] + 1)
+
+
+def spec_range(spec: str) -> VersionRange:
+    """`>=4.40,<5` -> ((4, 40), (4, 9999)); the upper bound is the highest version allowed, inclusive-ish."""
+    lo: tuple[int, ...] | None = None
+    hi: tuple[int, ...] | None = None
+    for op, text in CLAUSE.findall(spec):
+        v = parse_version(text)
+        if v is None:
+            continue
+        if op in ("==", "===") or (op == "=" and "*" not in text):
+            if "*" in text:  # ==4.* : any 4.x
+                lo, hi = v, (*v, 9999)
+            else:
+                lo, hi = v, v
+        elif op == "~=":  # ~=4.46.0 -> >=4.46.0, ==4.46.*
+            lo, hi = v, (*v[:-1], 9999) if len(v) > 1 else None
+        elif op == "^":  # poetry caret: below the next major
+            lo, hi = v, (v[0], 9999)
+        elif op == ">=" or op == ">":
+            lo = v
+        elif op == "<":
+            hi = (v[0] - 1, 9999) if len(v) == 1 or all(x == 0 for x in v[1:]) else (*v[:-1], v[-1] - 1, 9999)
+        elif op == "<=":
+            hi = v
+    return lo, hi
+
+
+def _specs_in(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    if path.name == "pyproject.toml":  # poetry tables write `transformers = "^4.40"`
+        text = re.sub(r"""(?m)^\s*transformers\s*=\s*["']([^"']+)["']""", r"transformers \1", text)
+        text = re.sub(r"""(?m)^\s*transformers\s*=\s*\{[^}]*version\s*=\s*["']([^"']+)["']""", r"transformers \1",
+                      text)
+    specs = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0] if path.suffix in (".txt", ".cfg") else line
+        specs += [m.group(1) for m in REQ.finditer(line)]
+    return specs
+
+
+@lru_cache(maxsize=256)
+def pinned(folder: Path) -> tuple[VersionRange, str] | None:
+    """The transformers pin in the nearest folder (this one or above) that has a requirements file."""
+    for d in (folder, *folder.parents):
+        files = sorted(d.glob("requirements*.txt")) + [d / n for n in PIN_FILES if (d / n).is_file()]
+        for f in files:
+            for spec in _specs_in(f):
+                lo, hi = spec_range(spec)
+                if lo or hi:
+                    return (lo, hi), str(f)
+        if files or (d / ".git").exists():  # the project's root: what lies above belongs to something else
+            return None  # the repository's root: nothing above belongs to this script
+    return None
+
+
+def target_for(script: Path, base: Target, flag: str | None = None) -> Target:
+    """A copy of `base` with the transformers versions this script targets."""
+    t = Target(**{**base.__dict__})
+    if t.version_source and not flag:
+        return t  # the caller already said
+    if flag:
+        lo, hi = spec_range(flag if CLAUSE.match(flag) else f"=={flag}")
+        t.transformers_min, t.transformers_max, t.version_source = lo, hi, "--target-version"
+        return t
+    pin = pinned(script.resolve().parent)
+    if pin:  # no pin: the script may meet 4.x or 5.x (the machine that runs it is not this one)
+        (t.transformers_min, t.transformers_max), t.version_source = pin
+    return t
