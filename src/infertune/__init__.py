@@ -11,12 +11,6 @@ it makes the verb modules callable from above, so none of them imports anything 
 import importlib
 import sys
 import types
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("infertune")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+unknown"
 
 VERBS = ("env", "estimate", "advise", "measure", "tune", "doctor", "report")
 
@@ -44,7 +38,18 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # lazily: 40 ms, and `doctor` must start fast
+
+    try:
+        return version("infertune")
+    except PackageNotFoundError:  # running from a source tree that was not installed
+        return "0.0.0+unknown"
+
+
 def __getattr__(name: str):
+    if name == "__version__":
+        return _version()
     if name == "env":
         from infertune.api import env
 

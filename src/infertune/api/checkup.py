@@ -29,28 +29,31 @@ class DoctorResult(Findings):
 
 
 def doctor(paths: list[str | Path] | str | Path | None = None, env: bool = False, advise: bool = False,
-           gpu: str | None = None, model: str | None = None, say: Say = _quiet):
+           gpu: str | None = None, model: str | None = None, say: Say = _quiet, select: list[str] | None = None,
+           ignore: list[str] | None = None, target_version: str | None = None) -> DoctorResult:
     """The classic inference mistakes in scripts (never executed), optionally the environment's, and each
-    script's settings as an advise run: a `DoctorResult`."""
+    script's settings as an advise run: a `DoctorResult`. `select`/`ignore` choose rules like ruff's;
+    `target_version` is the transformers version the scripts run on (default: their pins)."""
     from infertune import doctor as doc
-    from infertune.doctor.rules import Target
+    from infertune.doctor.script import Target
 
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = [Path(p) for p in paths or []]
     if not paths and not env:
         raise UserError("give Python files or folders to check (infertune doctor app.py), or --env")
-    from infertune.probe.versions import library_versions
-
-    tv = library_versions(("transformers",))["transformers"]
-    target = Target(transformers_major=int(tv.split(".")[0]) if tv and tv.split(".")[0].isdigit() else None)
+    target = Target()
     if gpu:
         from infertune.estimate.accelerators import find_accelerator
 
         acc = find_accelerator(gpu)
         target.gpu_name, target.gpu_memory_bytes = acc.name, acc.memory_bytes
         target.compute_capability = float(acc.compute_capability) if acc.compute_capability else None
-    result = DoctorResult(**dict(doc.check(paths, target)))
+    try:
+        report = doc.check(paths, target, select, ignore, target_version)
+    except ValueError as e:  # an unknown rule, a --target-version that is not a version
+        raise UserError(str(e)) from None
+    result = DoctorResult(findings=report.findings, files=report.files, errors=report.errors)
     if env:
         result.findings += _environment_findings(model, say)
     if advise:

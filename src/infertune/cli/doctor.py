@@ -14,6 +14,7 @@ from infertune.cli.output import err, out, print_advice, print_json
 class DoctorFormat(str, Enum):
     text = "text"
     json = "json"
+    sarif = "sarif"
 
 
 def doctor(
@@ -23,14 +24,27 @@ def doctor(
     gpu: Annotated[Optional[str], typer.Option(
         help="the GPU the scripts target (H100, T4, ...): sharpens the max_memory and FlashAttention rules")] = None,
     model: Annotated[Optional[str], typer.Option(help="with --env: check this model's weights against free memory")] = None,
-    fmt: Annotated[DoctorFormat, typer.Option("--format", help="text for people, json for programs")] = DoctorFormat.text,
+    fmt: Annotated[DoctorFormat, typer.Option("--format", help="text for people, json for programs, sarif for "
+                                              "code scanning")] = DoctorFormat.text,
+    select: Annotated[Optional[list[str]], typer.Option(help="only these rules (ids, names, prefixes)")] = None,
+    ignore: Annotated[Optional[list[str]], typer.Option(help="skip these rules (ids, names, prefixes)")] = None,
+    target_version: Annotated[Optional[str], typer.Option(help="the transformers version the scripts run on")] = None,
 ) -> None:
-    """Find the classic inference mistakes in your scripts, statically (never runs them). Exit 1 on findings."""
-    from infertune import api
+    """Find the classic inference mistakes in your scripts, statically (never runs them). Exit 1 on findings.
+    (Without --env/--advise/--gpu/--model, `infertune doctor` answers on a stdlib-only fast path: doctor/cli.py.)"""
+    from infertune import __version__, api
+    from infertune.doctor.cli import split
 
     with err.status("checking", spinner="dots") as status:
-        result = api.doctor(paths, env, advise_, gpu, model, say=status.update)
-    if fmt is DoctorFormat.json:
+        result = api.doctor(paths, env, advise_, gpu, model, say=status.update, select=split(select or []),
+                            ignore=split(ignore or []), target_version=target_version)
+    if fmt is DoctorFormat.sarif:
+        import json
+
+        from infertune.doctor.output import sarif
+
+        print(json.dumps(sarif(result.findings, result.errors, __version__), indent=2))
+    elif fmt is DoctorFormat.json:
         print_json(result)
     else:
         for f in result.findings:
