@@ -140,9 +140,10 @@ def test_intake_asks_when_a_person_is_there_and_states_assumptions_otherwise(lla
         return 2048 if "prompts" in question else default
 
     i = intake.build(llama8b, "m", acc, False, gpu_given=True, ask=ask)
-    assert i.facts.input_len == 2048 and len(asked) == 3 and not i.questions
+    assert i.facts.input_len == 2048 and len(asked) == 3 and all("--lib" in q for q in i.questions)
     quiet = intake.build(llama8b, "m", acc, False, gpu_given=True)
-    assert quiet.facts.input_len == 512 and len(quiet.questions) == 3
+    assert quiet.facts.input_len == 512 and len(quiet.questions) == 4
+    assert any("--lib NAME=VERSION" in q for q in quiet.questions)  # another machine's versions: an open question
     assert any(a.startswith("input_len = 512") for a in quiet.assumptions)
     assert quiet.current.dtype == "bfloat16"  # transformers 5 loads the checkpoint's dtype by default
     assert not quiet.facts.packages_known  # a named GPU is another machine: packages are open questions

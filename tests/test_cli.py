@@ -249,3 +249,52 @@ def test_tune_interrupted_keeps_finished_trials_and_resume_reruns_none(tiny_mode
     after = results.read_text().splitlines()
     assert after[: len(done)] == done and len(after) == 3  # finished lines untouched, only the rest measured
     assert (out / "report.json").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gpu", "L4", "--gpus", "2", "--tp", "3"], "--tp 3 needs"),
+    (["--gpu", "L4", "--device-map", "everywhere"], "--device-map"),
+    (["--gpu", "L4", "--gpus", "2", "--tp", "2", "--device-map", "auto"], "exclude each other"),
+    (["--gpu", "L4", "--lib", "bitsandbytes"], "--lib"),
+])
+def test_advise_placement_and_library_flags_refuse_bad_input(tiny_model, args, needle):
+    r = run("advise", "--model", str(tiny_model), *args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_advise_run_file_is_validated_as_measure_validates_it(tiny_model, tmp_path):
+    wl = tmp_path / "wl.yaml"
+    wl.write_text(f"model: {tiny_model}\nmax_new_tokens: 0\n")
+    adv, meas = run("advise", str(wl), "--gpu", "L4"), run("measure", "--workload", str(wl))
+    assert adv.returncode == meas.returncode == 2 and adv.stderr == meas.stderr and "max_new_tokens" in adv.stderr
+    wl.write_text(f"model: {tiny_model}\nconfig:\n  dtype: float16\n  tp_size: 2\n  device_map: auto\n")
+    adv, meas = run("advise", str(wl), "--gpu", "L4"), run("measure", "--workload", str(wl))
+    assert adv.returncode == meas.returncode == 2 and adv.stderr == meas.stderr
+
+
+def test_advise_describes_the_current_placement_and_library_versions(tiny_model, tmp_path):
+    wl = tmp_path / "wl.yaml"
+    wl.write_text(f"model: {tiny_model}\nconfig:\n  dtype: float16\n")
+    r = run("advise", str(wl), "--gpu", "A100 80GB", "--gpus", "2", "--tp", "2", "--quantization", "bnb-4bit",
+            "--lib", "bitsandbytes=0.39.1", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["current"]["tp"] == 2 and d["current"]["dtype"] == "float16" and d["hardware"]["gpus"] == 2
+    up = [x for x in d["recommendations"] if x["technique"] == "upgrade"]
+    assert up and up[0]["settings"] == {"packages": {"bitsandbytes": ">=0.40.0"}}
+    assert not any("Which library versions" in q for q in d["questions"])  # stated: not asked
+    r = run("advise", "--model", str(tiny_model), "--gpu", "L4", "--gpus", "4", "--device-map", "auto",
+            "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["current"]["device_map"] == "auto" and any("--lib NAME=VERSION" in q for q in d["questions"])
+
+
+def test_the_advise_prompt_reads_counts_as_the_flags_do(monkeypatch):
+    from rich.prompt import Prompt
+
+    from infertune.cli import plan
+
+    answers = iter(["lots", "2k"])
+    monkeypatch.setattr(Prompt, "ask", lambda *a, **k: next(answers))
+    assert plan.ask_count("How long are the prompts, in tokens?", 512) == 2048  # the bad answer is asked again

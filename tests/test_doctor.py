@@ -185,7 +185,8 @@ def test_settings_of_a_script_become_an_advise_run(tmp_path, tiny_model):
                  'device_map="auto", attn_implementation="eager")\n'
                  'out = model.generate(**inputs, max_new_tokens=64, cache_implementation="static")\n')
     assert doctor.settings(doctor.parse(s)) == {"model": str(tiny_model), "dtype": "float32", "attn": "eager",
-                                                "max_new_tokens": "64", "kv_cache": "static", "compile": True}
+                                                "device_map": "auto", "max_new_tokens": "64", "kv_cache": "static",
+                                                "compile": True}
     r = run(str(s), "--advise", "--format", "json")
     assert r.returncode == 0, r.stderr
     (row,) = json.loads(r.stdout)["advice"]
@@ -193,6 +194,7 @@ def test_settings_of_a_script_become_an_advise_run(tmp_path, tiny_model):
     advice = row["advice"]
     assert advice["kind"] == "advice" and advice["current"]["dtype"] == "float32"
     assert advice["current"]["attn"] == "eager" and advice["current"]["kv_cache"] == "static"
+    assert "--device-map auto" in row["command"] and advice["current"]["device_map"] is None  # one GPU: one device
     nowhere = tmp_path / "other.py"
     nowhere.write_text(HEAD + 'model = AutoModelForCausalLM.from_pretrained("no-such/model", dtype="auto", '
                        'device_map="auto")\n')

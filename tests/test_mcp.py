@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import sys
 
 import jsonschema
@@ -16,7 +17,8 @@ def _with_session(body, tiny_model):
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     async def main():
-        params = StdioServerParameters(command=sys.executable, args=["-m", "infertune", "mcp"])
+        # the server runs the code under test (the SDK's default environment drops PYTHONPATH)
+        params = StdioServerParameters(command=sys.executable, args=["-m", "infertune", "mcp"], env=dict(os.environ))
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             return await body(session)

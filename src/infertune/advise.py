@@ -13,30 +13,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infertune.diagnose import Diagnosis, diagnose, serving_times, worst_device
+from infertune.diagnose import Diagnosis, diagnose, worst_device
 from infertune.errors import UserError
 from infertune.estimate import Estimate, _largest
 from infertune.measure.results import TrialResult
+from infertune.moves import Expected, effective, expected, helps, rank_key
+from infertune.moves import expected as _expected  # noqa: F401  (the tuner's name for it)
 from infertune.render import config_for, estimate_setup, python_snippet, serve_command
 from infertune.schema import SCHEMA_VERSION
 from infertune.techniques import REGISTRY, Facts, Setup, Technique
-
-
-class Expected(BaseModel):
-    kind: Literal["estimate"] = "estimate"
-    peak_bytes_before: int
-    peak_bytes_after: int
-    fits_before: bool
-    fits_after: bool
-    ttft_s_before: float
-    ttft_s_after: float
-    tpot_s_before: float
-    tpot_s_after: float
-    tokens_per_s_before: float
-    tokens_per_s_after: float
-    max_input_len_after: int | None
-    max_concurrency_after: int | None
-    note: str | None = None  # what the roofline cannot show (Python overhead, kernel quality)
+from infertune.techniques.base import Risk
+from infertune.techniques.upgrade import KNOWN_PROBLEMS, Upgrade
 
 
 class Compatibility(BaseModel):
@@ -54,8 +41,10 @@ class Recommendation(BaseModel):
     family: str
     title: str
     addresses: list[str]
-    settings: dict[str, Any]  # the knobs this one change sets
+    settings: dict[str, Any]  # the knobs this one change sets (exactly those that change)
     expected: Expected
+    quality_risk: Risk  # what this move may cost in output quality (none: same numerics or back to full)
+    needs_hardware: str | None = None  # hardware the user has not stated (more machines): a question, not a fact
     tradeoffs: list[str]
     docs: list[str]
     compatibility: Compatibility
@@ -133,59 +122,23 @@ def validation(f: Facts, s: Setup) -> tuple[str, str | None]:
 # --- the advisor ----------------------------------------------------------------------------------------
 
 
-def _expected(f: Facts, before: Estimate, after: Estimate, s_before: Setup, s_after: Setup) -> Expected:
-    wb, wa = worst_device(before), worst_device(after)
-    tb, ta = serving_times(f, s_before, before), serving_times(f, s_after, after)
-    note = None
-    if s_after.compile and not s_before.compile:
-        note = "removes Python/launch overhead, which the roofline does not model: measure it"
-    elif s_after.kernels and not s_before.kernels:
-        note = "fused kernels cut launches and memory traffic beyond the roofline's view: measure it"
-    elif s_after.attn != s_before.attn and "eager" not in s_before.attn:
-        note = "a faster attention kernel: the roofline bound is unchanged; the gain shows at long prompts"
-    return Expected(
-        peak_bytes_before=wb.needed_bytes if wb else before.memory.total_bytes,
-        peak_bytes_after=wa.needed_bytes if wa else after.memory.total_bytes,
-        fits_before=bool(wb and wb.fits), fits_after=bool(wa and wa.fits),
-        ttft_s_before=before.speed.ttft_s + tb["queue_wait_mean_s"], ttft_s_after=after.speed.ttft_s + ta["queue_wait_mean_s"],
-        tpot_s_before=before.speed.tpot_s, tpot_s_after=after.speed.tpot_s,
-        tokens_per_s_before=tb["tokens_per_s"], tokens_per_s_after=ta["tokens_per_s"],
-        max_input_len_after=after.max_input_len, max_concurrency_after=after.max_concurrency, note=note,
-    )
-
-
-def _recommend(f: Facts, t: Technique, current: Setup, base: Estimate, issues: list[str]) -> Recommendation:
-    after = t.apply(f, current)
-    est = estimate_setup(f, after)
+def _recommend(f: Facts, t: Technique, current: Setup, after: Setup, base: Estimate, base_factors: list[str],
+               issues: list[str]) -> Recommendation:
+    est, factors = effective(f, after, lambda s: estimate_setup(f, s))
     cmd, run_file = validation(f, after)
+    addresses = list(t.addresses)
+    if isinstance(t, Upgrade):
+        problem = t.fixes(current, after)
+        addresses = list(problem.addresses) if problem else addresses
+        issues = issues + ([f"known problem: {problem.what} ({problem.source})"] if problem else [])
+    needs = (f"{after.pp} machines of {f.gpus} x {f.accelerator.name} (stated: one)" if after.pp > 1 else None)
     return Recommendation(
-        technique=t.id, family=t.family, title=t.title, addresses=list(t.addresses), settings=current.changes(after),
-        expected=_expected(f, base, est, current, after), tradeoffs=list(t.tradeoffs), docs=list(t.docs),
+        technique=t.id, family=t.family, title=t.title, addresses=addresses, settings=current.changes(after),
+        expected=expected(f, base, est, current, after, base_factors, factors), quality_risk=t.risk(f, current, after),
+        needs_hardware=needs, tradeoffs=list(t.tradeoffs), docs=list(t.docs),
         compatibility=Compatibility(ok=True, issues=issues), validate_cmd=cmd, run_file=run_file,
         snippet=Snippet(python=python_snippet(f, after), serve=serve_command(f, after)),
     )
-
-
-def _helps(r: Recommendation, category: str) -> bool:
-    x = r.expected
-    if category in ("load-memory", "kv-cache-growth", "long-input-attention"):
-        return x.peak_bytes_after < x.peak_bytes_before or (x.fits_after and not x.fits_before)
-    if category == "concurrency":
-        return (x.tokens_per_s_after > x.tokens_per_s_before * 1.05 or x.ttft_s_after < x.ttft_s_before * 0.95
-                or (x.fits_after and not x.fits_before))
-    if category in ("decode-speed", "prefill-speed"):
-        faster = (x.tpot_s_after < x.tpot_s_before * 0.95 if category == "decode-speed"
-                  else x.ttft_s_after < x.ttft_s_before * 0.95)
-        return faster or (x.note is not None and x.fits_after)
-    return False
-
-
-def _rank_key(f: Facts, r: Recommendation, category: str) -> tuple:
-    x, prio = r.expected, REGISTRY[r.technique].rank(f)
-    if category in ("load-memory", "kv-cache-growth", "long-input-attention", "concurrency"):
-        # what makes it fit first; among those, the expert's order (cheap and lossless before lossy)
-        return (not x.fits_after, prio, x.peak_bytes_after)
-    return (prio, x.tpot_s_after)
 
 
 def _tradeoffs(f: Facts, s: Setup, e: Estimate) -> list[WorkloadTradeoff]:
@@ -214,32 +167,48 @@ def _tradeoffs(f: Facts, s: Setup, e: Estimate) -> list[WorkloadTradeoff]:
     return out
 
 
-def advise(f: Facts, current: Setup, assumptions: list[str] | None = None,
-           questions: list[str] | None = None, measured: TrialResult | None = None) -> Advice:
-    """`measured`: a trial of the current setup on this workload (from `infertune measure --output`)."""
-    base = estimate_setup(f, current)
-    prompt_only = estimate_setup(f, current, max_new_tokens=1)
-    diag = diagnose(f, current, base, prompt_only, measured)
-
+def _moves(f: Facts, current: Setup, base: Estimate, base_factors: list[str]):
+    """Every one-knob move from the current setup: compatible ones estimated, the others with the reasons."""
     candidates: list[Recommendation] = []
     rejected: list[Rejected] = []
     for t in REGISTRY.values():
-        if t.applied(current):
+        targets = t.candidates(f, current)
+        if not targets:
             continue
         c = t.check(f, current)
         if c.blockers:
             rejected.append(Rejected(technique=t.id, reasons=c.blockers))
             continue
-        try:
-            candidates.append(_recommend(f, t, current, base, c.issues))
-        except UserError as e:  # its estimate cannot place the model at all (weights above every budget)
-            rejected.append(Rejected(technique=t.id, reasons=[str(e)]))
+        for after in targets:
+            try:
+                candidates.append(_recommend(f, t, current, after, base, base_factors, c.issues))
+            except UserError as e:  # its estimate cannot place the model at all (weights above every budget)
+                rejected.append(Rejected(technique=t.id, reasons=[str(e)]))
+    return candidates, rejected
+
+
+def advise(f: Facts, current: Setup, assumptions: list[str] | None = None,
+           questions: list[str] | None = None, measured: TrialResult | None = None) -> Advice:
+    """`measured`: a trial of the current setup on this workload (from `infertune measure --output`)."""
+    if not f.profile.num_parameters:  # never decide on a zero: weights of 0 bytes "fit" everywhere
+        raise UserError(f"cannot estimate {f.model}: its parameter count could not be read "
+                        f"({f.profile.architecture or f.profile.model_type} was not instantiated and no safetensors "
+                        "header was found), so memory and speed are unknown; give a checkpoint folder with its "
+                        "*.safetensors files, or measure it (infertune measure)")
+    base, base_factors = effective(f, current, lambda s: estimate_setup(f, s))
+    prompt_only = estimate_setup(f, current, max_new_tokens=1)
+    weights_only = estimate_setup(f, current, input_len=1, max_new_tokens=1, batch=1, concurrency=1)
+    diag = diagnose(f, current, base, prompt_only, measured, weights_only)
+    candidates, rejected = _moves(f, current, base, base_factors)
 
     ordered: list[Recommendation] = []
     kept = []
     for finding in diag.ranked:
-        helping = sorted((r for r in candidates if finding.category in r.addresses and _helps(r, finding.category)),
-                         key=lambda r: _rank_key(f, r, finding.category))
+        cat, sev = finding.category, finding.severity
+        helping = sorted((r for r in candidates if cat in r.addresses and helps(r.technique, r.expected, cat, sev)),
+                         key=lambda r: rank_key(f, r.technique, r.expected, r.quality_risk,
+                                                r.needs_hardware is not None,
+                                                sum("?" in i for i in r.compatibility.issues), cat, sev))
         if finding.severity == "minor" and not helping:
             continue  # room to improve only if something compatible improves it
         kept.append(finding)
@@ -251,7 +220,13 @@ def advise(f: Facts, current: Setup, assumptions: list[str] | None = None,
         kept = [Finding(category="none", severity="minor", evidence=[
             f"fits with {(worst.headroom_bytes if worst else 0) / 2**30:.2f} GiB to spare and no compatible change is "
             "expected to help this workload (estimate)"])]
+    speed = next((k for k in kept if k.category in ("decode-speed", "prefill-speed")), kept[0])
+    speed.evidence.extend(f"speed includes a {label}" for label in base_factors)
     diag = diag.model_copy(update={"ranked": kept, "bottleneck": kept[0].category})
+    # a known problem of a version nobody stated: asked where it could be what hurts
+    hurts = {k.category for k in kept}
+    questions = list(questions or []) + [p.question() for p in KNOWN_PROBLEMS
+                                         if hurts & set(p.addresses) and p.affects(f, current) is None]
 
     return Advice(
         model=f.model,
@@ -262,6 +237,6 @@ def advise(f: Facts, current: Setup, assumptions: list[str] | None = None,
                   "concurrency": f.concurrency},
         current=current, diagnosis=diag, next=ordered[0] if ordered else None, recommendations=ordered,
         rejected=rejected, workload_tradeoffs=_tradeoffs(f, current, base),
-        assumptions=list(assumptions or []), questions=list(questions or []),
+        assumptions=list(assumptions or []), questions=questions,
     )
 

@@ -37,8 +37,10 @@ def _g(n: float) -> str:
 
 
 def worst_device(e: Estimate):
-    """The checked device with the least headroom."""
-    return min(e.fit_details, key=lambda fd: fd.headroom_bytes) if e.fit_details else None
+    """The checked device with the least headroom (CPU RAM holding offloaded KV or weights beside a GPU, and the
+    disk, are listed without a capacity: they are not checked)."""
+    checked = [fd for fd in e.fit_details if fd.capacity_bytes > 0]
+    return min(checked, key=lambda fd: fd.headroom_bytes) if checked else None
 
 
 def serving_times(f: Facts, s: Setup, e: Estimate) -> dict[str, float]:
@@ -67,20 +69,27 @@ def _measured_evidence(t: TrialResult) -> tuple[list[str], dict[str, float | int
                    "measured_ttft_s": m.ttft_s, "measured_tpot_s": m.tpot_s}
 
 
-def diagnose(f: Facts, s: Setup, e: Estimate, e_prompt: Estimate, measured: TrialResult | None = None) -> Diagnosis:
+def diagnose(f: Facts, s: Setup, e: Estimate, e_prompt: Estimate, measured: TrialResult | None = None,
+             e_static: Estimate | None = None) -> Diagnosis:
     """`e` is the estimate for the whole workload; `e_prompt` the same with one new token (what the
     prefill alone needs), which separates "fits at load, runs out while generating" from the rest.
     `measured`: a trial of this setup, when one exists: its numbers join the evidence, and a measured
-    out-of-memory makes memory the bottleneck even where the estimate says it fits."""
+    out-of-memory makes memory the bottleneck even where the estimate says it fits. `e_static`: the same
+    setup holding one token (weights and runtime alone), placed as the setup places them: whether the
+    weights fit is read per device, so a model spread over several GPUs is not compared with one."""
     m = e.memory
     worst = worst_device(e)
     findings: list[Finding] = []
     cap = worst.capacity_bytes if worst else 0
     static = m.weights_bytes + m.overhead_bytes
-    if worst and m.load_peak_bytes > cap or static > cap:
+    one_device = s.device_map is None and s.tp * s.pp == 1
+    static_short = (not all(fd.fits for fd in e_static.fit_details)) if e_static is not None else static > cap
+    if worst and ((one_device and m.load_peak_bytes > cap) or static_short):
         findings.append(Finding(category="load-memory", severity="blocking", bytes=static, evidence=[
             f"weights {_g(m.weights_bytes)} ({s.dtype}, {s.quantization} quantization) + runtime {_g(m.overhead_bytes)}"
-            f" vs {_g(cap)} on {worst.device}",
+            + (f" vs {_g(cap)} on {worst.device}" if one_device else
+               f" placed over {len(e.fit_details)} devices: {worst.device} needs {_g(worst.needed_bytes)} "
+               f"of {_g(cap)}"),
             f"load peak {_g(m.load_peak_bytes)}" + (" (dtype conversion holds both copies)"
                                                     if m.load_peak_bytes > static else ""),
         ]))

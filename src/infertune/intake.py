@@ -15,6 +15,7 @@ from infertune.estimate.accelerators import Accelerator, find_accelerator, from_
 from infertune.estimate.memory import resolve_dtype
 from infertune.probe.model import ModelProfile
 from infertune.techniques import QUANTIZATIONS, Facts, Setup
+from infertune.techniques.base import parse_version
 
 # Packages whose presence changes what can run; checked on this host only.
 PACKAGES = ("torch", "transformers", "accelerate", "kernels", "flash_attn", "flash_attn_3", "bitsandbytes",
@@ -71,6 +72,54 @@ def target_hardware(gpu: str | None, vram: str | None, cpu: bool = False) -> tup
     return acc, here
 
 
+SPREAD_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's strategies over every device
+
+
+def parse_libs(items: list[str] | None) -> dict[str, str]:
+    """--lib NAME=VERSION (repeatable) -> {name: version}."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, version = item.partition("=")
+        name, version = name.strip().lower().replace("_", "-"), version.strip()
+        if not sep or not name or not version or not version[0].isdigit():
+            raise UserError(f"--lib: expected NAME=VERSION (e.g. bitsandbytes=0.39.1), got {item!r}")
+        parse_version(version)
+        out[{"flash-attn": "flash_attn", "optimum-quanto": "optimum.quanto"}.get(name, name)] = version
+    return out
+
+
+def checkpoint_quantization(profile: ModelProfile) -> str | None:
+    """infertune's name for the quantization a checkpoint ships (its config.json quantization_config)."""
+    q = profile.quantization or {}
+    method = q.get("quant_method")
+    if method == "bitsandbytes":
+        return "bnb-4bit" if q.get("load_in_4bit") else "bnb-8bit"
+    return method if method in ("awq", "gptq", "fp8") else None
+
+
+def placement(profile: ModelProfile, gpus: int, device_map: str | None, tp: int,
+              budgets: bool = False) -> tuple[str | None, int]:
+    """The current placement as the estimator sees it: device_map spread over the GPUs (or placed by
+    max_memory budgets, `budgets`), or tp ranks."""
+    from infertune.techniques.parallel import tp_problems
+
+    if device_map is not None and tp > 1:
+        raise UserError("--device-map and --tp exclude each other: tensor parallelism places the weights itself")
+    if tp > 1:
+        if tp > gpus:
+            raise UserError(f"--tp {tp} needs as many GPUs: say --gpus {tp} (or more)")
+        problems = tp_problems(profile, tp)
+        if problems:
+            raise UserError(f"--tp {tp}: {problems[0]}")
+    if device_map is None:
+        return None, tp
+    if device_map in SPREAD_MAPS:  # over one GPU without budgets it is one device
+        return ("auto" if gpus > 1 or budgets else None), 1
+    if device_map == "cpu" or device_map.split(":")[0] in ("cuda", "mps") or device_map.isdigit():
+        return None, 1  # one device: what the estimate assumes without a map
+    raise UserError(f"--device-map: unknown {device_map!r}; use auto, balanced, sequential, cpu or cuda:N")
+
+
 def platform_of(acc: Accelerator) -> str:
     return "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
 
@@ -79,7 +128,8 @@ def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: boo
           cpu_ram: str | None = None, input_len: int | None = None, max_new_tokens: int | None = None,
           batch: int = 1, concurrency: int | None = None, dtype: str | None = None, attn: str | None = None,
           quantization: str | None = None, kv_cache: str | None = None, compile: bool = False,
-          batching: str | None = None, gpu_given: bool = False, ask: Ask | None = None) -> Intake:
+          batching: str | None = None, gpu_given: bool = False, ask: Ask | None = None, device_map: str | None = None,
+          tp: int = 1, libs: dict[str, str] | None = None, max_memory: dict[str, str] | None = None) -> Intake:
     assumptions: list[str] = []
     questions: list[str] = []
 
@@ -122,7 +172,10 @@ def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: boo
     attn_now = attn or ("sdpa" if profile.supports.get("sdpa", True) else "eager")
     if attn is None:
         assumptions.append(f"attention = {attn_now} (transformers' default for this model; --attn sets it)")
-    quant = (quantization or "none").lower()
+    shipped = checkpoint_quantization(profile)
+    quant = (quantization or shipped or "none").lower()
+    if quantization is None and shipped:
+        assumptions.append(f"quantization = {shipped}: the checkpoint ships it (quantization_config)")
     if quant not in QUANTIZATIONS:
         raise UserError(f"--quantization: unknown {quantization!r}; use one of {', '.join(QUANTIZATIONS)}")
     kv = kv_cache or "dynamic"
@@ -136,14 +189,16 @@ def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: boo
                            "does); --batching static|continuous if not")
     if compile and kv != "static":
         kv = "static"  # generate compiles only with a static cache
+    dmap, tp_now = placement(profile, gpus, device_map, tp, bool(max_memory))
     current = Setup(dtype=resolved, attn=attn_now, quantization=quant, kv_cache=kv, compile=compile, batching=mode,
-                    max_batch_tokens=None)
+                    max_batch_tokens=None, device_map=dmap, tp=tp_now, max_memory=max_memory if dmap else None)
 
     packages = installed_packages()
-    if not on_this_host:
-        assumptions.append("library versions of the target = this host's (torch "
-                           f"{packages.get('torch')}, transformers {packages.get('transformers')})")
+    stated = dict(libs or {})
+    if not on_this_host and not stated:
+        questions.append("Which library versions run on the target (torch, transformers, bitsandbytes, ...)? "
+                         "Say --lib NAME=VERSION; until then a needed package is an open question")
     facts = Facts(profile=profile, model=model, input_len=n_in, max_new_tokens=n_out, batch=batch,
                   concurrency=conc, accelerator=acc, gpus=gpus, platform=platform, cpu_ram_bytes=ram,
-                  packages=packages, packages_known=on_this_host)
+                  packages=packages, packages_known=on_this_host, stated=stated)
     return Intake(facts=facts, current=current, assumptions=assumptions, questions=questions)

@@ -16,10 +16,9 @@ from infertune.estimate import Estimate, estimate
 from infertune.estimate.memory import EstimateSettings, Quantization
 from infertune.estimate.placement import parse_max_memory
 from infertune.techniques import Facts, Setup
-from infertune.techniques.serving import vllm_command
+from infertune.techniques.quantization import ESTIMATOR_QUANT
+from infertune.techniques.serving import engine_command
 
-ESTIMATOR_QUANT = {"none": "none", "bnb-8bit": "bnb-int8", "bnb-4bit": "bnb-nf4-dq", "awq": "awq", "gptq": "gptq",
-                   "gguf": "none", "torchao-int4": "int4", "torchao-int8": "int8", "quanto-int8": "int8", "fp8": "fp8"}
 QUANT_CONFIGS: dict[str, dict[str, Any]] = {  # from_pretrained(quantization_config=...) accepts these dicts
     "bnb-8bit": {"quant_method": "bitsandbytes", "load_in_8bit": True},
     "bnb-4bit": {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
@@ -80,8 +79,8 @@ def serve_flags_for(s: Setup) -> list[str]:
 
 
 def serve_command(f: Facts, s: Setup) -> str:
-    if s.engine == "vllm":
-        return vllm_command(f.model, s, f.input_len + f.max_new_tokens, max(f.concurrency * f.batch, 1))
+    if s.engine != "transformers":
+        return engine_command(f.model, s, f.input_len + f.max_new_tokens, max(f.concurrency * f.batch, 1))
     return shlex.join(["transformers", "serve", "--host", "127.0.0.1", *serve_flags_for(s)])
 
 
@@ -101,6 +100,6 @@ def python_snippet(f: Facts, s: Setup) -> str:
                 f"page_size={s.cb_block_size or 256})  # page_size: block_size before transformers 5.17\n"
                 "outputs = model.generate_batch(inputs=inputs, generation_config=gen, continuous_batching_config=cb)\n"
                 "for rid, o in outputs.items():\n    print(rid, tok.decode(o.generated_tokens, skip_special_tokens=True))\n")
-    if s.engine == "vllm":
-        code = f"# serve with vLLM instead of transformers:\n# {serve_command(f, s)}\n" + code
+    if s.engine != "transformers":
+        code = f"# serve with {s.engine} instead of transformers:\n# {serve_command(f, s)}\n" + code
     return code

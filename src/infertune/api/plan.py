@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from infertune.advise import Advice
-from infertune.api.common import Say, _quiet, parse_tokens
+from infertune.api.common import Say, _quiet, input_lengths, parse_tokens
 from infertune.errors import UserError
 from infertune.estimate import Estimate
 from infertune.probe.hardware import Hardware
@@ -111,28 +111,46 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
            kv_cache: str | None = None, compile: bool = False, batching: str | None = None,
            input_len: str | int | None = None, max_new_tokens: str | int | None = None, batch: int | None = None,
            concurrency: int | None = None, measured: str | Path | None = None, trust_remote_code: bool = False,
-           ask: Callable[[str, int], int] | None = None, say: Say = _quiet) -> Advice:
+           ask: Callable[[str, int], int] | None = None, say: Say = _quiet, device_map: str | None = None,
+           tp: int = 1, lib: list[str] | dict[str, str] | None = None) -> Advice:
     """Diagnose where the workload hurts and propose one compatible change: an `Advice`. Missing details
-    are assumed and listed (or asked through `ask(question, default)` when given)."""
+    are assumed and listed (or asked through `ask(question, default)` when given). `device_map` and `tp`
+    describe the current placement; `lib` the target's library versions (NAME=VERSION)."""
     from infertune import intake, models
     from infertune.advise import advise as run_advise
+    from infertune.config import config_from
     from infertune.probe.model import profile_model
-    from infertune.workload import read_run_file
+    from infertune.workload import load_run
 
-    data: dict = read_run_file(workload)[0] if workload else {}
-    model = model or data.get("model") or models.DEFAULT_MODEL
-    n_in = parse_tokens(input_len)[0] if input_len else data.get("input_len")
-    n_out = parse_tokens(max_new_tokens)[0] if max_new_tokens else data.get("max_new_tokens")
-    conc = concurrency or data.get("concurrency")
-    path = models.resolve(model, revision or data.get("revision"), say=say)
+    # the run file is validated exactly as measure validates it: the workload and its config: section
+    wl, cfg_data = load_run(workload, model=model, revision=revision, **input_lengths(input_len),
+                            max_new_tokens=parse_tokens(max_new_tokens)[0] if max_new_tokens else None,
+                            batch=batch, concurrency=concurrency)
+    cfg = config_from(cfg_data, "config")
+    given = wl.model_fields_set
+    n_in = wl.longest_input if given & {"input_len", "input_lens"} else None
+    n_out = wl.max_new_tokens if "max_new_tokens" in given else None
+    conc = wl.concurrency if "concurrency" in given else None
+    model = wl.model if "model" in given else models.DEFAULT_MODEL
+    # the run file's config: describes the current setup where no flag does
+    dtype = dtype or (cfg.dtype if "dtype" in cfg.model_fields_set else None)
+    attn = attn or cfg.attn_implementation
+    kv_cache = kv_cache or cfg.cache_implementation
+    batching = batching or (cfg.batching if "batching" in cfg.model_fields_set else None)
+    if device_map is None and isinstance(cfg.device_map, str):
+        device_map = cfg.device_map
+    tp = tp if tp != 1 else cfg.tp_size
+    libs = lib if isinstance(lib, dict) else intake.parse_libs(lib)
+    path = models.resolve(model, wl.revision, say=say)
     prof = profile_model(path, trust_remote_code)
     say("reading the hardware")
     acc, here = intake.target_hardware(gpu, vram)
     shown = models.command_name(model, path)  # how snippets and commands name it
     i = intake.build(prof, shown, acc, here, gpus=gpus, cpu_ram=cpu_ram, input_len=n_in, max_new_tokens=n_out,
-                     batch=batch or data.get("batch") or 1, concurrency=conc, dtype=dtype, attn=attn,
+                     batch=wl.batch, concurrency=conc, dtype=dtype, attn=attn,
                      quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,
-                     gpu_given=gpu is not None, ask=ask)
+                     gpu_given=gpu is not None, ask=ask, device_map=device_map, tp=tp, libs=libs,
+                     max_memory=cfg.max_memory)
     trial = None
     if measured is not None:
         from infertune.measure.results import TrialResult

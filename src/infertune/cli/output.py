@@ -196,6 +196,10 @@ def print_advice(a) -> None:
                 f"{ms(x.ttft_s_after)}, {x.tokens_per_s_before:,.0f} -> {x.tokens_per_s_after:,.0f} tokens/s (roofline)"]
         if x.note:
             body.append(f"note: {x.note}")
+        body += [f"[dim]{label}[/dim]" for label in x.factors_after]
+        body.append(f"quality risk: {r.quality_risk}")
+        if r.needs_hardware:
+            body.append(f"[yellow]needs hardware not stated: {r.needs_hardware}[/yellow]")
         body += [f"trade-off: {t}" for t in r.tradeoffs]
         body += [f"[yellow]open: {i}[/yellow]" for i in r.compatibility.issues]
         body += [f"validate: [cyan]{r.validate_cmd}[/cyan]", f"serve: [cyan]{r.snippet.serve}[/cyan]"]
@@ -209,11 +213,12 @@ def print_advice(a) -> None:
                         border_style="red"))
     if len(a.recommendations) > 1:
         t = Table(title="Other candidates (ranked, estimates)")
-        for col in ("technique", "addresses", "peak after", "fits", "ms/token after"):
+        for col in ("technique", "sets", "peak after", "fits", "ms/token after", "quality risk", "needs"):
             t.add_column(col)
         for r in a.recommendations[1:]:
-            t.add_row(r.technique, ", ".join(r.addresses), gib(r.expected.peak_bytes_after),
-                      "yes" if r.expected.fits_after else "no", f"{r.expected.tpot_s_after * 1e3:,.2f}")
+            t.add_row(r.technique, ", ".join(f"{k}={v}" for k, v in r.settings.items() if k != "max_memory"),
+                      gib(r.expected.peak_bytes_after), "yes" if r.expected.fits_after else "no",
+                      f"{r.expected.tpot_s_after * 1e3:,.2f}", r.quality_risk, r.needs_hardware or "")
         out.print(t)
     if a.rejected:
         t = Table(title="Rejected (incompatible)")

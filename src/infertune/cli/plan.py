@@ -68,6 +68,10 @@ def advise(
     kv_cache: Annotated[Optional[str], typer.Option(help="current KV cache: dynamic, static, quantized, offloaded")] = None,
     compile: Annotated[bool, typer.Option("--compile", help="you already use a static cache + torch.compile")] = False,
     batching: Annotated[Optional[str], typer.Option(help="how concurrent requests are run now: serial, static, continuous")] = None,
+    device_map: Annotated[Optional[str], typer.Option(help="current placement: device_map, e.g. auto (over --gpus)")] = None,
+    tp: Annotated[int, typer.Option(min=1, help="current placement: tensor-parallel ranks (of --gpus)")] = 1,
+    lib: Annotated[Optional[list[str]], typer.Option(
+        help="the target's library version, NAME=VERSION (repeatable), e.g. bitsandbytes=0.39.1")] = None,
     input_len: Annotated[Optional[str], typer.Option(help="prompt tokens (1k, 32k, ...)")] = None,
     max_new_tokens: Annotated[Optional[str], typer.Option(help="generated tokens per request")] = None,
     batch: Annotated[Optional[int], typer.Option(min=1, help="prompts per generate call")] = None,
@@ -83,15 +87,12 @@ def advise(
 
     ask = None
     if not no_input and fmt is Format.table and sys.stdin.isatty() and sys.stdout.isatty():
-        from rich.prompt import IntPrompt
-
-        def ask(question: str, default: int) -> int:
-            return IntPrompt.ask(question, default=default, console=err)
+        ask = ask_count
 
     def run_advise(say):
         return api.advise(workload, model, revision, gpu, gpus, vram, cpu_ram, dtype, attn, quantization, kv_cache,
                           compile, batching, input_len, max_new_tokens, batch, concurrency, measured,
-                          trust_remote_code, ask=ask, say=say)
+                          trust_remote_code, ask=ask, say=say, device_map=device_map, tp=tp, lib=lib)
 
     if ask is not None:  # questions on the terminal: no spinner over them
         advice = run_advise(say)
@@ -102,3 +103,18 @@ def advise(
         print_json(advice)
     else:
         print_advice(advice)
+
+
+def ask_count(question: str, default: int) -> int:
+    """A count on the terminal, read as the flags read it (512, 2k, 32k)."""
+    from rich.prompt import Prompt
+
+    from infertune.api import parse_tokens
+    from infertune.errors import UserError
+
+    while True:
+        text = Prompt.ask(question, default=str(default), console=err)
+        try:
+            return parse_tokens(text)[0]
+        except UserError as e:
+            err.print(str(e), highlight=False)

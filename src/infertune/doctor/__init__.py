@@ -123,6 +123,9 @@ def settings(script: Script) -> dict[str, object]:
         attn = const(kw(c, "attn_implementation"))
         if isinstance(attn, str):
             out.setdefault("attn", attn)
+        placement = const(kw(c, "device_map"))
+        if isinstance(placement, str):  # the current placement, as advise --device-map reads it
+            out.setdefault("device_map", placement)
     for c in script.calls_named("BitsAndBytesConfig"):
         for key, q in QUANT_FROM_BNB.items():
             if const(kw(c, key)) is True:

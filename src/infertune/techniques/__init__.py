@@ -10,6 +10,7 @@ from infertune.techniques import (  # noqa: F401  (importing registers)
     placement,
     quantization,
     serving,
+    upgrade,
 )
 from infertune.techniques.base import CATEGORIES, QUANTIZATIONS, REGISTRY, Check, Facts, Setup, Technique
 

@@ -18,6 +18,8 @@ from infertune.probe.model import ModelProfile
 Category = Literal["load-memory", "kv-cache-growth", "long-input-attention", "concurrency", "decode-speed",
                    "prefill-speed", "none"]
 CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
+Risk = Literal["none", "low", "medium"]
+RISK_ORDER = {"none": 0, "low": 1, "medium": 2}
 
 # infertune's weight-quantization names (the user's --quantization and the catalog's settings)
 QUANTIZATIONS = ("none", "bnb-8bit", "bnb-4bit", "awq", "gptq", "gguf", "torchao-int4", "torchao-int8",
@@ -44,6 +46,8 @@ class Setup(BaseModel):
     tp: int = 1
     pp: int = 1  # pipeline stages (machines) for a serving engine: the model outgrows one machine's GPUs
     engine: Literal["transformers", "vllm", "sglang"] = "transformers"
+    # version requirements a move adds ({"bitsandbytes": ">=0.40.0"}): an upgrade changes only this
+    packages: dict[str, str] | None = None
 
     def changes(self, other: Setup) -> dict[str, object]:
         """The knobs `other` sets differently from self."""
@@ -69,21 +73,33 @@ class Facts:
     # another machine (--gpu NAME): then a needed package is an open question, not a rejection.
     packages: dict[str, str | None] = field(default_factory=dict)
     packages_known: bool = True
+    # Versions the user stated for the target (--lib NAME=VERSION): known, whatever the host has.
+    stated: dict[str, str] = field(default_factory=dict)
 
     @property
     def cc(self) -> float | None:
         c = self.accelerator.compute_capability
         return float(c) if c else None
 
+    def known(self, package: str) -> bool:
+        """Whether the target's version of `package` is known (stated, or read on this host)."""
+        return package in self.stated or self.packages_known
+
+    def installed(self, package: str) -> str | None:
+        return self.stated.get(package) or (self.packages.get(package) if self.packages_known else None)
+
     def version(self, package: str) -> tuple[int, ...] | None:
-        v = self.packages.get(package)
-        if not v:
-            return None
-        parts = []
-        for p in v.split("+")[0].split(".")[:3]:
-            digits = "".join(ch for ch in p if ch.isdigit())
-            parts.append(int(digits) if digits else 0)
-        return tuple(parts)
+        v = self.installed(package)
+        return parse_version(v) if v else None
+
+
+def parse_version(v: str) -> tuple[int, ...]:
+    """'0.39.1' -> (0, 39, 1); '2.4.1+cu121' -> (2, 4, 1); a missing part counts 0."""
+    parts = []
+    for p in v.lstrip(">=~ ").split("+")[0].split(".")[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts + [0] * (3 - len(parts)))
 
 
 @dataclass
@@ -102,7 +118,7 @@ class Check:
 
     def need_package(self, f: Facts, package: str, pip: str | None = None, min_version: tuple[int, ...] = ()) -> Check:
         pip = pip or package
-        if not f.packages_known:
+        if not f.known(package):
             self.issues.append(f"needs `{pip}` on the target machine (not checked: the target is not this host)")
             return self
         v = f.version(package)
@@ -110,7 +126,7 @@ class Check:
             self.issues.append(f"needs `pip install {pip}` (not installed here)")
         elif min_version and v < min_version:
             need = ".".join(map(str, min_version))
-            self.blockers.append(f"needs {package} >= {need}; installed: {f.packages[package]}")
+            self.blockers.append(f"needs {package} >= {need}; installed: {f.installed(package)}")
         return self
 
     def need(self, condition: bool, reason: str) -> Check:
@@ -129,6 +145,7 @@ class Technique:
     priority: int = 50  # the expert's order among techniques that address the same problem: try lower first
     tradeoffs: tuple[str, ...] = ()
     docs: tuple[str, ...] = ()
+    quality_risk: Risk = "none"  # what the outputs may lose: none (same numerics), low, medium
 
     def rank(self, f: Facts) -> int:
         """The priority for these facts (most techniques: a constant)."""
@@ -137,6 +154,19 @@ class Technique:
     def applied(self, s: Setup) -> bool:
         """Already in effect in `s` (then it is not a candidate at all)."""
         return False
+
+    def candidates(self, f: Facts, s: Setup) -> list[Setup]:
+        """The moves from `s` that change something (none when the technique is already in effect)."""
+        return [] if self.applied(s) else [m for m in self.moves(f, s) if m != s]
+
+    def moves(self, f: Facts, s: Setup) -> list[Setup]:
+        """The setups this technique moves `s` to: one knob set to another value (with its documented
+        companions). Most techniques have one target; dtype and quantization have one per value."""
+        return [self.apply(f, s)]
+
+    def risk(self, f: Facts, before: Setup, after: Setup) -> Risk:
+        """The quality risk this move adds (a move back to full precision adds none)."""
+        return self.quality_risk
 
     def check(self, f: Facts, s: Setup) -> Check:
         return Check()

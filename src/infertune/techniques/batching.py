@@ -39,7 +39,8 @@ class ContinuousBatching(Technique):
 
     def check(self, f: Facts, s: Setup) -> Check:
         c = Check().need(f.concurrency > 1 or f.batch > 1, "one request at a time: nothing to batch")
-        c.need(s.device_map is None and s.tp == 1, "not with device_map offload or tensor parallelism here")
+        c.need(s.device_map is None and s.tp == 1, "transformers' paged cache lives on one device: not with "
+               "device_map over several devices, offload or tensor parallelism here (a serving engine batches there)")
         return c.need_package(f, "transformers", min_version=(4, 56))
 
     def apply(self, f: Facts, s: Setup) -> Setup:

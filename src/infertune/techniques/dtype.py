@@ -1,32 +1,50 @@
-"""dtype: load in half precision. fp32 (from_pretrained's old default, still what many scripts get) doubles
-the weights, the KV cache and the bytes every decode step reads."""
+"""dtype: the precision weights, KV cache and compute run in. fp32 (from_pretrained's old default, still what
+many scripts get) doubles the weights, the KV cache and the bytes every decode step reads; fp16 on a CPU is
+emulated (see techniques.factors); bf16 needs hardware support (not on T4/V100)."""
 
 from __future__ import annotations
 
-from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
+from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Risk, Setup, Technique, register
+
+DTYPES = ("bfloat16", "float16", "float32")
 
 
 @register
-class HalfPrecision(Technique):
+class Dtype(Technique):
     id = "dtype"
     family = "dtype"
-    title = "Load in bfloat16 (float16 where the GPU has no bf16)"
+    title = "Change the dtype (bfloat16; float16 where the GPU has no bf16; float32 on a CPU without fast half)"
     addresses = ("load-memory", "kv-cache-growth", "long-input-attention", "concurrency", "decode-speed",
                  "prefill-speed")
-    priority = 0  # lossless in practice and free: always first
+    priority = 0  # free and (nearly) lossless: always first
     tradeoffs = ("bf16/fp16 round activations; outputs can differ from fp32 after a few tokens (check quality)",
                  "float16 can overflow in models trained in bf16 (inf/NaN): prefer bf16 where the GPU has it",
-                 "on CPUs without native bf16 (no AVX512-BF16/AMX) prefill gets slower while decode gets faster")
+                 "on CPUs without native bf16 (no AVX512-BF16/AMX) prefill gets slower while decode gets faster",
+                 "float16 on a CPU is emulated through fp32: several times slower than bf16 or fp32")
     docs = (HF + "models#model-data-type", OVERVIEW)
 
-    def target(self, f: Facts) -> str:
-        return "bfloat16" if f.accelerator.bf16 else "float16"
-
     def applied(self, s: Setup) -> bool:
+        """Half precision already (what the tuner skips); the advisor still weighs every other dtype."""
         return s.dtype in ("bfloat16", "float16")
 
+    def candidates(self, f: Facts, s: Setup) -> list[Setup]:
+        return self.moves(f, s)
+
+    def targets(self, f: Facts, s: Setup) -> list[str]:
+        """Every other dtype this hardware runs: bf16 only where supported (GPUs from Ampere, CPUs, MPS)."""
+        return [d for d in DTYPES if d != s.dtype and (d != "bfloat16" or f.accelerator.bf16)]
+
     def check(self, f: Facts, s: Setup) -> Check:
-        return Check()
+        return Check().need(bool(self.targets(f, s)), f"{f.accelerator.name} runs no other dtype")
+
+    def moves(self, f: Facts, s: Setup) -> list[Setup]:
+        return [s.model_copy(update={"dtype": d}) for d in self.targets(f, s)]
 
     def apply(self, f: Facts, s: Setup) -> Setup:
-        return s.model_copy(update={"dtype": self.target(f)})
+        """The tuner's one dtype step: bf16 where the hardware has it, else fp16 on a GPU, else fp32."""
+        best = "bfloat16" if f.accelerator.bf16 else ("float16" if f.platform != "cpu" else "float32")
+        return s.model_copy(update={"dtype": best})
+
+    def risk(self, f: Facts, before: Setup, after: Setup) -> Risk:
+        # back to full precision, or to the dtype the checkpoint was trained/published in: nothing lost
+        return "none" if after.dtype in ("float32", f.profile.native_dtype) else "low"

@@ -15,6 +15,7 @@ class QuantizedKV(Technique):
     title = 'Quantized KV cache (cache_implementation="quantized", quanto backend, 4 bits)'
     addresses = ("kv-cache-growth", "concurrency")
     priority = 30
+    quality_risk = "low"
     tradeoffs = ("~3.5x smaller cache beyond the residual window (the newest 128 tokens stay in full precision)",
                  "slower decode (quantize/dequantize every step); small quality loss, larger at 2 bits",
                  "not with a static cache / torch.compile, nor with continuous batching")
@@ -54,6 +55,24 @@ class OffloadedKV(Technique):
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         return s.model_copy(update={"kv_cache": "offloaded", "compile": False})
+
+
+@register
+class DynamicKV(Technique):
+    id = "kv-dynamic"
+    family = "kv-cache"
+    title = "Back to the default dynamic KV cache (drops a quantized, offloaded or static cache)"
+    addresses = ("decode-speed", "prefill-speed")
+    priority = 8
+    tradeoffs = ("the cache grows with the sequence at full precision: more memory than a quantized or offloaded one",
+                 "a static cache + compile is dropped with it")
+    docs = KV_DOCS
+
+    def applied(self, s: Setup) -> bool:
+        return s.kv_cache == "dynamic"
+
+    def apply(self, f: Facts, s: Setup) -> Setup:
+        return s.model_copy(update={"kv_cache": "dynamic", "compile": False})
 
 
 @register

@@ -31,8 +31,8 @@ def tp_problems(profile, n: int, plan: str = "auto") -> list[str]:
 class TensorParallel(Technique):
     id = "tensor-parallel"
     family = "parallel"
-    title = "Tensor parallelism over the GPUs (DistributedConfig(tp_size=N), torchrun)"
-    addresses = ("load-memory", "decode-speed", "kv-cache-growth")
+    title = "Tensor parallelism over the GPUs (DistributedConfig(tp_size=N), torchrun): replaces device_map"
+    addresses = ("load-memory", "decode-speed", "kv-cache-growth", "prefill-speed")
     priority = 30
     tradeoffs = ("all-reduce after attention and MLP in every layer: needs NVLink-class links to scale",
                  "each rank keeps replicated parts (embeddings, norms); launch with torchrun --nproc-per-node N")
@@ -46,7 +46,10 @@ class TensorParallel(Technique):
         return n
 
     def applied(self, s: Setup) -> bool:
-        return s.tp > 1
+        return s.tp > 1  # what the tuner skips; the advisor still weighs a larger size
+
+    def candidates(self, f: Facts, s: Setup) -> list[Setup]:
+        return [self.apply(f, s)] if self.size(f) not in (1, s.tp) else []
 
     def check(self, f: Facts, s: Setup) -> Check:
         c = Check().need(f.gpus > 1, "needs more than one GPU (--gpus N)")
@@ -57,7 +60,6 @@ class TensorParallel(Technique):
             c.need(self.size(f) > 1, f"no tp size in 2..{f.gpus} divides {f.profile.num_attention_heads} attention "
                    f"and {f.profile.num_kv_heads} KV heads (an MLP-only plan, attention replicated, can still "
                    f"split: measure --tp N --tp-plan mlp)")
-        c.need(s.device_map is None, "not with device_map (tp_plan places the weights)")
         return c
 
     def apply(self, f: Facts, s: Setup) -> Setup:

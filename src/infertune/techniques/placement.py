@@ -37,8 +37,27 @@ class DeviceMap(Technique):
         return s.device_map == "auto"
 
     def check(self, f: Facts, s: Setup) -> Check:
-        c = Check().need_platform(f, "cuda", why="on a CPU-only or Apple host there is no second memory to spread into")
-        return c.need(s.tp == 1, "not with tensor parallelism (tp_plan places the weights itself)")
+        return Check().need_platform(f, "cuda", why="on a CPU-only or Apple host there is no second memory to "
+                                     "spread into")
 
     def apply(self, f: Facts, s: Setup) -> Setup:
-        return s.model_copy(update={"device_map": "auto", "max_memory": budgets(f)})
+        return s.model_copy(update={"device_map": "auto", "max_memory": budgets(f), "tp": 1})
+
+
+@register
+class SingleDevice(Technique):
+    id = "single-device"
+    family = "device-map"
+    title = "The whole model on one device (no device_map spread or offload, no tensor parallelism)"
+    addresses = ("decode-speed", "prefill-speed", "concurrency")
+    priority = 6
+    tradeoffs = ("needs the weights, the KV cache and the activations in one device's memory",
+                 "frees the other GPUs (one replica per GPU multiplies throughput)")
+    docs = ("https://huggingface.co/docs/accelerate/concept_guides/big_model_inference",
+            "https://huggingface.co/docs/transformers/main/en/perf_infer_gpu_one")
+
+    def applied(self, s: Setup) -> bool:
+        return s.device_map is None and s.tp == 1
+
+    def apply(self, f: Facts, s: Setup) -> Setup:
+        return s.model_copy(update={"device_map": None, "max_memory": None, "tp": 1})

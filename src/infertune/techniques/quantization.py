@@ -6,9 +6,22 @@ usually slower than bf16 at batch 1."""
 
 from __future__ import annotations
 
-from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
+from infertune.techniques.base import HF, OVERVIEW, RISK_ORDER, Check, Facts, Risk, Setup, Technique, register
 
 Q = HF + "quantization/"
+# What a method may cost in output quality: 8-bit methods little, 4-bit ones measurably (check on your prompts)
+METHOD_RISK: dict[str, Risk] = {"none": "none", "gguf": "none", "bnb-8bit": "low", "torchao-int8": "low",
+                                "quanto-int8": "low", "fp8": "low", "bnb-4bit": "medium", "awq": "medium",
+                                "gptq": "medium", "torchao-int4": "medium"}
+# infertune's names -> the estimator's (infertune.estimate.memory.Quantization.parse)
+ESTIMATOR_QUANT = {"none": "none", "bnb-8bit": "bnb-int8", "bnb-4bit": "bnb-nf4-dq", "awq": "awq", "gptq": "gptq",
+                   "gguf": "none", "torchao-int4": "int4", "torchao-int8": "int8", "quanto-int8": "int8", "fp8": "fp8"}
+ON_THE_FLY = ("bnb-8bit", "bnb-4bit", "torchao-int4", "torchao-int8", "quanto-int8")
+
+
+def checkpoint_method(f: Facts) -> str | None:
+    """The quantization the checkpoint itself ships (quantization_config in config.json), if any."""
+    return (f.profile.quantization or {}).get("quant_method")
 
 
 class _Quant(Technique):
@@ -19,18 +32,49 @@ class _Quant(Technique):
         return s.quantization == self.method
 
     def _base(self, f: Facts, s: Setup) -> Check:
+        """Switching from one method to another is one change (the quantization knob); quantizing on the fly
+        needs the unquantized checkpoint."""
         c = Check()
-        c.need(s.quantization in ("none", self.method),
-               f"the weights are already quantized ({s.quantization}): change one method at a time")
-        c.need(s.tp == 1, "tensor parallelism with on-the-fly quantization is not supported")
-        pre = (f.profile.quantization or {}).get("quant_method")
-        c.need(pre is None, f"the checkpoint is already quantized ({pre})")
+        c.need(s.tp == 1 or self.method not in ON_THE_FLY,
+               "tensor parallelism with on-the-fly quantization is not supported")
+        pre = checkpoint_method(f)
+        if pre and self.method in ON_THE_FLY:
+            c.issues.append(f"this checkpoint ships {pre} weights: quantizing on the fly loads the unquantized "
+                            "checkpoint of the model instead (which one?)")
         return c
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         # One change: the unquantized parts keep the current dtype (the quantized matmuls compute in the
         # GPU's half type, set in the quantization config).
         return s.model_copy(update={"quantization": self.method})
+
+    def risk(self, f: Facts, before: Setup, after: Setup) -> Risk:
+        b, a = METHOD_RISK.get(before.quantization, "low"), METHOD_RISK.get(after.quantization, "low")
+        if RISK_ORDER[a] > RISK_ORDER[b]:
+            return a
+        # another method of the same width still rounds differently: the outputs change a little
+        return "low" if RISK_ORDER[a] == RISK_ORDER[b] and a != "none" else "none"
+
+
+@register
+class NoQuantization(_Quant):
+    id = "quant-none"
+    method = "none"
+    title = "Drop the weight quantization: 16-bit weights (when they fit)"
+    addresses = ("decode-speed", "prefill-speed")
+    priority = 2
+    tradeoffs = ("the weights take 2x (from 8-bit) to ~3.6x (from 4-bit) the memory",
+                 "quantization kernels built for memory (bitsandbytes) dequantize at every matmul: 16-bit "
+                 "weights decode faster wherever they fit")
+    docs = (Q + "bitsandbytes", Q + "overview", "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/490")
+
+    def check(self, f: Facts, s: Setup) -> Check:
+        c = Check()
+        pre = checkpoint_method(f)
+        if pre:
+            c.issues.append(f"this checkpoint ships {pre} weights: load the model's unquantized checkpoint instead "
+                            "(which one?)")
+        return c
 
 
 @register
@@ -81,12 +125,18 @@ class PreQuantized(_Quant):
         c.issues.append(f"is there an AWQ or GPTQ checkpoint of {f.model}? (not checked: no Hub access)")
         return c.need_package(f, "gptqmodel")
 
+    def applied(self, s: Setup) -> bool:
+        return s.quantization in ("awq", "gptq")
+
+    def apply(self, f: Facts, s: Setup) -> Setup:
+        return s.model_copy(update={"quantization": "awq"})
+
 
 @register
 class TorchAO(_Quant):
     id = "quant-torchao"
     method = "torchao-int4"
-    title = "torchao int4 weight-only (int8 weight-only on CPU)"
+    title = "torchao weight-only quantization: int4 (CUDA, Ampere+) or int8"
     addresses = ("load-memory", "decode-speed")
     priority = 50
     tradeoffs = ("int4 weight-only has fast CUDA kernels (tinygemm) for bf16 at small batch",
@@ -97,10 +147,12 @@ class TorchAO(_Quant):
         return self._base(f, s).need_package(f, "torchao")
 
     def apply(self, f: Facts, s: Setup) -> Setup:
-        s2 = super().apply(f, s)
-        if f.platform != "cuda" or (f.cc or 0) < 8.0:  # int4 tinygemm: CUDA on Ampere+; int8 runs everywhere
-            s2 = s2.model_copy(update={"quantization": "torchao-int8"})
-        return s2
+        return self.moves(f, s)[0]
+
+    def moves(self, f: Facts, s: Setup) -> list[Setup]:
+        """int4 weight-only where its tinygemm kernel runs (CUDA, Ampere+), int8 weight-only everywhere."""
+        methods = (["torchao-int4"] if f.platform == "cuda" and (f.cc or 0) >= 8.0 else []) + ["torchao-int8"]
+        return [s.model_copy(update={"quantization": m}) for m in methods if m != s.quantization]
 
     def applied(self, s: Setup) -> bool:
         return s.quantization.startswith("torchao")

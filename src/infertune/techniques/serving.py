@@ -7,30 +7,45 @@ import shlex
 
 from infertune.techniques.base import Check, Facts, Setup, Technique, register
 from infertune.techniques.batching import max_batch_tokens
+from infertune.techniques.parallel import TensorParallel
 
 ENGINE_CONCURRENCY = 16  # from here on, a dedicated engine's scheduler is worth the migration
 USABLE = 0.9  # of each GPU for weights across machines (vLLM's default --gpu-memory-utilization)
+ENGINES = ("vllm", "sglang")
+
+
+def weights_bytes(f: Facts, s: Setup) -> int:
+    """The setup's weights as the estimator counts them (dtype and quantization in use); an engine loads
+    fp32 checkpoints in bf16. 0 when the parameter count is unknown (the advisor refuses before that)."""
+    from infertune.estimate.memory import EstimateSettings, Quantization, estimate_memory
+    from infertune.techniques.quantization import ESTIMATOR_QUANT
+
+    if not f.profile.num_parameters:
+        return 0
+    dtype = "bfloat16" if s.dtype == "float32" else s.dtype
+    settings = EstimateSettings(dtype=dtype, quantization=Quantization.parse(ESTIMATOR_QUANT.get(s.quantization)),
+                                platform=f.platform, input_len=1, max_new_tokens=1)
+    return estimate_memory(f.profile, settings, f.profile.native_dtype).weights_bytes
 
 
 def machines_needed(f: Facts, s: Setup) -> int:
-    """Machines of `f.gpus` such GPUs that the weights alone need (1: they fit this one). Weights at the
-    setup's dtype; the KV pool needs more on top, so this is a lower bound."""
-    from infertune.estimate.memory import DTYPE_BYTES
-
-    weights = (f.profile.num_parameters or 0) * DTYPE_BYTES.get(s.dtype if s.dtype != "float32" else "bfloat16", 2)
+    """Machines of `f.gpus` such GPUs that the weights alone need at the setup's dtype and quantization
+    (1: they fit this one). The KV pool needs more on top, so this is a lower bound."""
     per_machine = f.gpus * f.accelerator.memory_bytes * USABLE
-    return max(1, -(-int(weights) // int(per_machine))) if per_machine else 1
+    return max(1, -(-weights_bytes(f, s) // int(per_machine))) if per_machine else 1
 
 
 @register
 class ServingEngine(Technique):
     id = "serving-engine"
     family = "serving"
-    title = "A dedicated serving engine (vLLM; SGLang alike) with the translated settings"
-    addresses = ("concurrency", "load-memory")
+    title = "A dedicated serving engine (vLLM or SGLang) with the translated settings"
+    addresses = ("concurrency", "load-memory", "decode-speed")
     priority = 20
     tradeoffs = ("another stack to deploy and monitor; feature and model support differ from transformers",
-                 "vLLM reserves 90 % of the GPU for weights + a paged KV pool by default (--gpu-memory-utilization)")
+                 "vLLM reserves 90 % of the GPU for weights + a paged KV pool by default (--gpu-memory-utilization)",
+                 "beyond one machine (weights above the machine's GPUs x 90 %): `--tensor-parallel-size` within a "
+                 "machine, `--pipeline-parallel-size` across machines over a Ray cluster")
     docs = ("https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html",
             "https://docs.sglang.ai/", "https://docs.vllm.ai/en/latest/serving/distributed_serving.html")
 
@@ -39,25 +54,50 @@ class ServingEngine(Technique):
 
     def check(self, f: Facts, s: Setup) -> Check:
         beyond = f.platform == "cuda" and machines_needed(f, s) > 1
-        c = Check().need(f.concurrency >= ENGINE_CONCURRENCY or beyond,
+        # over several GPUs (device_map or tp) transformers batches nothing continuously and device_map runs
+        # the GPUs one after another: an engine shards the model with tensor parallelism and batches
+        spread = f.gpus > 1 and (s.device_map is not None or s.tp > 1)
+        c = Check().need(f.concurrency >= ENGINE_CONCURRENCY or beyond or spread,
                          f"concurrency {f.concurrency}: transformers' continuous batching is enough "
-                         f"below ~{ENGINE_CONCURRENCY}, and the model fits one machine")
+                         f"below ~{ENGINE_CONCURRENCY}, the model fits one machine and one GPU")
         if beyond:
-            c.issues.append(f"the weights need {machines_needed(f, s)} machines of {f.gpus} x {f.accelerator.name}: "
-                            "a Ray cluster across them (vLLM --pipeline-parallel-size); is there one?")
+            c.issues.append(f"needs {machines_needed(f, s)} machines of {f.gpus} x {f.accelerator.name} "
+                            f"(stated: 1): a Ray cluster across them (vLLM --pipeline-parallel-size); is there one?")
         c.need_platform(f, "cuda", why="vLLM/SGLang target CUDA and ROCm GPUs")
-        c.issues.append(f"does vLLM support {f.profile.architecture}? (check its supported-models list)")
+        c.issues.append(f"does the engine support {f.profile.architecture}? (check its supported-models list)")
         return c
 
-    def apply(self, f: Facts, s: Setup) -> Setup:
-        # vLLM batches continuously with a paged cache and compiles/graphs its own decode step
-        update = {"engine": "vllm", "batching": "continuous", "compile": False, "max_batch_tokens": max_batch_tokens(f)}
+    def moves(self, f: Facts, s: Setup) -> list[Setup]:
+        # the engine batches continuously with a paged cache and compiles/graphs its own decode step
+        update = {"batching": "continuous", "compile": False, "max_batch_tokens": max_batch_tokens(f),
+                  "device_map": None, "max_memory": None, "tp": TensorParallel().size(f) if f.gpus > 1 else 1}
         nodes = machines_needed(f, s) if f.platform == "cuda" else 1
         if nodes > 1:  # tensor parallel inside each machine, pipeline stages across them
-            from infertune.techniques.parallel import TensorParallel
+            update["pp"] = nodes
+        return [s.model_copy(update={**update, "engine": e}) for e in ENGINES]
 
-            update.update(tp=TensorParallel().size(f), pp=nodes, device_map=None, max_memory=None)
-        return s.model_copy(update=update)
+    def apply(self, f: Facts, s: Setup) -> Setup:
+        return self.moves(f, s)[0]
+
+
+def engine_command(model: str, s: Setup, max_model_len: int, max_num_seqs: int) -> str:
+    """The serve command of the setup's engine (vLLM or SGLang)."""
+    dtype = s.dtype if s.dtype != "float32" else "bfloat16"
+    quant = s.quantization if s.quantization in ("awq", "gptq", "fp8") else (
+        "bitsandbytes" if s.quantization.startswith("bnb") else None)
+    if s.engine == "sglang":
+        args = ["python", "-m", "sglang.launch_server", "--model-path", model, "--host", "127.0.0.1", "--port", "8000",
+                "--dtype", dtype, "--context-length", str(max_model_len), "--max-running-requests", str(max_num_seqs)]
+        if s.tp > 1:
+            args += ["--tp-size", str(s.tp)]
+        if s.pp > 1:
+            args += ["--pp-size", str(s.pp)]
+        if quant:
+            args += ["--quantization", quant]
+        if s.kv_cache == "quantized":
+            args += ["--kv-cache-dtype", "fp8_e5m2"]
+        return shlex.join(args)
+    return vllm_command(model, s, max_model_len, max_num_seqs)
 
 
 def vllm_command(model: str, s: Setup, max_model_len: int, max_num_seqs: int) -> str:

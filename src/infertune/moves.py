@@ -1,0 +1,155 @@
+"""Moves: one knob of the current setup set to another value, estimated before and after, and ranked.
+
+A move's effect is the estimator's before/after (memory, fit, TTFT, time per token, throughput under this
+workload's concurrency), with the documented factors of techniques.factors where the roofline has no term
+for an effect (labelled as such). Ranking:
+
+- when the current setup does not fit (a blocking memory finding): the moves that fit; among them those on
+  the stated hardware first, then those that do not make decoding much slower, then the least quality risk,
+  then the expert's order (cheap before costly);
+- otherwise (speed, queueing, tight memory): moves on the stated hardware first, then the least doubt
+  (quality risk, plus one notch for a gain only the roofline's blind spot can show: compile, fused
+  kernels), real gains (>= 20 %) before unmodelled ones, fewer open questions, then the largest expected
+  gain on what hurts (gains within the same power of two tie), then the expert's order.
+
+A move that needs hardware the user has not stated (more machines) is therefore never `next` while a move
+on the stated hardware fits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Literal
+
+from pydantic import BaseModel
+
+from infertune.diagnose import serving_times, worst_device
+from infertune.errors import UserError
+from infertune.estimate import Estimate
+from infertune.techniques import REGISTRY, Facts, Setup
+from infertune.techniques import factors as documented
+from infertune.techniques.base import RISK_ORDER
+
+EstimateFn = Callable[[Setup], Estimate]
+MEMORY = ("load-memory", "kv-cache-growth", "long-input-attention")
+SLOWER = 1.5  # a move that makes decoding this much slower than now costs speed (offload, int8 kernels)
+REAL_GAIN = 1.2  # a gain below this is within the estimate's noise
+
+
+class Expected(BaseModel):
+    kind: Literal["estimate"] = "estimate"
+    peak_bytes_before: int
+    peak_bytes_after: int
+    fits_before: bool
+    fits_after: bool
+    ttft_s_before: float
+    ttft_s_after: float
+    tpot_s_before: float
+    tpot_s_after: float
+    tokens_per_s_before: float
+    tokens_per_s_after: float
+    max_input_len_after: int | None
+    max_concurrency_after: int | None
+    note: str | None = None  # what the roofline cannot show (Python overhead, kernel quality)
+    # documented factors used where the roofline has no term (techniques.factors), each with its sources
+    factors_before: list[str] = []
+    factors_after: list[str] = []
+
+
+def effective(f: Facts, s: Setup, est: EstimateFn) -> tuple[Estimate, list[str]]:
+    """The setup's estimate with the documented factors that apply to it folded into its speed, and their
+    labels. The estimate of the reference setup (the same without the effect) is what the ratio multiplies."""
+    e = est(s)
+    found = documented.applicable(f, s)
+    if not found:
+        return e, []
+    ref_setup = documented.reference(found, s)
+    try:
+        ref = est(ref_setup) if ref_setup != s else e
+    except UserError:  # the reference cannot be placed (it does not fit a budget): its own roofline then
+        ref = e
+    sp, rp = e.speed, ref.speed
+    tpot = max(sp.tpot_s, documented.ratio(found, "decode") * rp.tpot_s)
+    prefill = max(sp.prefill_s, documented.ratio(found, "prefill") * rp.prefill_s)
+    seqs = e.settings.batch * e.settings.concurrency
+    speed = sp.model_copy(update={"tpot_s": tpot, "prefill_s": prefill, "ttft_s": prefill + tpot,
+                                  "tokens_per_s": seqs / tpot})
+    labels = [x.label() for x in found]
+    return e.model_copy(update={"speed": speed, "assumptions": e.assumptions + labels}), labels
+
+
+def _attn_tier(attn: str) -> int:
+    """Kernel quality of an attention backend (what the roofline cannot see): eager < sdpa/flex < flash."""
+    a = attn.removeprefix("paged|")
+    if a == "eager":
+        return 0
+    if a == "flash_attention_3":
+        return 3
+    return 2 if "flash" in a else 1
+
+
+def expected(f: Facts, before: Estimate, after: Estimate, s_before: Setup, s_after: Setup,
+             factors_before: list[str] | None = None, factors_after: list[str] | None = None) -> Expected:
+    wb, wa = worst_device(before), worst_device(after)
+    tb, ta = serving_times(f, s_before, before), serving_times(f, s_after, after)
+    note = None
+    if s_after.compile and not s_before.compile:
+        note = "removes Python/launch overhead, which the roofline does not model: measure it"
+    elif s_after.kernels and not s_before.kernels:
+        note = "fused kernels cut launches and memory traffic beyond the roofline's view: measure it"
+    elif _attn_tier(s_after.attn) > _attn_tier(s_before.attn) and "eager" not in s_before.attn:
+        note = "a faster attention kernel: the roofline bound is unchanged; the gain shows at long prompts"
+    elif s_after.packages != s_before.packages:
+        problem = REGISTRY["upgrade"].fixes(s_before, s_after)  # type: ignore[attr-defined]
+        if problem is not None and problem.factor is None:
+            note = f"a known problem the estimate does not model: {problem.what} ({problem.source})"
+    return Expected(
+        peak_bytes_before=wb.needed_bytes if wb else before.memory.total_bytes,
+        peak_bytes_after=wa.needed_bytes if wa else after.memory.total_bytes,
+        fits_before=bool(wb and wb.fits), fits_after=bool(wa and wa.fits),
+        ttft_s_before=before.speed.ttft_s + tb["queue_wait_mean_s"],
+        ttft_s_after=after.speed.ttft_s + ta["queue_wait_mean_s"],
+        tpot_s_before=before.speed.tpot_s, tpot_s_after=after.speed.tpot_s,
+        tokens_per_s_before=tb["tokens_per_s"], tokens_per_s_after=ta["tokens_per_s"],
+        max_input_len_after=after.max_input_len, max_concurrency_after=after.max_concurrency, note=note,
+        factors_before=factors_before or [], factors_after=factors_after or [],
+    )
+
+
+def gain(x: Expected, category: str) -> float:
+    """How much better the move makes what hurts (> 1: better)."""
+    if category in MEMORY:
+        return x.peak_bytes_before / max(x.peak_bytes_after, 1)
+    if category == "decode-speed":
+        return x.tpot_s_before / x.tpot_s_after
+    if category == "prefill-speed":
+        return x.ttft_s_before / x.ttft_s_after
+    if category == "concurrency":
+        return max(x.tokens_per_s_after / max(x.tokens_per_s_before, 1e-12), x.ttft_s_before / x.ttft_s_after)
+    return 1.0
+
+
+def helps(technique: str, x: Expected, category: str, severity: str) -> bool:
+    if technique == "upgrade":  # a candidate for a category only when its known problem is about that
+        # a problem the estimate does not model explains memory trouble only where the estimate fits
+        return x.tpot_s_after < x.tpot_s_before * 0.95 or x.fits_before
+    if severity == "blocking" or category in MEMORY:
+        return x.peak_bytes_after < x.peak_bytes_before or (x.fits_after and not x.fits_before)
+    if not x.fits_after:
+        return False
+    return gain(x, category) > 1.05 or (x.note is not None and category in ("decode-speed", "prefill-speed"))
+
+
+def rank_key(f: Facts, technique: str, x: Expected, risk: str, needs_hardware: bool, questions: int, category: str,
+             severity: str) -> tuple:
+    """`questions`: open questions the move depends on (is there such a checkpoint? does the engine support it?)."""
+    prio = REGISTRY[technique].rank(f)
+    if severity == "blocking":
+        slow = x.tpot_s_after > SLOWER * x.tpot_s_before
+        return (not x.fits_after, needs_hardware, slow, RISK_ORDER[risk], questions, prio, x.peak_bytes_after)
+    g = gain(x, category)
+    tier = 0 if g >= REAL_GAIN else (1 if x.note else 2)
+    # a gain the roofline cannot show (compile, fused kernels) is as uncertain as a small quality risk
+    doubt = RISK_ORDER[risk] + (tier > 0)
+    band = math.floor(math.log2(max(g, 1e-9)))  # gains within the same power of two tie: the cheaper move first
+    return (needs_hardware, not x.fits_after, doubt, tier, questions, -band, prio, -g)

@@ -1,0 +1,100 @@
+"""Library upgrades: known version-specific problems of the target's libraries, each with its source, and
+the upgrade that removes it. The versions come from intake (--lib NAME=VERSION, or this host's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from infertune.techniques.base import Category, Check, Facts, Setup, Technique, parse_version, register
+from infertune.techniques.factors import package_version
+
+
+@dataclass(frozen=True)
+class KnownProblem:
+    package: str
+    bad_from: str | None  # first affected release (None: every release before `fixed`)
+    fixed: str  # first release without the problem
+    when: Callable[[Facts, Setup], bool]  # the setups it bites
+    what: str
+    addresses: tuple[Category, ...]
+    factor: str | None  # the documented factor (techniques.factors) the upgrade removes, if any
+    source: str
+
+    def requirement(self) -> str:
+        return f">={self.fixed}"
+
+    def affects(self, f: Facts, s: Setup) -> bool | None:
+        """True: the target's version has the problem for this setup; None: the version is unknown."""
+        if not self.when(f, s):
+            return False
+        if not f.known(self.package) and not (s.packages or {}).get(self.package):
+            return None
+        v = package_version(f, s, self.package)
+        if v is None:  # not installed: nothing to upgrade
+            return False
+        return (self.bad_from is None or v >= parse_version(self.bad_from)) and v < parse_version(self.fixed)
+
+    def question(self) -> str:
+        span = f"{self.bad_from} to before {self.fixed}" if self.bad_from else f"before {self.fixed}"
+        return (f"Which {self.package} version runs on the target? ({span}: {self.what}; --lib "
+                f"{self.package}=VERSION)")
+
+
+KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
+    KnownProblem(
+        package="bitsandbytes", bad_from=None, fixed="0.40.0",
+        when=lambda f, s: s.quantization == "bnb-4bit",
+        what="4-bit inference had no fast kernel for batch 1: decode ~3.4x slower",
+        addresses=("decode-speed",), factor="bnb-4bit-old-kernels",
+        source="https://github.com/TimDettmers/bitsandbytes/releases/tag/0.40.0"),
+    KnownProblem(
+        package="transformers", bad_from="4.45.0", fixed="4.47.0",
+        when=lambda f, s: s.engine == "transformers",
+        what="the first generate call copies the logits of the whole prompt (prompt x vocabulary, fp32) "
+             "before slicing the last position: a memory spike at long prompts the estimate does not show",
+        addresses=("load-memory", "kv-cache-growth", "long-input-attention"), factor=None,
+        source="https://github.com/huggingface/transformers/issues/34796"),
+    KnownProblem(
+        package="transformers", bad_from="4.38.0", fixed="4.40.0",
+        when=lambda f, s: s.engine == "transformers" and f.profile.model_type in ("llama", "gemma"),
+        what="Llama-family models keep a causal-mask buffer sized to max_position_embeddings squared: more memory "
+             "than 4.37 with identical code, OOM where 4.37 fitted",
+        addresses=("load-memory", "kv-cache-growth", "long-input-attention"), factor=None,
+        source="https://github.com/huggingface/transformers/issues/29484"),
+)
+
+
+@register
+class Upgrade(Technique):
+    id = "upgrade"
+    family = "upgrade"
+    title = "Upgrade a library past a known problem of the installed version"
+    addresses = ("decode-speed", "load-memory", "kv-cache-growth", "long-input-attention")
+    priority = 3  # no quality risk, nothing else changes: first when it applies
+    tradeoffs = ("an upgrade can bring other changes: pin the new version and re-run your checks",)
+    docs = tuple(p.source for p in KNOWN_PROBLEMS)
+
+    def problems(self, f: Facts, s: Setup) -> list[KnownProblem]:
+        return [p for p in KNOWN_PROBLEMS if p.affects(f, s)]
+
+    def check(self, f: Facts, s: Setup) -> Check:
+        return Check().need(bool(self.problems(f, s)), "no known problem in the target's library versions "
+                            "for this setup")
+
+    def moves(self, f: Facts, s: Setup) -> list[Setup]:
+        return [self.apply_one(s, p) for p in self.problems(f, s)]
+
+    def apply_one(self, s: Setup, p: KnownProblem) -> Setup:
+        return s.model_copy(update={"packages": {**(s.packages or {}), p.package: p.requirement()}})
+
+    def apply(self, f: Facts, s: Setup) -> Setup:
+        return self.moves(f, s)[0]
+
+    def fixes(self, before: Setup, after: Setup) -> KnownProblem | None:
+        """The problem this move removes."""
+        for p in KNOWN_PROBLEMS:
+            if (after.packages or {}).get(p.package) == p.requirement() and (before.packages or {}).get(p.package) \
+                    != p.requirement():
+                return p
+        return None
