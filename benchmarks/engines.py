@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from infertune import models
-from infertune.config import serve_flags
+from infertune.config import serve_flags, vllm_flags
 from infertune.serving import engines
 from infertune.serving.trial import run_serve_trial
 from infertune.techniques.batching import BLOCK_SIZE
@@ -42,7 +42,7 @@ def main() -> int:
     runs = {
         "transformers": serve_flags(dtype="bfloat16", continuous_batching=True, block_size=BLOCK_SIZE,
                                     num_blocks=blocks),
-        "vllm": engines.vllm_args(dtype="bfloat16", max_model_len=2048, max_num_seqs=max(levels)),
+        "vllm": vllm_flags(dtype="bfloat16", max_model_len=2048, max_num_seqs=max(levels)),
     }
     trials = {}
     with tempfile.TemporaryDirectory() as tmp:

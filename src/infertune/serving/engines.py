@@ -162,22 +162,6 @@ def server_env(name: str) -> dict[str, str]:
     return env
 
 
-def vllm_args(*, dtype: str | None, max_model_len: int, max_num_seqs: int, quantization: str | None = None,
-              tp: int = 1, kv_cache_dtype: str | None = None) -> list[str]:
-    """vLLM server flags for a workload (the model, host and port come separately): the one translation."""
-    args = ["--dtype", dtype if dtype and dtype not in ("auto", "float32") else "bfloat16",
-            "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs)]
-    if tp > 1:
-        args += ["--tensor-parallel-size", str(tp)]
-    if quantization in ("awq", "gptq", "fp8"):
-        args += ["--quantization", quantization]
-    elif quantization and quantization.startswith("bnb"):
-        args += ["--quantization", "bitsandbytes"]
-    if kv_cache_dtype:
-        args += ["--kv-cache-dtype", kv_cache_dtype]
-    return args
-
-
 def server_command(name: str, model_path: str, flags: list[str]) -> Callable[[str, int], list[str]]:
     """`(host, port) -> argv` for an installed engine's OpenAI-compatible server."""
     engine(name)
