@@ -232,3 +232,22 @@ def serve_flags(*, dtype: str | None = None, attn: str | None = None, quantizati
     if trust_remote_code:
         flags.append("--trust-remote-code")
     return flags
+
+
+def vllm_flags(*, dtype: str | None, max_model_len: int, max_num_seqs: int, quantization: str | None = None,
+               tp: int = 1, pp: int = 1, kv_cache_dtype: str | None = None) -> list[str]:
+    """vLLM server flags (model, host and port come separately): the one translation behind the advice, the
+    report and serve-trial --engine vllm. fp32 becomes bf16 (vLLM serves 16-bit)."""
+    flags = ["--dtype", "bfloat16" if dtype == "float32" else dtype or "auto",
+             "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs)]
+    if tp > 1:
+        flags += ["--tensor-parallel-size", str(tp)]
+    if pp > 1:  # stages on separate machines: vLLM runs them over a Ray cluster
+        flags += ["--pipeline-parallel-size", str(pp), "--distributed-executor-backend", "ray"]
+    if quantization in ("awq", "gptq", "fp8"):
+        flags += ["--quantization", quantization]
+    elif quantization and quantization.startswith("bnb"):
+        flags += ["--quantization", "bitsandbytes"]
+    if kv_cache_dtype:
+        flags += ["--kv-cache-dtype", kv_cache_dtype]
+    return flags

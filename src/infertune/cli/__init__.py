@@ -6,7 +6,7 @@ here, in the order `infertune --help` lists them.
 """
 
 from infertune.cli import doctor, machine, measure, plan, serving, tune
-from infertune.cli.app import app, main, models_app
+from infertune.cli.app import app, engines_app, main, models_app
 
 app.command()(machine.env)
 models_app.command("prepare")(machine.models_prepare)
@@ -22,5 +22,7 @@ app.command()(doctor.doctor)
 app.command()(tune.report)
 app.command()(serving.mcp)
 app.command("serve-trial")(serving.serve_trial)
+engines_app.command("install")(serving.engines_install)
+engines_app.command("list")(serving.engines_list)
 
 __all__ = ["app", "main"]

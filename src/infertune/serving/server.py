@@ -1,8 +1,9 @@
-"""A `transformers serve` process for one trial: loopback, a free port, its own process group, a kept log.
+"""A server process for one trial: loopback, a free port, its own process group, a kept log.
 
-Started with this interpreter (`python -m transformers.cli.transformers serve`), so it runs the same
-library stack the rest of infertune measures. Stopped on exit whatever happens (error, Ctrl-C): SIGTERM
-to the whole group, SIGKILL after a grace period; nothing is left behind.
+`transformers serve` is started with this interpreter (`python -m transformers.cli.transformers serve`), so it
+runs the same library stack the rest of infertune measures; another engine (vLLM) runs from its own environment
+(`serving.engines`). Stopped on exit whatever happens (error, Ctrl-C): SIGTERM to the whole group, then to every
+process of the tree that left it, SIGKILL after a grace period; nothing is left behind.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from infertune.errors import UserError
@@ -20,13 +22,21 @@ from infertune.measure.trial import free_port
 
 
 class ServeProcess:
+    """`args` go to `transformers serve` (the default), or `command(host, port)` builds another engine's
+    command line; `env` replaces the environment (engines run from their own)."""
+
     def __init__(self, args: list[str], log_path: Path, host: str = "127.0.0.1", port: int | None = None,
-                 ready_timeout_s: float = 300.0, python: str = sys.executable):
+                 ready_timeout_s: float = 300.0, python: str = sys.executable,
+                 command: Callable[[str, int], list[str]] | None = None, env: dict[str, str] | None = None,
+                 name: str = "transformers serve"):
         self.host, self.port = host, port or free_port(host)
-        self.cmd = [python, "-m", "transformers.cli.transformers", "serve", *args, "--host", self.host,
-                    "--port", str(self.port)]
+        self.cmd = command(self.host, self.port) if command else [
+            python, "-m", "transformers.cli.transformers", "serve", *args, "--host", self.host, "--port", str(self.port)]
         self.log_path, self.ready_timeout_s = Path(log_path), ready_timeout_s
+        self.env, self.name = env, name
         self.proc: subprocess.Popen | None = None
+        self.started_at: float | None = None
+        self.startup_s: float | None = None  # from the start of the process to the first healthy answer
 
     @property
     def url(self) -> str:
@@ -37,23 +47,25 @@ class ServeProcess:
 
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")
-        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+        env = dict(self.env if self.env is not None else os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+        self.started_at = time.monotonic()
         self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True)
         log.close()
-        deadline = time.monotonic() + self.ready_timeout_s
+        deadline = self.started_at + self.ready_timeout_s
         try:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
-                    raise UserError(f"transformers serve exited with code {self.proc.returncode} before it was "
+                    raise UserError(f"{self.name} exited with code {self.proc.returncode} before it was "
                                     f"ready; log: {self.log_path}")
                 try:
                     if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                        self.startup_s = time.monotonic() - self.started_at
                         return self
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.5)
-            raise UserError(f"transformers serve was not ready after {self.ready_timeout_s:g} s; log: {self.log_path}")
+            raise UserError(f"{self.name} was not ready after {self.ready_timeout_s:g} s; log: {self.log_path}")
         except BaseException:
             self.stop()
             raise
@@ -62,17 +74,30 @@ class ServeProcess:
         self.stop()
 
     def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM to the group and to every descendant (an engine's workers may start sessions of their
+        own), SIGKILL to whatever is still alive after `grace_s`."""
+        import psutil
+
         p = self.proc
         if p is None or p.poll() is not None:
             return
         try:
-            os.killpg(p.pid, signal.SIGTERM)
-            p.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-        except ProcessLookupError:
-            pass
+            tree = [psutil.Process(p.pid), *psutil.Process(p.pid).children(recursive=True)]
+        except psutil.Error:
+            tree = []
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            for q in tree:
+                try:
+                    q.send_signal(sig)
+                except psutil.Error:
+                    pass
+            if not psutil.wait_procs(tree, timeout=grace_s)[1]:
+                break
+        p.wait()
 
     def peak_rss_bytes(self) -> int | None:
         """The server's resident-memory high-water mark (Linux VmHWM, children included) while it runs;

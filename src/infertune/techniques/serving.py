@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 
+from infertune.config import vllm_flags
 from infertune.techniques.base import Check, Facts, Setup, Technique, register
 from infertune.techniques.batching import max_batch_tokens
 from infertune.techniques.parallel import TensorParallel
@@ -101,16 +102,6 @@ def engine_command(model: str, s: Setup, max_model_len: int, max_num_seqs: int) 
 
 
 def vllm_command(model: str, s: Setup, max_model_len: int, max_num_seqs: int) -> str:
-    args = ["vllm", "serve", model, "--host", "127.0.0.1", "--dtype", s.dtype if s.dtype != "float32" else "bfloat16",
-            "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs)]
-    if s.tp > 1:
-        args += ["--tensor-parallel-size", str(s.tp)]
-    if s.pp > 1:  # stages on separate machines: vLLM runs them over a Ray cluster
-        args += ["--pipeline-parallel-size", str(s.pp), "--distributed-executor-backend", "ray"]
-    if s.quantization in ("awq", "gptq", "fp8"):
-        args += ["--quantization", s.quantization]
-    elif s.quantization.startswith("bnb"):
-        args += ["--quantization", "bitsandbytes"]
-    if s.kv_cache == "quantized":
-        args += ["--kv-cache-dtype", "fp8"]
-    return shlex.join(args)
+    return shlex.join(["vllm", "serve", model, "--host", "127.0.0.1", *vllm_flags(
+        dtype=s.dtype, max_model_len=max_model_len, max_num_seqs=max_num_seqs, quantization=s.quantization, tp=s.tp,
+        pp=s.pp, kv_cache_dtype="fp8" if s.kv_cache == "quantized" else None)])
