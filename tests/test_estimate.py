@@ -65,7 +65,10 @@ def test_sliding_window_layers_keep_only_their_window():
     p = llama(layer_types=types, sliding_window=512)
     s = EstimateSettings(dtype="bfloat16", input_len=8000, max_new_tokens=192)
     per = 2 * 3 * 64 * 2
-    assert estimate_memory(p, s).kv_cache_bytes == (5 * 8192 + 25 * 512) * per
+    # transformers' dynamic sliding layer keeps W - 1 tokens (the newest query brings the W-th)
+    assert estimate_memory(p, s).kv_cache_bytes == (5 * 8192 + 25 * 511) * per
+    static = s.model_copy(update={"kv_cache": "static"})  # a static sliding layer allocates the whole window
+    assert estimate_memory(p, static).kv_cache_bytes == (5 * 8192 + 25 * 512) * per
     short = EstimateSettings(dtype="bfloat16", input_len=100, max_new_tokens=28)
     assert estimate_memory(p, short).kv_cache_bytes == 30 * 128 * per  # window not reached
 

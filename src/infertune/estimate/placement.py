@@ -122,7 +122,7 @@ def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu
         placed[order[di]]["layers"] += kind == "layer"
 
     kv_per_layer = mem.kv_cache_bytes / p.num_layers
-    transient = max(mem.total_bytes - mem.overhead_bytes - mem.weights_bytes - mem.kv_cache_bytes, 0)
+    transient = max(mem.total_bytes - mem.overhead_bytes - mem.weights_bytes - mem.kv_cache_bytes, 0)  # + state
     offloaded = sum(placed[d]["layers"] for d in order if streamed(d))
     shares = []
     for d in order:
