@@ -130,10 +130,11 @@ def kv_cache_bytes(p: ModelProfile, s: EstimateSettings, seq: int, dtype_bytes: 
 
 
 def state_bytes(p: ModelProfile, dtype_bytes: int) -> tuple[int, str]:
-    """Fixed state of one sequence: linear-attention / SSM layers keep conv + recurrent state in the dtype."""
-    rows = [(g.layers, g.state) for g in p.cache_groups if g.state]
-    return (sum(n * st for n, st in rows) * dtype_bytes,
-            " + ".join(f"{n} layers x {st:,}" for n, st in rows) + f" elements x {dtype_bytes} B")
+    """Fixed state of one sequence: linear-attention / SSM layers keep a conv state in the dtype and a
+    recurrent state (float32 for the Mamba and delta-net scans)."""
+    rows = [(g.layers, g.state, g.state_fp32) for g in p.cache_groups if g.state or g.state_fp32]
+    total = sum(n * (st * dtype_bytes + f32 * 4) for n, st, f32 in rows)
+    return total, " + ".join(f"{n} layers x ({st:,} x {dtype_bytes} B + {f32:,} x 4 B)" for n, st, f32 in rows)
 
 
 def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str | None = None) -> MemoryEstimate:

@@ -8,7 +8,8 @@ it takes a transformers config object and the model instantiated on the meta dev
 - the elements a growing layer caches per token, by the attention's own rules: multi-head latent
   attention caches the compressed latent and the rope key (`kv_lora_rank + qk_rope_head_dim`, one
   "head"); Falcon's `multi_query` (unless `new_decoder_architecture`) and GPTBigCode's `multi_query`
-  keep one KV head; otherwise `num_key_value_heads` (or all heads) x head_dim, for K and for V;
+  keep one KV head; Falcon's `new_decoder_architecture` broadcasts its KV groups to all heads before
+  caching (the cache holds every head); otherwise `num_key_value_heads` (or all heads) x head_dim, for K and for V;
 - the fixed state of linear layers from the mixer modules themselves (the attributes their __init__
   computed): a depthwise Conv1d keeps `channels x kernel`; Mamba-1 `intermediate x state`, Mamba-2
   `heads x head_dim x state`, gated delta-net `v_heads x k_head_dim x v_head_dim`;
@@ -32,7 +33,8 @@ class CacheGroup(BaseModel):
     layers: int
     kv_per_token: int = 0  # K + V elements one layer caches per token (0: no growing cache)
     window: int | None = None  # tokens a sliding/chunked layer keeps at most (W - 1 in transformers)
-    state: int = 0  # elements one layer keeps per sequence whatever the length (conv + recurrent)
+    state: int = 0  # elements one layer keeps per sequence in the dtype, whatever the length (conv state)
+    state_fp32: int = 0  # ... and in float32 whatever the dtype (Mamba and delta-net recurrent states)
 
 
 def _get(cfg, *names, default=None):
@@ -44,6 +46,8 @@ def _get(cfg, *names, default=None):
 
 
 def text_config(cfg):
+    if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "text_config", None) is None:
+        return cfg  # BART/Whisper/T5: get_text_config(decoder=True) builds a fresh default config
     try:
         return cfg.get_text_config(decoder=True)
     except (AttributeError, TypeError):
@@ -60,10 +64,9 @@ def kv_heads_and_dims(t, model_type: str) -> tuple[int, int, int]:
         return 0, 0, 0
     heads, hidden = int(heads), int(_get(t, "hidden_size", "d_model"))
     if model_type == "falcon":
-        if getattr(t, "new_decoder_architecture", False):
-            kv = int(_get(t, "num_kv_heads", "num_key_value_heads", default=heads))
-        else:
-            kv = 1 if getattr(t, "multi_query", False) else heads
+        # new_decoder_architecture (Falcon-40B/180B) broadcasts its KV groups to every head before caching
+        multi_query = getattr(t, "multi_query", False) and not getattr(t, "new_decoder_architecture", False)
+        kv = 1 if multi_query else heads
     elif model_type == "gpt_bigcode":
         kv = 1 if getattr(t, "multi_query", True) else heads
     else:
@@ -72,30 +75,35 @@ def kv_heads_and_dims(t, model_type: str) -> tuple[int, int, int]:
     return kv, d, int(_get(t, "v_head_dim", default=d))
 
 
-def _state_of(module) -> int:
-    """Fixed per-sequence state elements of one linear-attention / SSM mixer (its own attributes)."""
+def _state_of(module) -> tuple[int, int]:
+    """Recurrent state elements of one linear-attention / SSM mixer, from its own attributes: (in the
+    dtype, in float32). The Mamba and delta-net scans return their final state in float32."""
     a = lambda n: getattr(module, n, None)  # noqa: E731
     if a("head_k_dim") and a("head_v_dim") and a("num_v_heads"):  # gated delta-net (Qwen3-Next, ...)
-        return int(a("num_v_heads") * a("head_k_dim") * a("head_v_dim"))
+        return 0, int(a("num_v_heads") * a("head_k_dim") * a("head_v_dim"))
     if a("ssm_state_size") and a("num_heads") and a("head_dim"):  # Mamba-2 family
-        return int(a("num_heads") * a("head_dim") * a("ssm_state_size"))
+        return 0, int(a("num_heads") * a("head_dim") * a("ssm_state_size"))
     if a("ssm_state_size") and a("intermediate_size"):  # Mamba-1 (Mamba, Falcon-Mamba, Jamba)
-        return int(a("intermediate_size") * a("ssm_state_size"))
-    return 0
+        return 0, int(a("intermediate_size") * a("ssm_state_size"))
+    if a("slope_rate") is not None and a("num_attention_heads") and a("head_dim"):  # lightning attention (MiniMax)
+        return int(a("num_attention_heads") * a("head_dim") ** 2), 0
+    return 0, 0
 
 
-def linear_state(model, n_linear: int) -> int:
-    """Per linear layer: conv state (every depthwise Conv1d: channels x kernel) + recurrent state."""
+def linear_state(model, n_linear: int) -> tuple[int, int]:
+    """Per linear layer: (conv state, every depthwise Conv1d: channels x kernel, + dtype recurrent state;
+    float32 recurrent state)."""
     import torch
 
-    conv = rec = 0
+    conv = fp32 = 0
     for name, m in model.named_modules():
         if any(k in name for k in ("vision", "visual", "audio", "encoder")):
             continue
         if isinstance(m, torch.nn.Conv1d) and m.groups == m.in_channels and m.groups > 1:
             conv += m.in_channels * m.kernel_size[0]
-        rec += _state_of(m)
-    return (conv + rec) // max(n_linear, 1)
+        in_dtype, in_fp32 = _state_of(m)
+        conv, fp32 = conv + in_dtype, fp32 + in_fp32
+    return conv // max(n_linear, 1), fp32 // max(n_linear, 1)
 
 
 def cache_groups(cfg, model_type: str, model=None) -> list[CacheGroup]:
@@ -110,7 +118,7 @@ def cache_groups(cfg, model_type: str, model=None) -> list[CacheGroup]:
              "linear_attention": "linear", "conv": "linear", "mamba": "linear", "hybrid": "hybrid",
              "hybrid_sliding": "hybrid", "dummy": "none"}
     n_state = sum(kinds.get(x) in ("linear", "hybrid") for x in types)
-    state = linear_state(model, n_state) if (n_state and model is not None) else 0
+    state, fp32 = linear_state(model, n_state) if (n_state and model is not None) else (0, 0)
     groups: dict[tuple, CacheGroup] = {}
     for lt, kw in zip(types, kwargs):
         kind = kinds.get(lt, "full")
@@ -118,8 +126,9 @@ def cache_groups(cfg, model_type: str, model=None) -> list[CacheGroup]:
         window = int(window) - 1 if window and kind in ("sliding", "chunked", "hybrid") else None
         g = CacheGroup(kind=kind, layers=0, window=window,
                        kv_per_token=0 if kind in ("linear", "none") else per_token,
-                       state=state if kind in ("linear", "hybrid") else 0)
-        key = (g.kind, g.kv_per_token, g.window, g.state)
+                       state=state if kind in ("linear", "hybrid") else 0,
+                       state_fp32=fp32 if kind in ("linear", "hybrid") else 0)
+        key = (g.kind, g.kv_per_token, g.window, g.state, g.state_fp32)
         groups.setdefault(key, g).layers += 1
     return list(groups.values())
 
