@@ -18,7 +18,7 @@ from infertune.estimate.placement import parse_max_memory
 from infertune.techniques import Facts, Setup
 from infertune.techniques.serving import vllm_command
 
-ESTIMATOR_QUANT = {"none": "none", "bnb-8bit": "bnb-int8", "bnb-4bit": "bnb-nf4-dq", "awq": "awq", "gptq": "gptq",
+ESTIMATOR_QUANT = {"none": "auto", "bnb-8bit": "bnb-int8", "bnb-4bit": "bnb-nf4-dq", "awq": "awq", "gptq": "gptq",
                    "gguf": "none", "torchao-int4": "int4", "torchao-int8": "int8", "quanto-int8": "int8", "fp8": "fp8"}
 QUANT_CONFIGS: dict[str, dict[str, Any]] = {  # from_pretrained(quantization_config=...) accepts these dicts
     "bnb-8bit": {"quant_method": "bitsandbytes", "load_in_8bit": True},

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from infertune.errors import UserError
 from infertune.probe.arch import CacheGroup
@@ -85,6 +85,7 @@ class ModelProfile(BaseModel):
         k = min(self.experts_per_token or 1, self.num_experts)
         return 1 - (1 - k / self.num_experts) ** max(tokens, 1)
 
+    @computed_field
     @property
     def active_parameters(self) -> int:
         """Parameters one token computes with: all but the routed experts it does not pick."""
@@ -109,7 +110,10 @@ class ModelProfile(BaseModel):
     def num_global_layers(self) -> int:
         return sum(t == "full_attention" for t in self.layer_types) if self.layer_types else self.num_layers
 
+    @computed_field
+    @property
     def layer_mix(self) -> dict[str, int]:
+        """Layers by cache kind: full, sliding, chunked, linear (fixed state), hybrid, none."""
         mix: dict[str, int] = {}
         for g in self.cache_groups:
             mix[g.kind] = mix.get(g.kind, 0) + g.layers
@@ -186,7 +190,8 @@ def _cache_file(raw: bytes, trust_remote_code: bool) -> Path | None:
     return home() / "profiles" / f"{key[:32]}.json"
 
 
-CACHED_OUT = ("path", "checkpoint_format", "checkpoint_bytes")  # facts of the folder, not of the config
+# facts of the folder, not of the config, and what the profile computes from the rest
+CACHED_OUT = ("path", "checkpoint_format", "checkpoint_bytes", "active_parameters", "layer_mix")
 
 
 def profile_model(model: str | Path | dict, trust_remote_code: bool = False) -> ModelProfile:
