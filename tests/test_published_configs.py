@@ -207,3 +207,23 @@ def test_a_prompt_beyond_the_context_does_not_fit_and_the_sweep_agrees():
     at = estimate(p, s.model_copy(update={"input_len": e.max_input_len}), h100)
     past = estimate(p, s.model_copy(update={"input_len": e.max_input_len + 1}), h100)
     assert all(at.fits.values()) and not all(past.fits.values())
+
+
+@pytest.mark.parametrize("name,inter", [("opt-1.3b", 8192), ("starcoder", 24576), ("gpt2", None),
+                                        ("whisper-large-v3", 5120), ("t5-base", 3072)])
+def test_the_mlp_width_is_read_under_each_architecture_s_own_name(name, inter):
+    assert prof(name).intermediate_size == inter  # GPT-2's n_inner null means 4 x n_embd in its own code
+
+
+def test_a_model_nobody_can_count_is_refused_in_one_line_not_estimated_at_zero(tmp_path, monkeypatch):
+    import json
+
+    from infertune.errors import UserError
+    from infertune.probe import count
+
+    (tmp_path / "config.json").write_text(json.dumps(CONFIGS["gpt2"]))
+    monkeypatch.setattr(count, "meta_model", lambda cfg, trust: None)  # as for an architecture no class builds
+    p = profile_model(tmp_path)
+    assert p.num_parameters is None
+    with pytest.raises(UserError, match="cannot count the parameters"):
+        estimate_memory(p, EstimateSettings())
