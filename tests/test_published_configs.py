@@ -227,3 +227,15 @@ def test_a_model_nobody_can_count_is_refused_in_one_line_not_estimated_at_zero(t
     assert p.num_parameters is None
     with pytest.raises(UserError, match="cannot count the parameters"):
         estimate_memory(p, EstimateSettings())
+
+
+def test_a_pre_quantized_vision_language_checkpoint_keeps_its_tower_in_the_dtype():
+    stored = profile_model(dict(CONFIGS["qwen2-vl-7b"], quantization_config={"quant_method": "awq", "bits": 4,
+                                                                              "group_size": 128}))
+    awq = estimate_memory(stored, EstimateSettings(dtype="float16"))
+    at_load = estimate_memory(prof("qwen2-vl-7b"), EstimateSettings(dtype="float16",
+                                                                     quantization=Quantization.parse("awq")))
+    assert awq.tower_weights_bytes == 2 * stored.tower_parameters  # AWQ/GPTQ recipes leave the tower out
+    tower_linear_at_4bit = stored.tower_parameters * (0.5 + 2.5 / 128)
+    assert awq.weights_bytes - at_load.weights_bytes == pytest.approx(2 * stored.tower_parameters
+                                                                      - tower_linear_at_4bit, rel=0.02)

@@ -214,5 +214,6 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
         attention_scratch_bytes=int(scratch), activations_bytes=int(acts), logits_bytes=int(logits),
         overhead_bytes=int(overhead), total_bytes=int(tensors + overhead), load_peak_bytes=int(load_peak),
         components=comps, sharded_weights_bytes=int(lin_b * mlp_share(p) if s.tp_plan == "mlp" else lin_b + expert_w),
-        expert_weights_bytes=int(expert_w), tower_weights_bytes=int(weights * p.tower_parameters / n),
+        expert_weights_bytes=int(expert_w),
+        tower_weights_bytes=int(p.tower_parameters * (b if q.from_checkpoint or q.method == "none" else weights / n)),
     )

@@ -186,11 +186,16 @@ def weight_bytes(p, q: Quantization, b: int) -> tuple[float, float, str]:
         experts = mat_b * p.expert_params / max(n - other, 1)
         return mat_b + other * 4, experts, f"matrices: {mat_f}; {other:,} norm/bias params x 4 B (F32)"
     linear, experts = p.linear_params, p.expert_params
+    # A pre-quantized vision-language checkpoint keeps its vision/audio tower in the dtype (AWQ, GPTQ and
+    # llm-compressor recipes leave it out); quantizing at load (bnb, torchao) converts its Linear layers too.
+    tower = min(p.tower_parameters, linear) if q.from_checkpoint and not p.is_encoder_decoder else 0
+    rows = int((p.linear_rows or 0) * (linear - tower) / max(linear, 1))
     if q.quantizes_linear():
-        lin_b, lin_f = q.linear_bytes(linear, p.linear_rows or 0, b)
+        lin_b, lin_f = q.linear_bytes(linear - tower, rows, b)
     else:
-        lin_b, lin_f = linear * b, f"{linear:,} x {b} B"
-    parts = [f"linear: {lin_f}"]
+        lin_b, lin_f = (linear - tower) * b, f"{linear - tower:,} x {b} B"
+    parts = [f"linear: {lin_f}"] + ([f"tower {tower:,} x {b} B (not quantized in the checkpoint)"] if tower else [])
+    lin_b += tower * b
     exp_b = 0.0
     if experts:
         if q.quantizes_experts(p.experts_fused):

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from infertune.estimate.accelerators import Accelerator
-from infertune.estimate.memory import EstimateSettings, MemoryEstimate, mlp_share
+from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, mlp_share
 from infertune.probe.model import ModelProfile
 
 # Host-to-GPU copy rate for weights offloaded by device_map (pageable memory over PCIe 4.0 x16; pinned
@@ -40,8 +40,6 @@ def allreduce_s(p: ModelProfile, s: EstimateSettings, acc: Accelerator, tokens: 
     (acc.interconnect_Bps)."""
     if s.tp <= 1:
         return 0.0
-    from infertune.estimate.memory import DTYPE_BYTES
-
     nbytes = tokens * p.hidden_size * DTYPE_BYTES.get(s.dtype, 2)
     link = acc.interconnect_Bps or acc.bandwidth_Bps  # no peer link listed: through the device's own memory
     per = ALLREDUCE_LATENCY_S + 2 * (s.tp - 1) / s.tp * nbytes / link
@@ -89,11 +87,14 @@ def _attention_flops(p: ModelProfile, queries: float, ctx: float) -> float:
                for g in p.cache_groups if g.kv_per_token)
 
 
-def weights_read(p: ModelProfile, mem: MemoryEstimate, tokens: int) -> float:
+def weights_read(p: ModelProfile, mem: MemoryEstimate, tokens: int, dtype_bytes: int) -> float:
     """Weight bytes one decode step reads for `tokens` sequences: all but the routed experts none of the
-    tokens picked, and the towers (vision, audio, encoder) a decode step never runs."""
+    tokens picked, the towers (vision, audio, encoder) a decode step never runs, and an untied input
+    embedding, of which a step gathers only its tokens' rows."""
     unread = mem.expert_weights_bytes * (1 - p.expert_fraction(tokens))
-    return mem.weights_bytes - unread - mem.tower_weights_bytes
+    embedding = (p.param_groups or {}).get("embedding", 0) if not p.tie_word_embeddings else 0
+    embedding_bytes = embedding * dtype_bytes  # embeddings keep the dtype (GGUF aside)
+    return mem.weights_bytes - unread - mem.tower_weights_bytes - embedding_bytes
 
 
 def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator, seqs: int,
@@ -103,7 +104,7 @@ def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc:
     ctx = s.input_len + s.max_new_tokens / 2
     # tensor parallel: each rank reads its shard of the linear weights and of the KV, the replicated rest whole;
     # the MLP-only plan splits the MLP's weights and FLOPs, attention (and its KV) stays whole on every rank
-    weights = weights_read(p, mem, seqs) - mem.sharded_weights_bytes * (1 - 1 / s.tp)
+    weights = weights_read(p, mem, seqs, DTYPE_BYTES[s.dtype]) - mem.sharded_weights_bytes * (1 - 1 / s.tp)
     linear = 2 * _matmul_params(p) * seqs
     attention = _attention_flops(p, seqs, ctx)
     if s.tp_plan == "mlp":
