@@ -289,3 +289,37 @@ def test_mlp_only_tensor_parallel_splits_the_mlp_weights_and_keeps_attention_and
     full = s.model_copy(update={"tp_plan": "auto"})
     assert allreduce_s(p, s, acc, 1) == pytest.approx(allreduce_s(p, full, acc, 1) / 2)
     assert allreduce_s(p, s, acc, 1) > p.num_layers * ALLREDUCE_LATENCY_S
+
+
+@pytest.mark.parametrize("qc,method,detail", [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq", {"bits": 4, "group_size": 128}),
+    ({"quant_method": "gptq", "bits": 8, "group_size": 32, "desc_act": False}, "gptq", {"bits": 8, "group_size": 32}),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+      "bnb_4bit_use_double_quant": True}, "bnb-nf4", {"double_quant": True}),
+    ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "bnb-int8", {}),
+    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8", {"block": [128, 128]}),
+    ({"quant_method": "mxfp4"}, "mxfp4", {}),
+    ({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}},
+     "gptq", {"bits": 4, "group_size": 128}),
+    ({"quant_method": "compressed-tensors", "format": "float-quantized", "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}}, "fp8",
+     {"block": None}),
+])
+def test_a_checkpoint_s_quantization_config_says_how_its_weights_are_stored(qc, method, detail):
+    q = Quantization.from_config(qc)
+    assert q.method == method and q.from_checkpoint
+    assert {k: getattr(q, k) for k in detail} == detail
+    p = llama(quantization=qc)
+    stored = estimate_memory(p, EstimateSettings()).weights_bytes  # default: as stored
+    unquantized = estimate_memory(p, EstimateSettings(quantization=Quantization.parse("none"))).weights_bytes
+    assert unquantized == 2 * p.num_parameters  # --quantization none overrides
+    if method == "mxfp4":  # MXFP4 quantizes the experts only: a dense model keeps its size
+        assert stored == unquantized
+    else:
+        assert stored < 0.75 * unquantized
+
+
+def test_an_unknown_checkpoint_quantization_is_refused_in_one_line():
+    with pytest.raises(UserError, match="give --quantization"):
+        estimate_memory(llama(quantization={"quant_method": "vptq"}), EstimateSettings())
