@@ -239,3 +239,16 @@ def test_a_pre_quantized_vision_language_checkpoint_keeps_its_tower_in_the_dtype
     tower_linear_at_4bit = stored.tower_parameters * (0.5 + 2.5 / 128)
     assert awq.weights_bytes - at_load.weights_bytes == pytest.approx(2 * stored.tower_parameters
                                                                       - tower_linear_at_4bit, rel=0.02)
+
+
+def test_encoder_decoders_are_bounded_by_their_own_positions():
+    h100 = find_accelerator("H100")
+    whisper = estimate(prof("whisper-large-v3"), EstimateSettings(dtype="float16", input_len=1500, max_new_tokens=500),
+                       h100)
+    assert whisper.fits["context"] is False  # the decoder has 448 positions
+    ok = estimate(prof("whisper-large-v3"), EstimateSettings(dtype="float16", input_len=1500, max_new_tokens=440), h100)
+    assert ok.within_context and ok.max_input_len == 1500  # the encoder's length is fixed: 30 s of audio
+    bart = estimate(prof("bart-large"), EstimateSettings(dtype="float16", input_len=2048, max_new_tokens=64), h100)
+    assert not bart.within_context and bart.max_input_len == 1024  # learned positions for encoder and decoder
+    t5 = estimate(prof("t5-base"), EstimateSettings(dtype="float16", input_len=16384, max_new_tokens=64), h100)
+    assert t5.within_context  # relative positions: no limit but memory

@@ -92,6 +92,16 @@ def _largest(lo: int, hi: int, ok) -> int | None:
     return lo
 
 
+def _context(p: ModelProfile, s: EstimateSettings, limit: int) -> tuple[bool, int]:
+    """(within the model's positions, the longest input that leaves room for the output). Decoder-only:
+    input + output share the positions. Encoder-decoder: the decoder's positions bound the output and, for
+    a learned-position encoder (BART), the encoder's bound the input; T5's relative positions bound nothing."""
+    if p.is_encoder_decoder:
+        input_cap = limit if not p.encoder_length else p.encoder_length
+        return s.max_new_tokens <= limit and (p.encoder_length is not None or s.input_len <= limit), input_cap
+    return s.input_len + s.max_new_tokens <= limit, limit - s.max_new_tokens
+
+
 def tp_rank_bytes(mem: MemoryEstimate, tp: int, plan: str = "auto") -> int:
     """One tensor-parallel rank: 1/tp of the linear weights, of the KV cache (heads split) and of the
     transients (heads and MLP columns split); the replicated weights (embeddings, lm_head, norms), the
@@ -139,10 +149,12 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
         if dev in placed and dev != s.platform:
             fit_details.append(Fit(device=dev, capacity_bytes=0, needed_bytes=placed[dev], fits=True, headroom_bytes=0))
     ctx_limit = p.max_position_embeddings or 1 << 20
-    in_ctx = p.is_encoder_decoder or s.input_len + s.max_new_tokens <= ctx_limit
-    max_in = None if s.max_new_tokens >= ctx_limit and not p.is_encoder_decoder else _largest(
-        1, max(ctx_limit - s.max_new_tokens, 1) if not p.is_encoder_decoder else 1 << 20,
-        lambda n: _fits(p, s.model_copy(update={"input_len": n}), acc, gpus, max_memory))
+    in_ctx, input_cap = _context(p, s, ctx_limit)
+    fits_at = lambda n: _fits(p, s.model_copy(update={"input_len": n}), acc, gpus, max_memory)  # noqa: E731
+    if p.encoder_length:  # a fixed encoder (Whisper's audio frames): the input length is not the user's
+        max_in = p.encoder_length if in_ctx and fits_at(p.encoder_length) else None
+    else:
+        max_in = _largest(1, input_cap, fits_at) if input_cap >= 1 else None
     max_conc = _largest(1, 1 << 16, lambda c: _fits(p, s.model_copy(update={"concurrency": c}), acc, gpus, max_memory))
     assumptions = [
         f"KV cache and compute in {s.dtype}" + (" (quantized KV: see kv_nbits)" if s.kv_cache == "quantized" else ""),
@@ -150,8 +162,9 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
         f"speed is a roofline bound on {acc.name} ({acc.source}): real runs are slower",
     ]
     if not in_ctx:
-        assumptions.insert(0, f"does not fit the context: input + output = {s.input_len + s.max_new_tokens:,} tokens, "
-                              f"the model is built for {ctx_limit:,} (max_position_embeddings)")
+        what = (f"output {s.max_new_tokens:,} tokens (input {s.input_len:,})" if p.is_encoder_decoder
+                else f"input + output = {s.input_len + s.max_new_tokens:,} tokens")
+        assumptions.insert(0, f"does not fit the context: {what}, the model is built for {ctx_limit:,} positions")
     if p.is_encoder_decoder:
         assumptions.append(f"encoder-decoder: the decoder's cache holds the {s.max_new_tokens} generated tokens; "
                            f"cross-attention holds {p.encoder_length or s.input_len:,} encoder positions")
