@@ -218,3 +218,20 @@ def test_moe_profile_counts_experts_and_the_active_parameters(tmp_path, infertun
     assert p.expert_params == experts and p.experts_fused
     assert (p.num_experts, p.experts_per_token) == (4, 2)
     assert p.active_parameters == p.num_parameters - experts // 2  # 2 of 4 experts per token
+
+
+def test_a_static_cache_allocates_its_length_and_whole_windows(tmp_path, infertune_home):
+    from transformers import AutoConfig, AutoModelForCausalLM, StaticCache
+
+    _, model_type, kw, _ = next(c for c in CASES if c[1] == "gemma3_text")
+    cfg = AutoConfig.for_model(model_type, **kw)
+    cfg.save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    cache = StaticCache(config=cfg, max_cache_len=20)
+    with torch.no_grad():
+        model(input_ids=torch.randint(3, V, (1, 12)), past_key_values=cache, use_cache=True)
+    held = sum(t.numel() * t.element_size() for t in cache_tensors(cache))
+    p = profile_model(tmp_path)
+    s = EstimateSettings(dtype="float32", kv_cache="static", max_cache_len=20, input_len=12, max_new_tokens=0)
+    assert kv_cache_bytes(p, s, 12, 4)[0] == held  # full layers: 20 tokens; sliding layers: the whole window, 8
