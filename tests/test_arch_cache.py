@@ -145,13 +145,14 @@ def build(model_type: str, kw: dict, kind: str, folder, dtype=None):
             cache = model(input_ids=ids, use_cache=True).past_key_values
             return model, cache, S, S
         dec = torch.randint(3, V, (1, T))
+        # `seq` as the estimator counts it: the encoder's S, then decoder tokens after the start token
         if kind == "seq2seq":
             cache = model(input_ids=ids, decoder_input_ids=dec, use_cache=True).past_key_values
-            return model, cache, S, S + T
+            return model, cache, S, S + T - 1
         frames = 2 * cfg.max_source_positions  # the conv stem halves the mel frames
         feats = torch.randn(1, cfg.num_mel_bins, frames, dtype=dtype or torch.float32)
         cache = model(input_features=feats, decoder_input_ids=dec, use_cache=True).past_key_values
-        return model, cache, S, S + T
+        return model, cache, S, S + T - 1
 
 
 @pytest.mark.parametrize("label,model_type,kw,kind", CASES, ids=[c[0] for c in CASES])
@@ -163,7 +164,7 @@ def test_cache_and_weights_equal_what_transformers_holds(label, model_type, kw, 
         model, cache, prompt, seq = build(model_type, kw, kind, tmp_path)
         p = profile_model(tmp_path)
     held = sum(t.numel() * t.element_size() for t in cache_tensors(cache))
-    s = EstimateSettings(dtype="float32", input_len=prompt, max_new_tokens=seq - prompt)
+    s = EstimateSettings(dtype="float32", input_len=prompt, max_new_tokens=seq - prompt + 1)
     estimated = kv_cache_bytes(p, s, seq, 4)[0] + state_bytes(p, 4)[0]
     assert held > 0
     assert estimated == pytest.approx(held, rel=0.01), (label, p.cache_groups)
@@ -235,3 +236,35 @@ def test_a_static_cache_allocates_its_length_and_whole_windows(tmp_path, infertu
     p = profile_model(tmp_path)
     s = EstimateSettings(dtype="float32", kv_cache="static", max_cache_len=20, input_len=12, max_new_tokens=0)
     assert kv_cache_bytes(p, s, 12, 4)[0] == held  # full layers: 20 tokens; sliding layers: the whole window, 8
+
+
+GENERATED = [c for c in CASES if c[1] in ("llama", "gemma3_text", "jamba", "deepseek_v3", "qwen3_next", "gpt_bigcode",
+                                          "t5", "bart")]
+
+
+@pytest.mark.parametrize("label,model_type,kw,kind", GENERATED, ids=[c[0] for c in GENERATED])
+def test_after_generate_the_estimate_is_the_cache_generate_holds(label, model_type, kw, kind, tmp_path,
+                                                                 infertune_home):
+    """generate feeds back every new token but the last: S + T - 1 tokens (decoder: start + T - 1)."""
+    import warnings
+
+    import transformers
+    from transformers import AutoConfig
+
+    if model_type == "t5":  # generate sizes T5's cache by num_layers: uneven stacks fail there (transformers 5.24)
+        kw = dict(kw, num_decoder_layers=kw["num_layers"])
+    cfg = AutoConfig.for_model(model_type, **kw)
+    cfg.update({"pad_token_id": 0, "eos_token_id": None, "bos_token_id": 1, "decoder_start_token_id": 1})
+    cfg.save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    auto = transformers.AutoModelForSeq2SeqLM if kind == "seq2seq" else transformers.AutoModelForCausalLM
+    model = auto.from_config(cfg).eval()
+    S, T = 11, 7
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        out = model.generate(torch.randint(3, V, (2, S)), max_new_tokens=T, min_new_tokens=T, do_sample=False,
+                             return_dict_in_generate=True)
+    held = sum(t.numel() * t.element_size() for t in cache_tensors(out.past_key_values))
+    mem = estimate_memory(profile_model(tmp_path), EstimateSettings(dtype="float32", input_len=S, max_new_tokens=T,
+                                                                    batch=2))
+    assert mem.kv_cache_bytes + mem.state_bytes == pytest.approx(held, rel=0.01)

@@ -43,7 +43,8 @@ def test_kv_bytes_per_token_uses_kv_heads_not_hidden_size():
 def test_dynamic_kv_grows_to_input_plus_output_times_sequences():
     s = EstimateSettings(dtype="bfloat16", input_len=1000, max_new_tokens=24, batch=2, concurrency=3)
     m = estimate_memory(llama(), s)
-    assert m.kv_cache_bytes == 6 * 1024 * (2 * 30 * 3 * 64 * 2)
+    # generate feeds back every new token but the last: 1000 + 23 tokens end in the cache
+    assert m.kv_cache_bytes == 6 * 1023 * (2 * 30 * 3 * 64 * 2)
 
 
 def test_static_cache_is_preallocated_to_max_cache_len():
@@ -66,11 +67,11 @@ def test_sliding_window_layers_keep_only_their_window():
     s = EstimateSettings(dtype="bfloat16", input_len=8000, max_new_tokens=192)
     per = 2 * 3 * 64 * 2
     # transformers' dynamic sliding layer keeps W - 1 tokens (the newest query brings the W-th)
-    assert estimate_memory(p, s).kv_cache_bytes == (5 * 8192 + 25 * 511) * per
+    assert estimate_memory(p, s).kv_cache_bytes == (5 * 8191 + 25 * 511) * per
     static = s.model_copy(update={"kv_cache": "static"})  # a static sliding layer allocates the whole window
     assert estimate_memory(p, static).kv_cache_bytes == (5 * 8192 + 25 * 512) * per
     short = EstimateSettings(dtype="bfloat16", input_len=100, max_new_tokens=28)
-    assert estimate_memory(p, short).kv_cache_bytes == 30 * 128 * per  # window not reached
+    assert estimate_memory(p, short).kv_cache_bytes == 30 * 127 * per  # window not reached
 
 
 def test_quantized_kv_keeps_the_residual_in_full_precision():
@@ -78,14 +79,14 @@ def test_quantized_kv_keeps_the_residual_in_full_precision():
                          input_len=1000, max_new_tokens=24)
     elems = 2 * 3 * 64
     full = 128 * 30 * elems * 2
-    quant = (1024 - 128) * 30 * elems * (4 / 8 + 4 / 64)
+    quant = (1023 - 128) * 30 * elems * (4 / 8 + 4 / 64)
     assert estimate_memory(llama(), s).kv_cache_bytes == int(full + quant)
 
 
 def test_offloaded_kv_keeps_two_layers_on_device_and_the_rest_in_cpu_ram():
     s = EstimateSettings(dtype="bfloat16", kv_cache="offloaded", input_len=1000, max_new_tokens=24)
     m = estimate_memory(llama(), s)
-    whole = 1024 * 2 * 30 * 3 * 64 * 2
+    whole = 1023 * 2 * 30 * 3 * 64 * 2
     assert m.kv_cache_cpu_bytes == whole and m.kv_cache_bytes == whole * 2 // 30
 
 

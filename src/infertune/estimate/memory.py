@@ -99,18 +99,18 @@ def kv_bytes_per_token(p: ModelProfile, kv_bytes: float) -> float:
 
 
 def _cached_tokens(p: ModelProfile, s: EstimateSettings, seq: int):
-    """(layers, K+V elements per token, tokens held, kind) per growing group, for a sequence of `seq` tokens.
+    """(layers, K+V elements per token, tokens held, kind) per growing group, once `seq` tokens went through.
     Sliding/chunked layers hold at most their window (transformers' dynamic cache keeps W - 1 tokens, a
     static one W). Encoder-decoders: the decoder's self-attention holds the generated tokens, its
     cross-attention the whole encoder output (Whisper: a fixed number of audio frames)."""
     static = s.kv_cache == "static"
-    if p.is_encoder_decoder:
+    if p.is_encoder_decoder:  # the decoder has fed its start token and every generated token but the last
         enc = p.encoder_length or s.input_len
-        seq = max(seq - s.input_len, 1) if not static else (s.max_cache_len or s.max_new_tokens)
+        seq = max(seq - s.input_len, 0) + 1 if not static else (s.max_cache_len or s.max_new_tokens)
         out = [(g.layers, g.kv_per_token, seq, g.kind) for g in p.cache_groups if g.kv_per_token]
         return out + [(p.cross_layers, p.cross_kv_per_token, enc, "cross")] if p.cross_layers else out
     if static:
-        seq = s.max_cache_len or seq
+        seq = s.max_cache_len or s.input_len + s.max_new_tokens
     return [(g.layers, g.kv_per_token, min(seq, g.window + (1 if static else 0)) if g.window is not None else seq,
              g.kind) for g in p.cache_groups if g.kv_per_token]
 
@@ -151,7 +151,9 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
     lin_b = q.linear_bytes(p.linear_params, p.linear_rows or 0, b)[0] if q.quantizes_linear() else p.linear_params * b
 
     seqs = s.batch * s.concurrency  # sequences holding a KV cache at once
-    kv_one_full, kv_f = kv_cache_bytes(p, s, s.input_len + s.max_new_tokens, b)
+    # generate feeds back every new token but the last: the cache ends holding S + T - 1 tokens
+    # (a static cache is allocated at max_cache_len, default S + T, see _cached_tokens)
+    kv_one_full, kv_f = kv_cache_bytes(p, s, s.input_len + max(s.max_new_tokens - 1, 0), b)
     # A static cache is allocated at its full length before the prefill.
     kv_one_prompt = kv_one_full if s.kv_cache == "static" else kv_cache_bytes(p, s, s.input_len, b)[0]
     kv_full, kv_prompt = kv_one_full * seqs, kv_one_prompt * seqs
