@@ -39,10 +39,22 @@ class CacheGroup(BaseModel):
 
 def _get(cfg, *names, default=None):
     for n in names:
-        v = getattr(cfg, n, None)
+        try:
+            v = getattr(cfg, n, None)
+        except Exception:  # noqa: BLE001 - a per-layer attribute of a heterogeneous config: read per layer
+            v = None
         if v is not None:
             return v
     return default
+
+
+def layer_configs(t, n: int) -> list:
+    """Each layer's config: heterogeneous models (Gemma 4) give some layers their own head_dim / KV heads."""
+    try:
+        cfgs = list(t.per_layer_config)
+    except (AttributeError, TypeError):
+        cfgs = []
+    return cfgs if len(cfgs) == n else [t] * n
 
 
 def text_config(cfg):
@@ -112,15 +124,16 @@ def cache_groups(cfg, model_type: str, model=None) -> list[CacheGroup]:
 
     t = text_config(cfg)
     types, kwargs = get_layer_types_and_kwargs(t)
-    kv, dk, dv = kv_heads_and_dims(t, model_type)
-    per_token = kv * (dk + dv)
+    layer_cfgs = layer_configs(t, len(types))
     kinds = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
              "linear_attention": "linear", "conv": "linear", "mamba": "linear", "hybrid": "hybrid",
              "hybrid_sliding": "hybrid", "dummy": "none"}
     n_state = sum(kinds.get(x) in ("linear", "hybrid") for x in types)
     state, fp32 = linear_state(model, n_state) if (n_state and model is not None) else (0, 0)
     groups: dict[tuple, CacheGroup] = {}
-    for lt, kw in zip(types, kwargs):
+    for lt, kw, lc in zip(types, kwargs, layer_cfgs):
+        kv, dk, dv = kv_heads_and_dims(lc, model_type)
+        per_token = kv * (dk + dv)
         kind = kinds.get(lt, "full")
         window = kw.get("sliding_window")
         window = int(window) - 1 if window and kind in ("sliding", "chunked", "hybrid") else None

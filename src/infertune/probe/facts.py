@@ -28,7 +28,7 @@ def facts_of(cfg, trust_remote_code: bool = False) -> dict:
         vocab = int(t.vocab_size)
     except (TypeError, AttributeError) as e:
         raise UserError(f"cannot read the shape of a {model_type!r} config: {e}") from None
-    kv_heads, dk, _ = arch.kv_heads_and_dims(t, model_type)
+    kv_heads, dk, _ = arch.kv_heads_and_dims(arch.layer_configs(t, n_layers)[0], model_type)  # first layer's
     if arch._get(t, "kv_lora_rank"):  # MLA: K and V expand per head from the latent; heads of q_nope + q_rope
         kv_heads, dk = n_heads, int(arch._get(t, "qk_head_dim", default=t.qk_nope_head_dim + t.qk_rope_head_dim))
     model = count.meta_model(cfg, trust_remote_code)
