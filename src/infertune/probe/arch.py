@@ -13,6 +13,8 @@ it takes a transformers config object and the model instantiated on the meta dev
 - the fixed state of linear layers from the mixer modules themselves (the attributes their __init__
   computed): a depthwise Conv1d keeps `channels x kernel`; Mamba-1 `intermediate x state`, Mamba-2
   `heads x head_dim x state`, gated delta-net `v_heads x k_head_dim x v_head_dim`;
+- Mllama's cross-attention layers cache the image's states, not the text's: nothing for a text prompt
+  (an image adds 4 tiles x 1601 positions to each of them, not counted);
 - experts (routed count, top-k, shared) and the context length.
 Nothing here imports torch or transformers at module level.
 """
@@ -131,10 +133,11 @@ def cache_groups(cfg, model_type: str, model=None) -> list[CacheGroup]:
     n_state = sum(kinds.get(x) in ("linear", "hybrid") for x in types)
     state, fp32 = linear_state(model, n_state) if (n_state and model is not None) else (0, 0)
     groups: dict[tuple, CacheGroup] = {}
-    for lt, kw, lc in zip(types, kwargs, layer_cfgs):
+    image_layers = set(_get(t, "cross_attention_layers", default=()) or ())  # Mllama: attend to the image only
+    for i, (lt, kw, lc) in enumerate(zip(types, kwargs, layer_cfgs)):
         kv, dk, dv = kv_heads_and_dims(lc, model_type)
         per_token = kv * (dk + dv)
-        kind = kinds.get(lt, "full")
+        kind = "none" if i in image_layers else kinds.get(lt, "full")
         window = kw.get("sliding_window")
         window = int(window) - 1 if window and kind in ("sliding", "chunked", "hybrid") else None
         g = CacheGroup(kind=kind, layers=0, window=window,

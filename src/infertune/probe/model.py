@@ -21,7 +21,7 @@ from pydantic import BaseModel, computed_field
 from infertune.errors import UserError
 from infertune.probe.arch import CacheGroup
 
-PROFILE_VERSION = "4"  # bump when the facts a profile holds change: older cached profiles are ignored
+PROFILE_VERSION = "5"  # bump when the facts a profile holds change: older cached profiles are ignored
 
 
 class ModelProfile(BaseModel):
