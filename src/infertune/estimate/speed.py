@@ -125,6 +125,8 @@ def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     flops_rate = _flops_rate(s, acc)
     S, B = s.input_len, s.batch
     blocks = _matmul_params(p) - p.vocab_size * p.hidden_size
+    if p.is_encoder_decoder:  # the prefill runs the encoder over the input (a vision tower's work depends on images)
+        blocks += p.tower_parameters
     prefill_flops = 2 * blocks * B * S + _attention_flops(p, B * S, S) / 2 + 2 * p.vocab_size * p.hidden_size * B
     copy = offloaded_bytes / HOST_LINK_Bps + disk_bytes / DISK_OFFLOAD_Bps
     link = "disk" if disk_bytes / DISK_OFFLOAD_Bps > offloaded_bytes / HOST_LINK_Bps else "host-link"
