@@ -57,7 +57,8 @@ def main() -> None:
     for name, ts in times.items():
         med = statistics.median(ts)
         heavy = "" if name.startswith("python") else (", ".join(_heavy_imports(VERBS[name])) or "none")
-        print(f"{name:<24} {med * 1e3:7.0f}ms {min(ts) * 1e3:7.0f}ms {max(ts) * 1e3:7.0f}ms {med / bare:6.1f}x  {heavy}")
+        row = f"{med * 1e3:7.0f}ms {min(ts) * 1e3:7.0f}ms {max(ts) * 1e3:7.0f}ms {med / bare:6.1f}x"
+        print(f"{name:<24} {row}  {heavy}")
     print(f"\n{args.repeats} interleaved runs each; 1-minute load average {load_before:.1f} before, {load_after:.1f} "
           f"after, on {os.cpu_count()} cores")
 

@@ -150,7 +150,10 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
             fit_details.append(Fit(device=dev, capacity_bytes=0, needed_bytes=placed[dev], fits=True, headroom_bytes=0))
     ctx_limit = p.max_position_embeddings or 1 << 20
     in_ctx, input_cap = _context(p, s, ctx_limit)
-    fits_at = lambda n: _fits(p, s.model_copy(update={"input_len": n}), acc, gpus, max_memory)  # noqa: E731
+
+    def fits_at(n: int) -> bool:
+        return _fits(p, s.model_copy(update={"input_len": n}), acc, gpus, max_memory)
+
     if p.encoder_length:  # a fixed encoder (Whisper's audio frames): the input length is not the user's
         max_in = p.encoder_length if in_ctx and fits_at(p.encoder_length) else None
     else:
@@ -183,5 +186,6 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
         model=model, settings=s, accelerator=acc, gpus=gpus, max_memory=max_memory, memory=mem, placement=placement,
         speed=speed,
         fits={f.device: f.fits for f in fit_details} | ({} if in_ctx else {"context": False}), fit_details=fit_details,
-        context_length=p.max_position_embeddings, within_context=in_ctx, max_input_len=max_in, max_concurrency=max_conc, assumptions=assumptions,
+        context_length=p.max_position_embeddings, within_context=in_ctx, max_input_len=max_in,
+        max_concurrency=max_conc, assumptions=assumptions,
     )

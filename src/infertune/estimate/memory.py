@@ -126,7 +126,8 @@ def kv_cache_bytes(p: ModelProfile, s: EstimateSettings, seq: int, dtype_bytes: 
     full = sum(n * per * min(tok, s.kv_residual_len) for n, per, tok, _ in rows)
     per_q = s.kv_nbits / 8 + 2 * 2 / KV_QUANT_GROUP
     b = full * dtype_bytes + (elems - full) * per_q
-    return b, f"({shape}): {full:,} elements x {dtype_bytes} B + {elems - full:,} x ({s.kv_nbits}/8 + 4/{KV_QUANT_GROUP}) B"
+    return b, (f"({shape}): {full:,} elements x {dtype_bytes} B + {elems - full:,} x ({s.kv_nbits}/8 + "
+               f"4/{KV_QUANT_GROUP}) B")
 
 
 def state_bytes(p: ModelProfile, dtype_bytes: int) -> tuple[int, str]:

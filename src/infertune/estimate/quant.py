@@ -106,7 +106,8 @@ class Quantization(BaseModel):
             if qc.get("load_in_8bit"):
                 return cls(method="bnb-int8", **kw)
             fp4 = qc.get("bnb_4bit_quant_type") == "fp4"
-            return cls(method="bnb-fp4" if fp4 else "bnb-nf4", double_quant=bool(qc.get("bnb_4bit_use_double_quant")), **kw)
+            dq = bool(qc.get("bnb_4bit_use_double_quant"))
+            return cls(method="bnb-fp4" if fp4 else "bnb-nf4", double_quant=dq, **kw)
         if m in ("fp8", "fbgemm-fp8", "finegrained-fp8"):
             block = qc.get("weight_block_size")
             return cls(method="fp8", block=list(block) if block else None, **kw)
@@ -115,8 +116,8 @@ class Quantization(BaseModel):
         if m == "compressed-tensors":
             return cls._compressed_tensors(qc, kw)
         if m in ("torchao", "quanto", "hqq", "eetq"):
-            return cls(method="int4" if "4" in str(qc.get("quant_type") or qc.get("weights") or qc.get("nbits")) else "int8",
-                       **kw)
+            kind = str(qc.get("quant_type") or qc.get("weights") or qc.get("nbits"))
+            return cls(method="int4" if "4" in kind else "int8", **kw)
         raise UserError(f"the checkpoint's quantization_config uses {m!r}, which the estimator does not know; "
                         "give --quantization to say how the weights are stored")
 
@@ -201,7 +202,7 @@ def weight_bytes(p, q: Quantization, b: int) -> tuple[float, float, str]:
         if q.quantizes_experts(p.experts_fused):
             exp_b, exp_f = q.linear_bytes(experts, p.expert_rows, b)
         else:
-            exp_b, exp_f = experts * b, f"{experts:,} x {b} B" + (" (fused 3D: not quantized)" if q.method != "none" else "")
+            exp_b, exp_f = experts * b, f"{experts:,} x {b} B" + (" (fused 3D: kept)" if q.method != "none" else "")
         parts.append(f"experts: {exp_f}")
     rest = n - linear - experts
     parts.append(f"other {rest:,} params x {b} B")
