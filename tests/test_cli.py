@@ -109,16 +109,20 @@ def test_hub_id_resolves_from_the_local_hf_cache(tiny_model, tmp_path):
 
 
 def test_estimate_json_shape(tiny_model):
-    r = run("estimate", "--model", str(tiny_model), "--gpu", "A100 80GB", "--input-len", "2k", "--format", "json")
+    r = run("estimate", "--model", str(tiny_model), "--gpu", "A100 80GB", "--input-len", "512", "--format", "json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["kind"] == "estimate"
-    for key in ("weights_bytes", "kv_cache_bytes", "attention_scratch_bytes", "activations_bytes", "logits_bytes",
+    for key in ("weights_bytes", "kv_cache_bytes", "state_bytes", "attention_scratch_bytes", "activations_bytes", "logits_bytes",
                 "overhead_bytes", "total_bytes", "per_device"):
         assert key in d["memory"]
     for key in ("prefill_s", "tpot_s", "tokens_per_s", "bound"):
         assert key in d["speed"]
-    assert d["fits"] == {"cuda:0": True} and d["settings"]["input_len"] == 2048
+    assert d["fits"] == {"cuda:0": True} and d["settings"]["input_len"] == 512
+    # the tiny model is built for 1024 positions: 2k + 256 tokens do not fit, whatever the memory
+    r = run("estimate", "--model", str(tiny_model), "--gpu", "A100 80GB", "--input-len", "2k", "--format", "json")
+    d = json.loads(r.stdout)
+    assert d["fits"] == {"cuda:0": True, "context": False} and d["max_input_len"] == 1024 - 256
 
 
 def test_estimate_sweep_and_cpu(tiny_model):

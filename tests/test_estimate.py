@@ -43,7 +43,8 @@ def test_kv_bytes_per_token_uses_kv_heads_not_hidden_size():
 def test_dynamic_kv_grows_to_input_plus_output_times_sequences():
     s = EstimateSettings(dtype="bfloat16", input_len=1000, max_new_tokens=24, batch=2, concurrency=3)
     m = estimate_memory(llama(), s)
-    assert m.kv_cache_bytes == 6 * 1024 * (2 * 30 * 3 * 64 * 2)
+    # generate feeds back every new token but the last: 1000 + 23 tokens end in the cache
+    assert m.kv_cache_bytes == 6 * 1023 * (2 * 30 * 3 * 64 * 2)
 
 
 def test_static_cache_is_preallocated_to_max_cache_len():
@@ -65,9 +66,12 @@ def test_sliding_window_layers_keep_only_their_window():
     p = llama(layer_types=types, sliding_window=512)
     s = EstimateSettings(dtype="bfloat16", input_len=8000, max_new_tokens=192)
     per = 2 * 3 * 64 * 2
-    assert estimate_memory(p, s).kv_cache_bytes == (5 * 8192 + 25 * 512) * per
+    # transformers' dynamic sliding layer keeps W - 1 tokens (the newest query brings the W-th)
+    assert estimate_memory(p, s).kv_cache_bytes == (5 * 8191 + 25 * 511) * per
+    static = s.model_copy(update={"kv_cache": "static"})  # a static sliding layer allocates the whole window
+    assert estimate_memory(p, static).kv_cache_bytes == (5 * 8192 + 25 * 512) * per
     short = EstimateSettings(dtype="bfloat16", input_len=100, max_new_tokens=28)
-    assert estimate_memory(p, short).kv_cache_bytes == 30 * 128 * per  # window not reached
+    assert estimate_memory(p, short).kv_cache_bytes == 30 * 127 * per  # window not reached
 
 
 def test_quantized_kv_keeps_the_residual_in_full_precision():
@@ -75,14 +79,14 @@ def test_quantized_kv_keeps_the_residual_in_full_precision():
                          input_len=1000, max_new_tokens=24)
     elems = 2 * 3 * 64
     full = 128 * 30 * elems * 2
-    quant = (1024 - 128) * 30 * elems * (4 / 8 + 4 / 64)
+    quant = (1023 - 128) * 30 * elems * (4 / 8 + 4 / 64)
     assert estimate_memory(llama(), s).kv_cache_bytes == int(full + quant)
 
 
 def test_offloaded_kv_keeps_two_layers_on_device_and_the_rest_in_cpu_ram():
     s = EstimateSettings(dtype="bfloat16", kv_cache="offloaded", input_len=1000, max_new_tokens=24)
     m = estimate_memory(llama(), s)
-    whole = 1024 * 2 * 30 * 3 * 64 * 2
+    whole = 1023 * 2 * 30 * 3 * 64 * 2
     assert m.kv_cache_cpu_bytes == whole and m.kv_cache_bytes == whole * 2 // 30
 
 
@@ -286,3 +290,37 @@ def test_mlp_only_tensor_parallel_splits_the_mlp_weights_and_keeps_attention_and
     full = s.model_copy(update={"tp_plan": "auto"})
     assert allreduce_s(p, s, acc, 1) == pytest.approx(allreduce_s(p, full, acc, 1) / 2)
     assert allreduce_s(p, s, acc, 1) > p.num_layers * ALLREDUCE_LATENCY_S
+
+
+@pytest.mark.parametrize("qc,method,detail", [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq", {"bits": 4, "group_size": 128}),
+    ({"quant_method": "gptq", "bits": 8, "group_size": 32, "desc_act": False}, "gptq", {"bits": 8, "group_size": 32}),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+      "bnb_4bit_use_double_quant": True}, "bnb-nf4", {"double_quant": True}),
+    ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "bnb-int8", {}),
+    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8", {"block": [128, 128]}),
+    ({"quant_method": "mxfp4"}, "mxfp4", {}),
+    ({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}},
+     "gptq", {"bits": 4, "group_size": 128}),
+    ({"quant_method": "compressed-tensors", "format": "float-quantized", "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}}, "fp8",
+     {"block": None}),
+])
+def test_a_checkpoint_s_quantization_config_says_how_its_weights_are_stored(qc, method, detail):
+    q = Quantization.from_config(qc)
+    assert q.method == method and q.from_checkpoint
+    assert {k: getattr(q, k) for k in detail} == detail
+    p = llama(quantization=qc)
+    stored = estimate_memory(p, EstimateSettings()).weights_bytes  # default: as stored
+    unquantized = estimate_memory(p, EstimateSettings(quantization=Quantization.parse("none"))).weights_bytes
+    assert unquantized == 2 * p.num_parameters  # --quantization none overrides
+    if method == "mxfp4":  # MXFP4 quantizes the experts only: a dense model keeps its size
+        assert stored == unquantized
+    else:
+        assert stored < 0.75 * unquantized
+
+
+def test_an_unknown_checkpoint_quantization_is_refused_in_one_line():
+    with pytest.raises(UserError, match="give --quantization"):
+        estimate_memory(llama(quantization={"quant_method": "vptq"}), EstimateSettings())

@@ -17,7 +17,8 @@ def estimate(
     revision: Optional[str] = None,
     dtype: Annotated[str, typer.Option(help="auto (checkpoint's), float32, bfloat16, float16, fp8")] = "auto",
     quantization: Annotated[Optional[str], typer.Option(
-        help="none, bnb-int8, bnb-nf4[-dq], bnb-fp4[-dq], gptq[-4bit][-g128], awq, int8, int4[-g128], fp8, gguf-q4_k_m")] = None,
+        help="weights as stored (default: the checkpoint's quantization_config), or none, bnb-int8, bnb-nf4[-dq], "
+             "bnb-fp4[-dq], gptq[-4bit][-g128], awq, int8, int4[-g128], fp8, mxfp4, gguf-q4_k_m")] = None,
     kv_cache: Annotated[str, typer.Option(help="dynamic, static, quantized, offloaded")] = "dynamic",
     kv_nbits: Annotated[int, typer.Option(help="bits of a quantized KV cache")] = 4,
     kv_residual_len: Annotated[int, typer.Option(help="newest tokens a quantized KV cache keeps unquantized")] = 128,

@@ -13,6 +13,7 @@ from infertune.errors import UserError
 from infertune.estimate.accelerators import Accelerator
 from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
 from infertune.estimate.placement import Placement, place
+from infertune.estimate.quant import resolve
 from infertune.estimate.speed import DISK_OFFLOAD_Bps, HOST_LINK_Bps, SpeedEstimate, estimate_speed
 from infertune.probe.model import ModelProfile
 from infertune.schema import SCHEMA_VERSION
@@ -41,6 +42,8 @@ class Estimate(BaseModel):
     speed: SpeedEstimate
     fits: dict[str, bool]
     fit_details: list[Fit]
+    context_length: int | None = None  # the model's positions (max_position_embeddings or its spelling)
+    within_context: bool = True  # input + output within context_length (also fits["context"])
     max_input_len: int | None  # longest prompt that fits with this output length, batch and concurrency
     max_concurrency: int | None  # most concurrent sequences of this shape that fit
     assumptions: list[str]
@@ -89,6 +92,16 @@ def _largest(lo: int, hi: int, ok) -> int | None:
     return lo
 
 
+def _context(p: ModelProfile, s: EstimateSettings, limit: int) -> tuple[bool, int]:
+    """(within the model's positions, the longest input that leaves room for the output). Decoder-only:
+    input + output share the positions. Encoder-decoder: the decoder's positions bound the output and, for
+    a learned-position encoder (BART), the encoder's bound the input; T5's relative positions bound nothing."""
+    if p.is_encoder_decoder:
+        input_cap = limit if not p.encoder_length else p.encoder_length
+        return s.max_new_tokens <= limit and (p.encoder_length is not None or s.input_len <= limit), input_cap
+    return s.input_len + s.max_new_tokens <= limit, limit - s.max_new_tokens
+
+
 def tp_rank_bytes(mem: MemoryEstimate, tp: int, plan: str = "auto") -> int:
     """One tensor-parallel rank: 1/tp of the linear weights, of the KV cache (heads split) and of the
     transients (heads and MLP columns split); the replicated weights (embeddings, lm_head, norms), the
@@ -122,6 +135,7 @@ def per_device(mem: MemoryEstimate, s: EstimateSettings, gpus: int) -> dict[str,
 def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str = "", gpus: int = 1,
              max_memory: dict[str, int] | None = None) -> Estimate:
     """`max_memory` ({'cuda:0': bytes, 'cpu': bytes}) switches to accelerate's sequential placement."""
+    s = s.model_copy(update={"quantization": resolve(s.quantization, p.quantization)})  # auto: as stored
     mem, placed, placement = _placed(p, s, acc, gpus, max_memory)
     mem.per_device = placed
     speed = estimate_speed(p, mem, s, acc, placement.offloaded_weights_bytes - placement.disk_weights_bytes
@@ -135,14 +149,30 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
         if dev in placed and dev != s.platform:
             fit_details.append(Fit(device=dev, capacity_bytes=0, needed_bytes=placed[dev], fits=True, headroom_bytes=0))
     ctx_limit = p.max_position_embeddings or 1 << 20
-    max_in = _largest(1, max(ctx_limit - s.max_new_tokens, 1),
-                      lambda n: _fits(p, s.model_copy(update={"input_len": n}), acc, gpus, max_memory))
+    in_ctx, input_cap = _context(p, s, ctx_limit)
+
+    def fits_at(n: int) -> bool:
+        return _fits(p, s.model_copy(update={"input_len": n}), acc, gpus, max_memory)
+
+    if p.encoder_length:  # a fixed encoder (Whisper's audio frames): the input length is not the user's
+        max_in = p.encoder_length if in_ctx and fits_at(p.encoder_length) else None
+    else:
+        max_in = _largest(1, input_cap, fits_at) if input_cap >= 1 else None
     max_conc = _largest(1, 1 << 16, lambda c: _fits(p, s.model_copy(update={"concurrency": c}), acc, gpus, max_memory))
     assumptions = [
         f"KV cache and compute in {s.dtype}" + (" (quantized KV: see kv_nbits)" if s.kv_cache == "quantized" else ""),
         "prefill of one generate call at a time (batch prompts); KV held for batch x concurrency sequences",
         f"speed is a roofline bound on {acc.name} ({acc.source}): real runs are slower",
     ]
+    if not in_ctx:
+        what = (f"output {s.max_new_tokens:,} tokens (input {s.input_len:,})" if p.is_encoder_decoder
+                else f"input + output = {s.input_len + s.max_new_tokens:,} tokens")
+        assumptions.insert(0, f"does not fit the context: {what}, the model is built for {ctx_limit:,} positions")
+    if p.is_encoder_decoder:
+        assumptions.append(f"encoder-decoder: the decoder's cache holds the {s.max_new_tokens} generated tokens; "
+                           f"cross-attention holds {p.encoder_length or s.input_len:,} encoder positions")
+    if p.tower_parameters:
+        assumptions.append(f"{p.tower_parameters:,} tower/encoder parameters held in memory, not read by a decode step")
     if s.quantization.method == "gguf":
         assumptions.append("GGUF weights as stored (llama.cpp-style runtimes keep them so); transformers "
                            "dequantizes a GGUF checkpoint to the dtype at load: for a transformers run, no quantization")
@@ -155,6 +185,7 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
     return Estimate(
         model=model, settings=s, accelerator=acc, gpus=gpus, max_memory=max_memory, memory=mem, placement=placement,
         speed=speed,
-        fits={f.device: f.fits for f in fit_details}, fit_details=fit_details,
-        max_input_len=max_in, max_concurrency=max_conc, assumptions=assumptions,
+        fits={f.device: f.fits for f in fit_details} | ({} if in_ctx else {"context": False}), fit_details=fit_details,
+        context_length=p.max_position_embeddings, within_context=in_ctx, max_input_len=max_in,
+        max_concurrency=max_conc, assumptions=assumptions,
     )

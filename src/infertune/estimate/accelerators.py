@@ -109,7 +109,46 @@ def from_detected_gpu(gpu_name: str, total_memory_bytes: int) -> Accelerator:
     return acc.model_copy(update={"memory_bytes": total_memory_bytes})
 
 
-def probe_cpu(seconds: float = 0.5) -> Accelerator:
+def _probe_key() -> str:
+    """This host's CPU and the torch that measured it: a cached probe answers for them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import psutil
+
+    from infertune.probe.hardware import _cpu_model
+
+    try:
+        torch_v = version("torch")
+    except PackageNotFoundError:
+        torch_v = "?"
+    return f"{_cpu_model()}|{psutil.cpu_count()}|{psutil.virtual_memory().total}|torch {torch_v}"
+
+
+def probe_cpu(seconds: float = 0.5, cached: bool = True) -> Accelerator:
+    """This host's CPU as an 'accelerator', measured once per CPU and torch version and kept in
+    INFERTUNE_HOME/cpu-probe.json (a later estimate reads it without importing torch; delete the file
+    to measure again)."""
+    import json
+
+    from infertune.paths import home, write_json_atomic
+
+    file, key = home() / "cpu-probe.json", _probe_key()
+    if cached:
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+            if data.get("key") == key:
+                return Accelerator(**data["accelerator"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    acc = measure_cpu(seconds)
+    try:
+        write_json_atomic(file, {"key": key, "accelerator": acc.model_dump(mode="json")})
+    except OSError:
+        pass
+    return acc
+
+
+def measure_cpu(seconds: float = 0.5) -> Accelerator:
     """This host's CPU as an 'accelerator': memory bandwidth (large copy) and matmul FLOP/s, measured."""
     import psutil
     import torch

@@ -14,7 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from infertune.errors import UserError
+from infertune.estimate.quant import Quantization, resolve, weight_bytes
 from infertune.probe.model import ModelProfile
+
+__all__ = ["Quantization", "EstimateSettings", "MemoryEstimate", "estimate_memory", "kv_cache_bytes", "state_bytes"]
 
 MiB = 2**20
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
@@ -24,8 +27,6 @@ CUDA_CONTEXT_BYTES = 500 * MiB  # CUDA context + cuBLAS/cuDNN handles; outside t
 CUDA_ALLOCATOR_SLACK = 0.05  # reserved-vs-allocated fragmentation of the caching allocator
 CPU_RUNTIME_BYTES = 125 * MiB  # CPU: lazily imported modules, tokenizer, kernel workspaces (measured)
 KV_QUANT_GROUP = 64  # quanto's default q_group_size: one scale + one zero-point (16-bit each) per group
-BNB_BLOCK = 64  # bitsandbytes 4-bit block size
-BNB_DQ_BLOCK = 256  # double quantization: absmax blocks per second-level fp32 constant
 
 
 def resolve_dtype(dtype: str, native: str | None) -> str | None:
@@ -36,88 +37,6 @@ def resolve_dtype(dtype: str, native: str | None) -> str | None:
         return native if native in DTYPE_BYTES else "float32"
     dtype = DTYPE_ALIASES.get(dtype, dtype)
     return dtype if dtype in DTYPE_BYTES else None
-
-
-class Quantization(BaseModel):
-    """Weight quantization of the Linear layers inside the blocks (lm_head and embeddings keep the dtype)."""
-
-    method: Literal["none", "bnb-int8", "bnb-nf4", "bnb-fp4", "gptq", "awq", "int8", "int4", "fp8", "gguf"] = "none"
-    bits: int = 4  # gptq/awq
-    group_size: int = 128  # gptq/awq/int4
-    double_quant: bool = False  # bnb 4-bit
-    gguf_type: str | None = None  # GGML type name (Q4_K, Q8_0, ...): every 2D weight incl. embeddings
-
-    @property
-    def gguf_block(self) -> tuple[int, int]:
-        """(weights per block, bytes per block) of the GGML type, from the gguf package's own table."""
-        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
-        return GGML_QUANT_SIZES[GGMLQuantizationType[self.gguf_type]]
-
-    @classmethod
-    def parse(cls, text: str | None) -> Quantization:
-        """'bnb-nf4', 'bnb-nf4-dq', 'gptq-4bit-g128', 'awq', 'int8', 'int4-g64', 'fp8', 'none'."""
-        if not text or text == "none":
-            return cls()
-        if text.lower().startswith("gguf-"):
-            return cls._parse_gguf(text[5:])
-        parts = text.lower().split("-")
-        kw: dict = {}
-        if parts[-1] == "dq":
-            kw["double_quant"] = True
-            parts = parts[:-1]
-        for p in list(parts[1:]):
-            if p.endswith("bit") and p[:-3].isdigit():
-                kw["bits"] = int(p[:-3])
-                parts.remove(p)
-            elif p.startswith("g") and p[1:].isdigit():
-                kw["group_size"] = int(p[1:])
-                parts.remove(p)
-        method = "-".join(parts)
-        try:
-            return cls(method=method, **kw)
-        except Exception:
-            raise UserError(
-                f"unknown quantization {text!r}; use none, bnb-int8, bnb-nf4[-dq], bnb-fp4[-dq], "
-                "gptq[-4bit][-g128], awq[-4bit][-g128], int8, int4[-g128], fp8 or gguf-TYPE (gguf-q4_k_m)"
-            ) from None
-
-    @classmethod
-    def _parse_gguf(cls, name: str) -> Quantization:
-        """'q4_k_m' -> Q4_K: llama.cpp's _S/_M/_L mixes keep a few tensors at a larger type; we use the base."""
-        from gguf.constants import GGMLQuantizationType
-
-        t = name.upper()
-        for suffix in ("_XS", "_S", "_M", "_L"):
-            if t.endswith(suffix) and t not in GGMLQuantizationType.__members__:
-                t = t[: -len(suffix)]
-        if t not in GGMLQuantizationType.__members__:
-            known = ", ".join(n.lower() for n in ("Q2_K", "Q3_K", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16", "BF16"))
-            raise UserError(f"unknown GGUF type {name!r}; e.g. gguf-{known.replace(', ', ', gguf-')}")
-        return cls(method="gguf", gguf_type=t)
-
-    def linear_bytes(self, params: int, rows: int, dtype_bytes: int) -> tuple[float, str]:
-        """Bytes of the quantized Linear weights, and the formula with the numbers in."""
-        m, g = self.method, self.group_size
-        if m == "none":
-            return params * dtype_bytes, f"{params:,} x {dtype_bytes} B"
-        if m in ("bnb-int8", "fp8"):  # int8/fp8 weight + one fp32 scale per output row
-            return params + 4 * rows, f"{params:,} x 1 B + {rows:,} rows x 4 B"
-        if m in ("bnb-nf4", "bnb-fp4"):
-            if self.double_quant:  # absmax itself quantized to 8 bits, one fp32 per 256 blocks
-                per = 0.5 + 1 / BNB_BLOCK + 4 / (BNB_BLOCK * BNB_DQ_BLOCK)
-                return params * per, f"{params:,} x (0.5 + 1/{BNB_BLOCK} + 4/({BNB_BLOCK}x{BNB_DQ_BLOCK})) B"
-            return params * (0.5 + 4 / BNB_BLOCK), f"{params:,} x (0.5 + 4/{BNB_BLOCK}) B"
-        if m in ("gptq", "awq"):  # packed b-bit weights + per group: fp16 scale and packed b-bit zero
-            b = self.bits
-            return params * (b / 8 + (2 + b / 8) / g), f"{params:,} x ({b}/8 + (2 + {b}/8)/{g}) B"
-        if m == "gguf":
-            per, size = self.gguf_block
-            return params * size / per, f"{params:,} x {size}/{per} B ({self.gguf_type} blocks)"
-        if m == "int8":  # torchao/quanto weight-only: int8 + per-row scale in the compute dtype
-            return params + dtype_bytes * rows, f"{params:,} x 1 B + {rows:,} rows x {dtype_bytes} B"
-        # int4: packed 4-bit + per group a scale and a zero-point in the compute dtype
-        return params * (0.5 + 2 * dtype_bytes / g), f"{params:,} x (0.5 + 2x{dtype_bytes}/{g}) B"
 
 
 class EstimateSettings(BaseModel):
@@ -149,7 +68,10 @@ class Component(BaseModel):
 
 class MemoryEstimate(BaseModel):
     weights_bytes: int
-    kv_cache_bytes: int
+    kv_cache_bytes: int = Field(description="caches that grow with the tokens (full attention; sliding and "
+                                            "chunked up to their window; cross-attention over the encoder)")
+    state_bytes: int = Field(0, description="fixed per-sequence state of linear-attention / SSM layers "
+                                            "(conv + recurrent), whatever the length")
     kv_cache_cpu_bytes: int = 0
     attention_scratch_bytes: int
     activations_bytes: int
@@ -161,6 +83,8 @@ class MemoryEstimate(BaseModel):
     per_device: dict[str, int] = Field(default_factory=dict, description="bytes per device and in CPU RAM")
     sharded_weights_bytes: int = Field(0, description="the decoder layers' linear weights: what tensor "
                                                       "parallelism splits (embeddings, lm_head, norms are replicated)")
+    expert_weights_bytes: int = Field(0, description="the routed experts' share of weights_bytes")
+    tower_weights_bytes: int = Field(0, description="vision/audio tower or encoder: held, not read by a decode step")
 
 
 def mlp_share(p: ModelProfile) -> float:
@@ -170,47 +94,67 @@ def mlp_share(p: ModelProfile) -> float:
 
 
 def kv_bytes_per_token(p: ModelProfile, kv_bytes: float) -> float:
-    """Per token, all layers: 2 (K and V) x layers x kv_heads x head_dim x bytes."""
-    return 2 * p.num_layers * p.num_kv_heads * p.head_dim * kv_bytes
+    """Per token, all growing layers: K + V elements per layer-token x bytes."""
+    return sum(g.layers * g.kv_per_token for g in p.cache_groups) * kv_bytes
+
+
+def _cached_tokens(p: ModelProfile, s: EstimateSettings, seq: int):
+    """(layers, K+V elements per token, tokens held, kind) per growing group, once `seq` tokens went through.
+    Sliding/chunked layers hold at most their window (transformers' dynamic cache keeps W - 1 tokens, a
+    static one W). Encoder-decoders: the decoder's self-attention holds the generated tokens, its
+    cross-attention the whole encoder output (Whisper: a fixed number of audio frames)."""
+    static = s.kv_cache == "static"
+    if p.is_encoder_decoder:  # the decoder has fed its start token and every generated token but the last
+        enc = p.encoder_length or s.input_len
+        seq = max(seq - s.input_len, 0) + 1 if not static else (s.max_cache_len or s.max_new_tokens)
+        out = [(g.layers, g.kv_per_token, seq, g.kind) for g in p.cache_groups if g.kv_per_token]
+        return out + [(p.cross_layers, p.cross_kv_per_token, enc, "cross")] if p.cross_layers else out
+    if static:
+        seq = s.max_cache_len or s.input_len + s.max_new_tokens
+    return [(g.layers, g.kv_per_token, min(seq, g.window + (1 if static else 0)) if g.window is not None else seq,
+             g.kind) for g in p.cache_groups if g.kv_per_token]
 
 
 def kv_cache_bytes(p: ModelProfile, s: EstimateSettings, seq: int, dtype_bytes: int) -> tuple[float, str]:
-    """KV cache of one sequence of `seq` tokens; sliding layers keep only their window."""
-    if s.kv_cache == "static":
-        seq = s.max_cache_len or seq
-    per_layer_token = 2 * p.num_kv_heads * p.head_dim  # elements
-    window = p.sliding_window or seq
-    tokens = p.num_global_layers * seq + p.num_sliding_layers * min(window, seq)  # layer-tokens
-    shape = f"2 x {p.num_kv_heads} kv_heads x {p.head_dim} head_dim x ({p.num_global_layers} x {seq}"
-    shape += f" + {p.num_sliding_layers} x {min(window, seq)})" if p.num_sliding_layers else ")"
+    """Growing caches of one sequence of `seq` tokens (input + output so far)."""
+    rows = _cached_tokens(p, s, seq)
+    shape = " + ".join(f"{n} {kind} x {per} x {tok}" for n, per, tok, kind in rows) or "no attention cache"
+    elems = sum(n * per * tok for n, per, tok, _ in rows)
     if s.kv_cache != "quantized":
-        return tokens * per_layer_token * dtype_bytes, f"{shape} layer-tokens x {dtype_bytes} B"
+        return elems * dtype_bytes, f"({shape}) layers x elements x tokens x {dtype_bytes} B"
     # quantized: the newest residual_len tokens stay in full precision, the rest at nbits + group scales
-    layers = p.num_layers
-    full = min(seq, s.kv_residual_len) * layers
-    q_tok = max(tokens - full, 0)
+    full = sum(n * per * min(tok, s.kv_residual_len) for n, per, tok, _ in rows)
     per_q = s.kv_nbits / 8 + 2 * 2 / KV_QUANT_GROUP
-    b = full * per_layer_token * dtype_bytes + q_tok * per_layer_token * per_q
-    return b, f"{shape}: {full:,} layer-tokens x {dtype_bytes} B + {q_tok:,} x ({s.kv_nbits}/8 + 4/{KV_QUANT_GROUP}) B"
+    b = full * dtype_bytes + (elems - full) * per_q
+    return b, (f"({shape}): {full:,} elements x {dtype_bytes} B + {elems - full:,} x ({s.kv_nbits}/8 + "
+               f"4/{KV_QUANT_GROUP}) B")
+
+
+def state_bytes(p: ModelProfile, dtype_bytes: int) -> tuple[int, str]:
+    """Fixed state of one sequence: linear-attention / SSM layers keep a conv state in the dtype and a
+    recurrent state (float32 for the Mamba and delta-net scans)."""
+    rows = [(g.layers, g.state, g.state_fp32) for g in p.cache_groups if g.state or g.state_fp32]
+    total = sum(n * (st * dtype_bytes + f32 * 4) for n, st, f32 in rows)
+    return total, " + ".join(f"{n} layers x ({st:,} x {dtype_bytes} B + {f32:,} x 4 B)" for n, st, f32 in rows)
 
 
 def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str | None = None) -> MemoryEstimate:
     b = DTYPE_BYTES[s.dtype]
     n = p.num_parameters or 0
-    linear, rows = p.linear_params, p.linear_rows or 0
-    if s.quantization.method == "gguf":  # GGUF stores every matrix (embeddings too) in blocks, norms in F32
-        other = (p.param_groups or {}).get("other", 0)
-        lin_b, lin_f = s.quantization.linear_bytes(n - other, rows, b)
-        weights = lin_b + other * 4
-        weights_f = f"matrices: {lin_f}; {other:,} norm/bias params x 4 B (F32)"
-    else:
-        lin_b, lin_f = s.quantization.linear_bytes(linear, rows, b)
-        weights = lin_b + (n - linear) * b
-        weights_f = f"linear: {lin_f}; other {n - linear:,} params x {b} B"
+    if not n:
+        raise UserError(f"cannot count the parameters of {p.model_type!r} ({p.architecture}): transformers cannot "
+                        "build it and the folder has no safetensors weights to read")
+    q = resolve(s.quantization, p.quantization)
+    weights, expert_w, weights_f = weight_bytes(p, q, b)
+    if q.from_checkpoint:
+        weights_f = f"as stored ({q.method}, the checkpoint's quantization_config): {weights_f}"
     comps = [Component(name="weights", bytes=int(weights), phase="always", formula=weights_f)]
+    lin_b = q.linear_bytes(p.linear_params, p.linear_rows or 0, b)[0] if q.quantizes_linear() else p.linear_params * b
 
     seqs = s.batch * s.concurrency  # sequences holding a KV cache at once
-    kv_one_full, kv_f = kv_cache_bytes(p, s, s.input_len + s.max_new_tokens, b)
+    # generate feeds back every new token but the last: the cache ends holding S + T - 1 tokens
+    # (a static cache is allocated at max_cache_len, default S + T, see _cached_tokens)
+    kv_one_full, kv_f = kv_cache_bytes(p, s, s.input_len + max(s.max_new_tokens - 1, 0), b)
     # A static cache is allocated at its full length before the prefill.
     kv_one_prompt = kv_one_full if s.kv_cache == "static" else kv_cache_bytes(p, s, s.input_len, b)[0]
     kv_full, kv_prompt = kv_one_full * seqs, kv_one_prompt * seqs
@@ -221,6 +165,11 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
         kv_full, kv_prompt = kv_full * on_device, kv_prompt * on_device
     comps.append(Component(name="kv_cache", bytes=int(kv_full), phase="generation",
                            formula=f"{seqs} sequences x {kv_f}" + ("; 2 layers on device" if kv_cpu else "")))
+    state_one, state_f = state_bytes(p, b)
+    state = state_one * seqs
+    if state:
+        comps.append(Component(name="state", bytes=int(state), phase="always",
+                               formula=f"{seqs} sequences x ({state_f}), fixed whatever the length"))
 
     # Prefill transients, for one generate call of `batch` prompts (one decoder layer live at a time).
     kv_len = s.input_len
@@ -252,7 +201,7 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
     comps.append(Component(name="logits", bytes=int(logits), phase="always",
                            formula=f"{s.batch} x {p.vocab_size} vocab x ({b} + 4) B"))
 
-    tensors = weights + logits + max(kv_full, kv_prompt + transient)
+    tensors = weights + logits + state + max(kv_full, kv_prompt + transient)
     if s.platform == "cuda":
         overhead = CUDA_CONTEXT_BYTES + CUDA_ALLOCATOR_SLACK * tensors
         over_f = f"CUDA context {CUDA_CONTEXT_BYTES // MiB} MiB + {CUDA_ALLOCATOR_SLACK:.0%} allocator slack"
@@ -261,11 +210,13 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
     comps.append(Component(name="overhead", bytes=int(overhead), phase="always", formula=over_f))
 
     ckpt = DTYPE_BYTES.get(checkpoint_dtype or s.dtype, b)
-    converting = ckpt != b and s.quantization.method == "none"
+    converting = ckpt != b and q.method == "none"
     load_peak = weights + (n * ckpt if converting else 0) + overhead
     return MemoryEstimate(
-        weights_bytes=int(weights), kv_cache_bytes=int(kv_full), kv_cache_cpu_bytes=int(kv_cpu),
+        weights_bytes=int(weights), kv_cache_bytes=int(kv_full), state_bytes=int(state), kv_cache_cpu_bytes=int(kv_cpu),
         attention_scratch_bytes=int(scratch), activations_bytes=int(acts), logits_bytes=int(logits),
         overhead_bytes=int(overhead), total_bytes=int(tensors + overhead), load_peak_bytes=int(load_peak),
-        components=comps, sharded_weights_bytes=int(lin_b * (mlp_share(p) if s.tp_plan == "mlp" else 1)),
+        components=comps, sharded_weights_bytes=int(lin_b * mlp_share(p) if s.tp_plan == "mlp" else lin_b + expert_w),
+        expert_weights_bytes=int(expert_w),
+        tower_weights_bytes=int(p.tower_parameters * (b if q.from_checkpoint or q.method == "none" else weights / n)),
     )

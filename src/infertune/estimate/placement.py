@@ -42,10 +42,10 @@ class Placement(BaseModel):
 
 def parse_max_memory(text: str | dict | None) -> dict[str, int] | None:
     """'0=20GiB,1=20GiB,cpu=64GiB' (or a dict from a run file) -> {'cuda:0': bytes, ..., 'cpu': bytes}."""
-    from accelerate.utils import convert_file_size_to_int
-
     if not text:
         return None
+    from accelerate.utils import convert_file_size_to_int
+
     items = text.items() if isinstance(text, dict) else (
         part.split("=", 1) if "=" in part else (part, "") for part in str(text).split(","))
     out: dict[str, int] = {}
@@ -122,7 +122,7 @@ def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu
         placed[order[di]]["layers"] += kind == "layer"
 
     kv_per_layer = mem.kv_cache_bytes / p.num_layers
-    transient = max(mem.total_bytes - mem.overhead_bytes - mem.weights_bytes - mem.kv_cache_bytes, 0)
+    transient = max(mem.total_bytes - mem.overhead_bytes - mem.weights_bytes - mem.kv_cache_bytes, 0)  # + state
     offloaded = sum(placed[d]["layers"] for d in order if streamed(d))
     shares = []
     for d in order:

@@ -1,9 +1,12 @@
 """Roofline speed model: the best a device can do, never a prediction of overheads.
 
-prefill (compute-bound):  FLOPs = 2 x linear_params x tokens + 2 x layers x heads x head_dim x S^2 x batch
-                          (causal attention, QK^T and AV) + 2 x vocab x hidden x batch (last-token logits)
+prefill (compute-bound):  FLOPs = 2 x active matmul params x tokens + 2 x heads x head_dim x S x min(S, W)
+                          x batch per attention layer (causal QK^T and AV) + 2 x vocab x hidden x batch
 decode step:              time = max(bytes read / bandwidth, FLOPs / peak FLOP/s)
-                          bytes = weights + KV of every sequence at its mean length during generation
+                          bytes = weights a step reads + KV of every sequence at its mean length + fixed state;
+                          a step reads the shared weights and, of the routed experts, the share the batch's
+                          b tokens activate: 1 - (1 - k/E)^b (towers and encoders are not read)
+                          FLOPs = 2 x active matmul params per token (k of E experts) + attention
 tensor parallel (tp):     per rank: 1/tp of the linear weights, KV and FLOPs, replicated parts whole, plus
                           2 all-reduces per layer: latency + 2 (tp-1)/tp x tokens x hidden x bytes / link
                           (MLP-only plan: 1/tp of the MLP alone, attention and KV whole, 1 all-reduce)
@@ -16,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from infertune.estimate.accelerators import Accelerator
-from infertune.estimate.memory import EstimateSettings, MemoryEstimate, mlp_share
+from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, mlp_share
 from infertune.probe.model import ModelProfile
 
 # Host-to-GPU copy rate for weights offloaded by device_map (pageable memory over PCIe 4.0 x16; pinned
@@ -37,8 +40,6 @@ def allreduce_s(p: ModelProfile, s: EstimateSettings, acc: Accelerator, tokens: 
     (acc.interconnect_Bps)."""
     if s.tp <= 1:
         return 0.0
-    from infertune.estimate.memory import DTYPE_BYTES
-
     nbytes = tokens * p.hidden_size * DTYPE_BYTES.get(s.dtype, 2)
     link = acc.interconnect_Bps or acc.bandwidth_Bps  # no peer link listed: through the device's own memory
     per = ALLREDUCE_LATENCY_S + 2 * (s.tp - 1) / s.tp * nbytes / link
@@ -71,25 +72,47 @@ def _flops_rate(s: EstimateSettings, acc: Accelerator) -> float:
     return acc.flops.get(dtype, acc.flops["float32"])
 
 
-def _matmul_params(p: ModelProfile) -> int:
-    return p.linear_params + p.vocab_size * p.hidden_size  # + lm_head, tied or not, for the sampled position
+def _matmul_params(p: ModelProfile) -> float:
+    """Matmul weights one token computes with: the blocks' Linear weights (a tower's excepted) plus the
+    k of E routed experts it picks, plus lm_head (tied or not) for the sampled position."""
+    blocks = max(p.linear_params - p.tower_parameters, 0) + p.expert_params * p.expert_fraction(1)
+    return blocks + p.vocab_size * p.hidden_size
+
+
+def _attention_flops(p: ModelProfile, queries: float, ctx: float) -> float:
+    """2 x heads x head_dim x keys per query per attention layer, for QK^T and again for AV (sliding and
+    chunked layers see at most their window). Linear/SSM layers: no per-key work."""
+    per = 2 * 2 * p.num_attention_heads * p.head_dim
+    return sum(g.layers * per * queries * (min(ctx, g.window) if g.window is not None else ctx)
+               for g in p.cache_groups if g.kv_per_token)
+
+
+def weights_read(p: ModelProfile, mem: MemoryEstimate, tokens: int, dtype_bytes: int) -> float:
+    """Weight bytes one decode step reads for `tokens` sequences: all but the routed experts none of the
+    tokens picked, the towers (vision, audio, encoder) a decode step never runs, and an untied input
+    embedding, of which a step gathers only its tokens' rows."""
+    unread = mem.expert_weights_bytes * (1 - p.expert_fraction(tokens))
+    embedding = (p.param_groups or {}).get("embedding", 0) if not p.tie_word_embeddings else 0
+    embedding_bytes = embedding * dtype_bytes  # embeddings keep the dtype (GGUF aside)
+    return mem.weights_bytes - unread - mem.tower_weights_bytes - embedding_bytes
 
 
 def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator, seqs: int,
                  kv_per_seq: float) -> tuple[float, str]:
     flops_rate = _flops_rate(s, acc)
+    state = mem.state_bytes / max(s.batch * s.concurrency, 1)  # fixed per sequence, read and written each step
     ctx = s.input_len + s.max_new_tokens / 2
     # tensor parallel: each rank reads its shard of the linear weights and of the KV, the replicated rest whole;
     # the MLP-only plan splits the MLP's weights and FLOPs, attention (and its KV) stays whole on every rank
-    weights = mem.weights_bytes - mem.sharded_weights_bytes * (1 - 1 / s.tp)
+    weights = weights_read(p, mem, seqs, DTYPE_BYTES[s.dtype]) - mem.sharded_weights_bytes * (1 - 1 / s.tp)
     linear = 2 * _matmul_params(p) * seqs
-    attention = 4 * p.num_layers * p.num_attention_heads * p.head_dim * ctx * seqs
+    attention = _attention_flops(p, seqs, ctx)
     if s.tp_plan == "mlp":
         mlp = 2 * p.linear_params * mlp_share(p) * seqs
-        bytes_read = weights + kv_per_seq * seqs
+        bytes_read = weights + (kv_per_seq + state) * seqs
         flops = linear - mlp * (1 - 1 / s.tp) + attention
     else:
-        bytes_read = weights + kv_per_seq * seqs / s.tp
+        bytes_read = weights + (kv_per_seq + state) * seqs / s.tp
         flops = (linear + attention) / s.tp
     t_mem, t_cmp = bytes_read / acc.bandwidth_Bps, flops / flops_rate
     return max(t_mem, t_cmp) + allreduce_s(p, s, acc, seqs), ("compute" if t_cmp > t_mem else "memory-bandwidth")
@@ -101,8 +124,10 @@ def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     `disk_bytes`: weights device_map put on disk, read back every forward pass."""
     flops_rate = _flops_rate(s, acc)
     S, B = s.input_len, s.batch
-    prefill_flops = (2 * p.linear_params * B * S + 2 * p.num_layers * p.num_attention_heads * p.head_dim * S * S * B
-                     + 2 * p.vocab_size * p.hidden_size * B)
+    blocks = _matmul_params(p) - p.vocab_size * p.hidden_size
+    if p.is_encoder_decoder:  # the prefill runs the encoder over the input (a vision tower's work depends on images)
+        blocks += p.tower_parameters
+    prefill_flops = 2 * blocks * B * S + _attention_flops(p, B * S, S) / 2 + 2 * p.vocab_size * p.hidden_size * B
     copy = offloaded_bytes / HOST_LINK_Bps + disk_bytes / DISK_OFFLOAD_Bps
     link = "disk" if disk_bytes / DISK_OFFLOAD_Bps > offloaded_bytes / HOST_LINK_Bps else "host-link"
     if s.tp_plan == "mlp":  # only the MLP's share of the work splits

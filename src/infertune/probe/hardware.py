@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from typing import Any
 
 import psutil
@@ -51,9 +52,21 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def no_gpu_driver() -> bool:
+    """True when this host certainly has no CUDA/ROCm device (Linux without the NVIDIA or AMD kernel
+    driver, or macOS): then torch need not be imported (~3 s) to learn that."""
+    if sys.platform == "darwin":
+        return True
+    if sys.platform != "linux":
+        return False
+    return not any(os.path.exists(p) for p in ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd"))
+
+
 def detect_gpus(cuda: Any = None) -> list[GPU]:
     """CUDA devices as torch sees them. `cuda` defaults to `torch.cuda`; tests inject a stand-in."""
     if cuda is None:
+        if no_gpu_driver():
+            return []
         import torch
 
         cuda = torch.cuda

@@ -1,20 +1,27 @@
 """A model's shape from its config.json, without loading weights.
 
-The parameter count is exact: the model is instantiated on the meta device (no memory, ~10 ms), which
-counts tied embeddings once. Safetensors headers are the fallback (for quantized checkpoints those count
-packed bytes, not parameters, so they are labelled as such).
+The first time a config is seen, transformers reads it (AutoConfig), the model is instantiated on the
+meta device for an exact parameter count (tied embeddings once, towers included) and probe/arch.py reads
+the architecture's cache layout and experts. The result is cached as JSON under INFERTUNE_HOME/profiles,
+keyed by the config's bytes, the installed transformers version (read from the package metadata, never
+by importing it) and PROFILE_VERSION: later calls read that file and import neither torch nor
+transformers. Safetensors headers are the fallback count (for quantized checkpoints those count packed
+bytes, not parameters, so they are labelled as such).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import warnings
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from infertune.errors import UserError
+from infertune.probe.arch import CacheGroup
+
+PROFILE_VERSION = "5"  # bump when the facts a profile holds change: older cached profiles are ignored
 
 
 class ModelProfile(BaseModel):
@@ -29,20 +36,35 @@ class ModelProfile(BaseModel):
     head_dim: int
     vocab_size: int
     tie_word_embeddings: bool
-    max_position_embeddings: int | None
+    max_position_embeddings: int | None  # the context length: positions of the text stack (any spelling)
     sliding_window: int | None
     layer_types: list[str]
     native_dtype: str | None
     quantization: dict | None
     num_parameters: int | None
     parameter_count_source: Literal["meta-device", "safetensors-header"] | None
-    param_groups: dict[str, int] | None = None  # embedding / lm_head / linear / other (see _count_meta)
+    # embedding / lm_head / experts / linear / other (see probe/count.py)
+    param_groups: dict[str, int] | None = None
     linear_rows: int | None = None  # sum of out_features over Linear layers: per-row quantization scales
+    expert_rows: int = 0  # the same over the routed experts
     checkpoint_format: Literal["safetensors", "pytorch", "gguf"] | None
     checkpoint_bytes: int
     # The model class's own support flags (sdpa, flash_attn, flex_attn, compile, tp_plan); empty: unknown
     # (an architecture transformers does not ship, e.g. remote code).
     supports: dict[str, bool] = {}
+    # The text stack's cache by layer kind (probe/arch.py); empty: derived from the fields above.
+    cache: list[CacheGroup] = []
+    kv_lora_rank: int | None = None  # multi-head latent attention: the cached latent ...
+    qk_rope_head_dim: int | None = None  # ... and the rope key beside it
+    num_experts: int | None = None  # routed experts per MoE layer
+    experts_per_token: int | None = None  # top-k
+    shared_experts: int = 0
+    experts_fused: bool = False  # 3D expert tensors (bnb leaves them unquantized) rather than Linear layers
+    tower_parameters: int = 0  # vision/audio tower or encoder: held in memory, not read by a decode step
+    is_encoder_decoder: bool = False
+    cross_layers: int = 0  # decoder layers attending to the encoder
+    cross_kv_per_token: int = 0  # their K + V elements per encoder token
+    encoder_length: int | None = None  # fixed encoder length (Whisper: 1500 audio frames); None: the input
 
     @property
     def linear_params(self) -> int:
@@ -52,12 +74,62 @@ class ModelProfile(BaseModel):
         return (self.num_parameters or 0) - self.vocab_size * self.hidden_size
 
     @property
+    def expert_params(self) -> int:
+        return (self.param_groups or {}).get("experts", 0)
+
+    def expert_fraction(self, tokens: int = 1) -> float:
+        """Share of the routed experts that `tokens` independent tokens activate on average:
+        1 - (1 - k/E)^tokens (each token picks k of E)."""
+        if not self.num_experts:
+            return 1.0
+        k = min(self.experts_per_token or 1, self.num_experts)
+        return 1 - (1 - k / self.num_experts) ** max(tokens, 1)
+
+    @computed_field
+    @property
+    def active_parameters(self) -> int:
+        """Parameters one token computes with: all but the routed experts it does not pick."""
+        return int((self.num_parameters or 0) - self.expert_params * (1 - self.expert_fraction(1)))
+
+    @property
+    def cache_groups(self) -> list[CacheGroup]:
+        if self.cache:
+            return self.cache
+        per_token = 2 * self.num_kv_heads * self.head_dim  # legacy profiles: every layer K and V heads
+        groups = [CacheGroup(kind="full", layers=self.num_global_layers, kv_per_token=per_token)]
+        if self.num_sliding_layers:
+            groups.append(CacheGroup(kind="sliding", layers=self.num_sliding_layers, kv_per_token=per_token,
+                                     window=(self.sliding_window or 1) - 1))
+        return groups
+
+    @property
     def num_sliding_layers(self) -> int:
-        return sum(t == "sliding_attention" for t in self.layer_types)
+        return sum(t in ("sliding_attention", "chunked_attention") for t in self.layer_types)
 
     @property
     def num_global_layers(self) -> int:
-        return self.num_layers - self.num_sliding_layers
+        return sum(t == "full_attention" for t in self.layer_types) if self.layer_types else self.num_layers
+
+    @computed_field
+    @property
+    def layer_mix(self) -> dict[str, int]:
+        """Layers by cache kind: full, sliding, chunked, linear (fixed state), hybrid, none."""
+        mix: dict[str, int] = {}
+        for g in self.cache_groups:
+            mix[g.kind] = mix.get(g.kind, 0) + g.layers
+        return mix
+
+
+def read_config(path: Path) -> bytes:
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise UserError(f"{path} has no config.json: not a Hugging Face model folder")
+    raw = cfg_file.read_bytes()
+    try:
+        json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{cfg_file} is not valid JSON: {e}") from None
+    return raw
 
 
 def load_config(path: str | Path, trust_remote_code: bool = False):
@@ -65,13 +137,7 @@ def load_config(path: str | Path, trust_remote_code: bool = False):
     from transformers import AutoConfig
 
     path = Path(path)
-    cfg_file = path / "config.json"
-    if not cfg_file.is_file():
-        raise UserError(f"{path} has no config.json: not a Hugging Face model folder")
-    try:
-        json.loads(cfg_file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{cfg_file} is not valid JSON: {e}") from None
+    read_config(path)
     try:
         return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     except ValueError as e:
@@ -81,14 +147,16 @@ def load_config(path: str | Path, trust_remote_code: bool = False):
         raise UserError(f"cannot read the config in {path}: {msg}") from None
 
 
-def _layer_types(cfg, n_layers: int) -> list[str]:
-    types = getattr(cfg, "layer_types", None)
-    if types:
-        return list(types)
-    # Mistral-style: one window on every layer (Qwen2 sets sliding_window but switches it off).
-    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
-        return ["sliding_attention"] * n_layers
-    return ["full_attention"] * n_layers
+def config_from_dict(data: dict, trust_remote_code: bool = False):
+    """A transformers config object from a config.json's contents (for a config read from elsewhere)."""
+    from transformers import AutoConfig
+
+    data = dict(data)
+    model_type = data.pop("model_type", None)
+    try:
+        return AutoConfig.for_model(model_type, **data)
+    except ValueError as e:
+        raise UserError(f"cannot read the config: {str(e).splitlines()[0]}") from None
 
 
 def _checkpoint(path: Path) -> tuple[str | None, int]:
@@ -97,60 +165,6 @@ def _checkpoint(path: Path) -> tuple[str | None, int]:
         if files:
             return fmt, sum(f.stat().st_size for f in files)
     return None, 0
-
-
-def _count_meta(cfg, trust_remote_code: bool) -> tuple[int, dict[str, int], int] | None:
-    """(total, params per group, sum of Linear out_features) from a meta-device instance.
-
-    Groups matter to quantization: `linear` weights inside the blocks get quantized; `embedding`,
-    `lm_head` and `other` (norms, biases) keep the compute dtype. A tied tensor is counted once.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    try:
-        with torch.device("meta"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = AutoModelForCausalLM.from_config(cfg, trust_remote_code=trust_remote_code)
-    except Exception:  # an architecture without a causal-LM head, or one that needs its own code
-        return None
-    groups = dict.fromkeys(("embedding", "lm_head", "linear", "other"), 0)
-    rows, seen = 0, set()
-    emb_in, emb_out = model.get_input_embeddings(), model.get_output_embeddings()
-    for module in model.modules():
-        for pname, param in module.named_parameters(recurse=False):
-            if id(param) in seen:
-                continue
-            seen.add(id(param))
-            if module is emb_in:
-                group = "embedding"
-            elif module is emb_out:
-                group = "lm_head"
-            elif isinstance(module, torch.nn.Linear) and pname == "weight":
-                group = "linear"
-                rows += module.out_features
-            else:
-                group = "other"
-            groups[group] += param.numel()
-    return sum(groups.values()), groups, rows
-
-
-def _supports(cfg) -> dict[str, bool]:
-    """Read the causal-LM class's support flags without instantiating it."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
-
-    try:
-        cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(cfg)]
-    except KeyError:
-        return {}
-    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    return {
-        "sdpa": bool(getattr(cls, "_supports_sdpa", False)),
-        "flash_attn": bool(getattr(cls, "_supports_flash_attn", False)),
-        "flex_attn": bool(getattr(cls, "_supports_flex_attn", False)),
-        "compile": bool(getattr(cls, "_can_compile_fullgraph", False)),  # static cache + torch.compile
-        "tp_plan": bool(getattr(text, "base_model_tp_plan", None)),
-    }
 
 
 def _count_safetensors(path: Path) -> int | None:
@@ -163,50 +177,57 @@ def _count_safetensors(path: Path) -> int | None:
     return sum(sum(f.parameter_count.values()) for f in meta.files_metadata.values())
 
 
-def profile_model(path: str | Path, trust_remote_code: bool = False) -> ModelProfile:
-    path = Path(path)
-    cfg = load_config(path, trust_remote_code)
-    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    n_layers = int(text.num_hidden_layers)
-    n_heads = int(text.num_attention_heads)
-    hidden = int(text.hidden_size)
-    head_dim = getattr(text, "head_dim", None) or hidden // n_heads  # an explicit head_dim wins (Gemma, Qwen3)
-    meta = _count_meta(cfg, trust_remote_code)
-    n_params, groups, rows = meta if meta is not None else (None, None, None)
-    source = "meta-device" if n_params is not None else None
-    if n_params is None:
-        n_params = _count_safetensors(path)
-        source = "safetensors-header" if n_params is not None else None
-    fmt, nbytes = _checkpoint(path)
-    dtype = getattr(cfg, "dtype", None) or getattr(text, "dtype", None)
-    quant = getattr(cfg, "quantization_config", None)
-    if quant is not None and not isinstance(quant, dict):
-        quant = quant.to_dict()
-    return ModelProfile(
-        path=str(path),
-        model_type=cfg.model_type,
-        architecture=(cfg.architectures or [None])[0],
-        num_layers=n_layers,
-        hidden_size=hidden,
-        intermediate_size=getattr(text, "intermediate_size", None),
-        num_attention_heads=n_heads,
-        num_kv_heads=int(getattr(text, "num_key_value_heads", None) or n_heads),
-        head_dim=int(head_dim),
-        vocab_size=int(text.vocab_size),
-        tie_word_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),
-        max_position_embeddings=getattr(text, "max_position_embeddings", None),
-        sliding_window=getattr(text, "sliding_window", None),
-        layer_types=_layer_types(text, n_layers),
-        native_dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
-        quantization=quant,
-        num_parameters=n_params,
-        parameter_count_source=source,
-        param_groups=groups,
-        linear_rows=rows,
-        checkpoint_format=fmt,
-        checkpoint_bytes=nbytes,
-        supports=_supports(cfg),
-    )
+def _cache_file(raw: bytes, trust_remote_code: bool) -> Path | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from infertune.paths import home
+
+    try:
+        tf = version("transformers")
+    except PackageNotFoundError:
+        return None
+    key = hashlib.sha256(raw + f"\0{tf}\0{PROFILE_VERSION}\0{int(trust_remote_code)}".encode()).hexdigest()
+    return home() / "profiles" / f"{key[:32]}.json"
+
+
+# facts of the folder, not of the config, and what the profile computes from the rest
+CACHED_OUT = ("path", "checkpoint_format", "checkpoint_bytes", "active_parameters", "layer_mix")
+
+
+def profile_model(model: str | Path | dict, trust_remote_code: bool = False) -> ModelProfile:
+    """The profile of a model folder (or of a config.json's contents), from the cache when seen before."""
+    if isinstance(model, dict):
+        raw, path, fmt, nbytes = json.dumps(model, sort_keys=True).encode(), None, None, 0
+    else:
+        path = Path(model)
+        raw = read_config(path)
+        fmt, nbytes = _checkpoint(path)
+    here = {"path": str(path) if path else "-", "checkpoint_format": fmt, "checkpoint_bytes": nbytes}
+    cache = _cache_file(raw, trust_remote_code)
+    if cache is not None and cache.is_file():
+        try:
+            return ModelProfile(**{**json.loads(cache.read_text(encoding="utf-8")), **here})
+        except (ValueError, TypeError):
+            pass  # an unreadable or older entry: profile afresh
+    if path is not None:
+        cfg = load_config(path, trust_remote_code)
+    else:
+        cfg = config_from_dict(model, trust_remote_code)
+    from infertune.probe.facts import facts_of  # torch and transformers: the first sight only
+
+    fields = facts_of(cfg, trust_remote_code)
+    if fields["num_parameters"] is None and path is not None:
+        fields["num_parameters"] = _count_safetensors(path)
+        fields["parameter_count_source"] = "safetensors-header" if fields["num_parameters"] is not None else None
+    profile = ModelProfile(**fields, **here)
+    if cache is not None and profile.parameter_count_source == "meta-device":
+        from infertune.paths import write_json_atomic
+
+        try:
+            write_json_atomic(cache, profile.model_dump(mode="json", exclude=set(CACHED_OUT)))
+        except OSError:
+            pass  # a read-only home: answer anyway, slower next time
+    return profile
 
 
 def mlp_only_tp_plan(model_path: str, trust_remote_code: bool = False) -> dict[str, str]:

@@ -14,7 +14,7 @@ METHOD_RISK: dict[str, Risk] = {"none": "none", "gguf": "none", "bnb-8bit": "low
                                 "quanto-int8": "low", "fp8": "low", "bnb-4bit": "medium", "awq": "medium",
                                 "gptq": "medium", "torchao-int4": "medium"}
 # infertune's names -> the estimator's (infertune.estimate.memory.Quantization.parse)
-ESTIMATOR_QUANT = {"none": "none", "bnb-8bit": "bnb-int8", "bnb-4bit": "bnb-nf4-dq", "awq": "awq", "gptq": "gptq",
+ESTIMATOR_QUANT = {"none": "auto", "bnb-8bit": "bnb-int8", "bnb-4bit": "bnb-nf4-dq", "awq": "awq", "gptq": "gptq",
                    "gguf": "none", "torchao-int4": "int4", "torchao-int8": "int8", "quanto-int8": "int8", "fp8": "fp8"}
 ON_THE_FLY = ("bnb-8bit", "bnb-4bit", "torchao-int4", "torchao-int8", "quanto-int8")
 

@@ -1,0 +1,67 @@
+"""Start-up of `infertune estimate --model demo` on a warm cache against a bare `python -c pass`.
+
+Warm: the demo model is prepared, its profile and this host's CPU probe are cached under INFERTUNE_HOME
+(one unmeasured run first), and Python's bytecode caches are written (as for an installed package:
+PYTHONDONTWRITEBYTECODE is cleared for the children). Commands run interleaved (A B C ... A B C ...) so a
+busy machine slows them alike; the ratio of medians is the figure, the spread and the load average say how
+noisy the machine was. Each warm verb is also checked for what it imported: neither torch nor transformers.
+
+    python benchmarks/estimate_startup.py [--repeats 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+VERBS = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "estimate --model demo": [sys.executable, "-m", "infertune", "estimate", "--model", "demo", "--format", "json"],
+    "profile --model demo": [sys.executable, "-m", "infertune", "profile", "--model", "demo", "--format", "json"],
+    "advise --model demo": [sys.executable, "-m", "infertune", "advise", "--model", "demo", "--format", "json"],
+}
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _heavy_imports(cmd: list[str]) -> list[str]:
+    out = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], env=_env(), capture_output=True, text=True)
+    names = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time")}
+    return sorted(names & {"torch", "transformers", "accelerate"})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=9)
+    args = ap.parse_args()
+    for cmd in VERBS.values():  # warm: profile and CPU probe cached, bytecode written
+        subprocess.run(cmd, env=_env(), capture_output=True, check=True)
+    times: dict[str, list[float]] = {name: [] for name in VERBS}
+    load_before = os.getloadavg()[0]
+    for _ in range(args.repeats):
+        for name, cmd in VERBS.items():
+            t = time.perf_counter()
+            subprocess.run(cmd, env=_env(), capture_output=True, check=True)
+            times[name].append(time.perf_counter() - t)
+    load_after = os.getloadavg()[0]
+    bare = statistics.median(times["python -c pass"])
+    print(f"{'command':<24} {'median':>8} {'min':>8} {'max':>8} {'x bare':>7}  heavy imports")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        heavy = "" if name.startswith("python") else (", ".join(_heavy_imports(VERBS[name])) or "none")
+        row = f"{med * 1e3:7.0f}ms {min(ts) * 1e3:7.0f}ms {max(ts) * 1e3:7.0f}ms {med / bare:6.1f}x"
+        print(f"{name:<24} {row}  {heavy}")
+    print(f"\n{args.repeats} interleaved runs each; 1-minute load average {load_before:.1f} before, {load_after:.1f} "
+          f"after, on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
