@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from infertune.diagnose import Diagnosis, diagnose, serving_times, worst_device
 from infertune.errors import UserError
 from infertune.estimate import Estimate, _largest
+from infertune.hub import REVISION_DOC
 from infertune.measure.results import TrialResult
 from infertune.render import config_for, estimate_setup, python_snippet, serve_command
 from infertune.schema import SCHEMA_VERSION
@@ -83,6 +84,7 @@ class Advice(BaseModel):
     kind: Literal["advice"] = "advice"
     schema_version: str = SCHEMA_VERSION
     model: str
+    model_revision: str | None = Field(None, description=REVISION_DOC)
     hardware: dict[str, Any]
     workload: dict[str, int]
     current: Setup

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from infertune.doctor.rules import RULES, Finding, Script, Target, check_script, const, dotted, kw
+from infertune.hub import REVISION_DOC
 from infertune.schema import SCHEMA_VERSION
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
@@ -19,6 +20,7 @@ SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packa
 class DoctorResult(BaseModel):
     kind: Literal["doctor"] = "doctor"
     schema_version: str = SCHEMA_VERSION
+    model_revision: str | None = Field(None, description=REVISION_DOC + " (--env --model)")
     findings: list[Finding]
     files: int = Field(description="Python files read")
     errors: list[str] = Field(default_factory=list, description="inputs that could not be read or parsed")
@@ -73,7 +75,7 @@ def check(paths: list[Path], target: Target | None = None) -> DoctorResult:
 
 def generation_defaults(model: str | None) -> dict | None:
     """The sampling fields of a model's generation_config.json when the model is here (a folder, the HF
-    cache, an embedded model); None when it is not (never downloads)."""
+    cache, an embedded model); None when it is not (a static check never reaches the network)."""
     import json
 
     from infertune import models
@@ -83,7 +85,7 @@ def generation_defaults(model: str | None) -> dict | None:
     if not model:
         return None
     try:
-        folder = models.resolve(model, prepare_missing=False)
+        folder = models.resolve(model, prepare_missing=False, cache_only=True)
         data = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
     except (UserError, OSError, ValueError):
         return None

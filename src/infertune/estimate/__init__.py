@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from infertune.errors import UserError
 from infertune.estimate.accelerators import Accelerator
 from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
 from infertune.estimate.placement import Placement, place
 from infertune.estimate.speed import DISK_OFFLOAD_Bps, HOST_LINK_Bps, SpeedEstimate, estimate_speed
+from infertune.hub import REVISION_DOC
 from infertune.probe.model import ModelProfile
 from infertune.schema import SCHEMA_VERSION
 
@@ -32,6 +33,7 @@ class Estimate(BaseModel):
     kind: Literal["estimate"] = "estimate"
     schema_version: str = SCHEMA_VERSION
     model: str
+    model_revision: str | None = Field(None, description=REVISION_DOC)
     settings: EstimateSettings
     accelerator: Accelerator
     gpus: int
@@ -120,7 +122,7 @@ def per_device(mem: MemoryEstimate, s: EstimateSettings, gpus: int) -> dict[str,
 
 
 def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str = "", gpus: int = 1,
-             max_memory: dict[str, int] | None = None) -> Estimate:
+             max_memory: dict[str, int] | None = None, model_revision: str | None = None) -> Estimate:
     """`max_memory` ({'cuda:0': bytes, 'cpu': bytes}) switches to accelerate's sequential placement."""
     mem, placed, placement = _placed(p, s, acc, gpus, max_memory)
     mem.per_device = placed
@@ -153,7 +155,7 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
         assumptions.append(f"{placement.layers_by_device().get('disk', 0)} layers offloaded to disk (from_pretrained "
                            f"needs offload_folder): read back every step ({DISK_OFFLOAD_Bps / 1e9:.2f} GB/s assumed)")
     return Estimate(
-        model=model, settings=s, accelerator=acc, gpus=gpus, max_memory=max_memory, memory=mem, placement=placement,
+        model=model, model_revision=model_revision, settings=s, accelerator=acc, gpus=gpus, max_memory=max_memory, memory=mem, placement=placement,
         speed=speed,
         fits={f.device: f.fits for f in fit_details}, fit_details=fit_details,
         max_input_len=max_in, max_concurrency=max_conc, assumptions=assumptions,

@@ -2,7 +2,9 @@
 
 The parameter count is exact: the model is instantiated on the meta device (no memory, ~10 ms), which
 counts tied embeddings once. Safetensors headers are the fallback (for quantized checkpoints those count
-packed bytes, not parameters, so they are labelled as such).
+packed bytes, not parameters, so they are labelled as such). The checkpoint as stored (bytes, elements per
+dtype) comes from the safetensors headers: the folder's own files, or those infertune.hub read from the Hub
+by range request for a model fetched without its weights.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class ModelProfile(BaseModel):
     param_groups: dict[str, int] | None = None  # embedding / lm_head / linear / other (see _count_meta)
     linear_rows: int | None = None  # sum of out_features over Linear layers: per-row quantization scales
     checkpoint_format: Literal["safetensors", "pytorch", "gguf"] | None
-    checkpoint_bytes: int
+    checkpoint_bytes: int  # safetensors: the tensors' bytes as stored (from the headers); else the files' sizes
+    checkpoint_dtypes: dict[str, int] | None = None  # safetensors: elements per stored dtype (BF16, F32, I32, ...)
     # The model class's own support flags (sdpa, flash_attn, flex_attn, compile, tp_plan); empty: unknown
     # (an architecture transformers does not ship, e.g. remote code).
     supports: dict[str, bool] = {}
@@ -91,12 +94,20 @@ def _layer_types(cfg, n_layers: int) -> list[str]:
     return ["full_attention"] * n_layers
 
 
-def _checkpoint(path: Path) -> tuple[str | None, int]:
+def _checkpoint(path: Path) -> tuple[str | None, int, dict[str, int] | None]:
+    """(format, bytes, elements per stored dtype). Safetensors from the headers: the folder's own files, or
+    those infertune.hub read for a hub model fetched without its weights; the bytes are the tensors' data."""
+    from infertune.hub import safetensors_metadata
+
+    st = safetensors_metadata(path)
+    if st is not None:
+        return "safetensors", sum(max((t.data_offsets[1] for t in f.tensors.values()), default=0)
+                                  for f in st.files_metadata.values()), dict(st.parameter_count)
     for fmt, pattern in (("safetensors", "*.safetensors"), ("pytorch", "*.bin"), ("gguf", "*.gguf")):
         files = sorted(path.glob(pattern))
         if files:
-            return fmt, sum(f.stat().st_size for f in files)
-    return None, 0
+            return fmt, sum(f.stat().st_size for f in files), None
+    return None, 0, None
 
 
 def _count_meta(cfg, trust_remote_code: bool) -> tuple[int, dict[str, int], int] | None:
@@ -154,13 +165,19 @@ def _supports(cfg) -> dict[str, bool]:
 
 
 def _count_safetensors(path: Path) -> int | None:
-    from huggingface_hub import get_local_safetensors_metadata
+    from infertune.hub import safetensors_metadata
 
-    try:
-        meta = get_local_safetensors_metadata(path)
-    except Exception:
-        return None
-    return sum(sum(f.parameter_count.values()) for f in meta.files_metadata.values())
+    st = safetensors_metadata(path)
+    return sum(st.parameter_count.values()) if st is not None else None
+
+
+ST_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+
+
+def _main_float(stored: dict[str, int] | None) -> str | None:
+    """The checkpoint's main float dtype, for a config that names none."""
+    floats = {ST_DTYPES[d]: n for d, n in (stored or {}).items() if d in ST_DTYPES}
+    return max(floats, key=floats.get) if floats else None
 
 
 def profile_model(path: str | Path, trust_remote_code: bool = False) -> ModelProfile:
@@ -177,8 +194,8 @@ def profile_model(path: str | Path, trust_remote_code: bool = False) -> ModelPro
     if n_params is None:
         n_params = _count_safetensors(path)
         source = "safetensors-header" if n_params is not None else None
-    fmt, nbytes = _checkpoint(path)
-    dtype = getattr(cfg, "dtype", None) or getattr(text, "dtype", None)
+    fmt, nbytes, stored = _checkpoint(path)
+    dtype = getattr(cfg, "dtype", None) or getattr(text, "dtype", None) or _main_float(stored)
     quant = getattr(cfg, "quantization_config", None)
     if quant is not None and not isinstance(quant, dict):
         quant = quant.to_dict()
@@ -205,6 +222,7 @@ def profile_model(path: str | Path, trust_remote_code: bool = False) -> ModelPro
         linear_rows=rows,
         checkpoint_format=fmt,
         checkpoint_bytes=nbytes,
+        checkpoint_dtypes=stored,
         supports=_supports(cfg),
     )
 
