@@ -19,8 +19,9 @@ CORPUS = [
 
 
 def build_tiny_model(folder: Path, chat_template: bool = True, dtype: str = "float32", seed: int = 0,
-                     layers: int = 2) -> Path:
-    """A 2-layer (by default) Llama with GQA and tied embeddings, plus a byte-level BPE tokenizer trained on the spot."""
+                     layers: int = 2, max_shard_size: str | None = None) -> Path:
+    """A 2-layer (by default) Llama with GQA and tied embeddings, plus a byte-level BPE tokenizer trained on the spot
+    (`max_shard_size`, e.g. "100KB": safetensors shards and an index)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -42,7 +43,7 @@ def build_tiny_model(folder: Path, chat_template: bool = True, dtype: str = "flo
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg).to(getattr(torch, dtype))
-    model.save_pretrained(folder)
+    model.save_pretrained(folder, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
     tok.save_pretrained(folder)
     return folder
 

@@ -36,7 +36,7 @@ def test_env_json():
         (["measure", "--batch", "abc"], "--batch"),
         (["measure", "--max-new-tokens", "0"], "max_new_tokens"),
         (["measure", "--attn", "warp-drive"], "unknown attention implementation"),
-        (["measure", "--model", "no-org/no-model-here"], "never downloads"),
+        (["measure", "--model", "no-org/no-model-here"], "not in the local Hugging Face cache"),
         (["measure", "--no-such-flag"], "--no-such-flag"),
         (["models", "prepare", "gpt-17"], "unknown embedded model"),
     ],
@@ -105,7 +105,7 @@ def test_hub_id_resolves_from_the_local_hf_cache(tiny_model, tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["path"].endswith(commit)
     r = run("profile", "--model", "acme/other", env={"HF_HUB_CACHE": str(tmp_path / "hub")})
-    assert r.returncode == 2 and "never downloads" in r.stderr
+    assert r.returncode == 2 and "HF_HUB_OFFLINE is set and acme/other is not in the local" in r.stderr
 
 
 def test_estimate_json_shape(tiny_model):

@@ -18,7 +18,7 @@ def test_bad_model_specs_are_user_errors(tmp_path, infertune_home):
     f.write_bytes(b"x")
     with pytest.raises(UserError, match="is a file"):
         models.resolve(str(f))
-    with pytest.raises(UserError, match="never downloads"):
+    with pytest.raises(UserError, match="not in the local Hugging Face cache"):
         models.resolve("no-such-org/no-such-model-xyz")
     with pytest.raises(UserError, match="not prepared"):
         models.resolve("demo", prepare_missing=False)
@@ -84,3 +84,16 @@ def test_prepare_is_atomic_and_idempotent(infertune_home, tmp_path, monkeypatch)
     monkeypatch.setattr(models, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": "w"}))
     assert models.list_prepared()[0].status != "ok"
     assert models.prepare("smollm2") == path and models.verify(path) == "ok"
+
+
+def test_hub_ids_and_snapshot_revisions(tmp_path, infertune_home):
+    from infertune import hub
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert hub.revision_of(tmp_path / "hub" / "models--acme--tiny" / "snapshots" / commit) == commit
+    assert hub.revision_of(tmp_path / "models--acme--tiny" / "snapshots" / "main") is None
+    assert hub.revision_of(tmp_path / commit) is None  # a local folder, however named
+    assert hub.is_hub_id("meta-llama/Llama-3.1-8B") and hub.is_hub_id("acme/tiny.v2")
+    assert not hub.is_hub_id("gpt2") and not hub.is_hub_id("a/b/c") and not hub.is_hub_id("../x")
+    with pytest.raises(UserError, match=r"hub id \(ORG/NAME\)"):
+        models.resolve("no-such-thing")

@@ -70,6 +70,28 @@ def test_profile_counts_parameters_exactly_and_tied_embeddings_once(tiny_model):
     assert p.num_global_layers == 2 and p.num_sliding_layers == 0
 
 
+def test_checkpoint_as_stored_from_the_safetensors_headers(tmp_path):
+    """Bytes and dtypes as the headers describe them; a config without a dtype takes the checkpoint's."""
+    import json
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from tests.conftest import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "bf16", dtype="bfloat16", max_shard_size="100KB")
+    tensors = {k: v for f in folder.glob("*.safetensors") for k, v in load_file(f).items()}
+    p = profile_model(folder)
+    assert p.checkpoint_dtypes == {"BF16": sum(t.numel() for t in tensors.values())}
+    assert p.checkpoint_bytes == sum(t.numel() * t.element_size() for t in tensors.values())
+    bare = tmp_path / "no-dtype"
+    shutil.copytree(folder, bare)
+    cfg = json.loads((bare / "config.json").read_text())
+    cfg.pop("dtype", None), cfg.pop("torch_dtype", None)
+    (bare / "config.json").write_text(json.dumps(cfg))
+    assert profile_model(bare).native_dtype == "bfloat16"
+
+
 def test_profile_of_a_hybrid_sliding_window_model(tmp_path):
     from transformers import Gemma3TextConfig
 

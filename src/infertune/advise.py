@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from infertune.diagnose import Diagnosis, diagnose, worst_device
 from infertune.errors import UserError
 from infertune.estimate import Estimate, _largest
+from infertune.hub import REVISION_DOC
 from infertune.measure.results import TrialResult
 from infertune.moves import Expected, effective, expected, helps, rank_key
 from infertune.moves import expected as _expected  # noqa: F401  (the tuner's name for it)
@@ -72,6 +73,7 @@ class Advice(BaseModel):
     kind: Literal["advice"] = "advice"
     schema_version: str = SCHEMA_VERSION
     model: str
+    model_revision: str | None = Field(None, description=REVISION_DOC)
     hardware: dict[str, Any]
     workload: dict[str, int]
     current: Setup

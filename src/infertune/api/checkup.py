@@ -12,6 +12,7 @@ from infertune.api.common import Say, _quiet
 from infertune.api.plan import advise
 from infertune.doctor import DoctorResult as Findings
 from infertune.errors import UserError
+from infertune.hub import revision_of
 
 
 class ScriptAdvice(BaseModel):
@@ -55,7 +56,8 @@ def doctor(paths: list[str | Path] | str | Path | None = None, env: bool = False
         raise UserError(str(e)) from None
     result = DoctorResult(findings=report.findings, files=report.files, errors=report.errors)
     if env:
-        result.findings += _environment_findings(model, say)
+        found, result.model_revision = _environment_findings(model, say)
+        result.findings += found
     if advise:
         result.advice = _advise_scripts(paths, gpu)
     return result
@@ -67,16 +69,17 @@ def _environment_findings(model: str | None, say: Say):
 
     say("reading the environment")
     hw = detect_hardware()
-    weights = None
+    weights = folder = None
     if model:
         from infertune import models
         from infertune.estimate.memory import EstimateSettings, estimate_memory, resolve_dtype
         from infertune.probe.model import profile_model
 
-        prof = profile_model(models.resolve(model, None, say=say))
+        folder = models.resolve(model, None, say=say)
+        prof = profile_model(folder)
         dtype = resolve_dtype("auto", prof.native_dtype) or "float32"
         weights = estimate_memory(prof, EstimateSettings(dtype=dtype, platform="cuda" if hw.gpus else "cpu")).weights_bytes
-    return check_environment(hw, model_bytes=weights, model=model)
+    return check_environment(hw, model_bytes=weights, model=model), revision_of(folder) if folder else None
 
 
 def _advise_scripts(paths: list[Path], gpu: str | None):

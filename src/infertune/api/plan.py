@@ -7,12 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from infertune.advise import Advice
 from infertune.api.common import Say, _quiet, input_lengths, parse_tokens
 from infertune.errors import UserError
 from infertune.estimate import Estimate
+from infertune.hub import REVISION_DOC, revision_of
 from infertune.probe.hardware import Hardware
 from infertune.schema import SCHEMA_VERSION
 
@@ -42,6 +43,7 @@ def env() -> EnvReport:
 class EstimateSweep(BaseModel):
     kind: Literal["estimate"] = "estimate"
     schema_version: str = SCHEMA_VERSION
+    model_revision: str | None = Field(None, description=REVISION_DOC)
     sweep: list[Estimate]  # one per input length
 
 
@@ -68,7 +70,8 @@ def estimate(model: str | None = None, revision: str | None = None, dtype: str =
     budgets = parse_max_memory(max_memory)
     if budgets:  # the GPUs the budgets name (a CPU-only budget: no GPU at all)
         gpus = max([gpus, *(int(d[5:]) + 1 for d in budgets if d.startswith("cuda:"))])
-    path = models.resolve(model or models.DEFAULT_MODEL, revision, say=say)
+    model = model or models.DEFAULT_MODEL
+    path = models.resolve(model, revision, say=say)
     prof = profile_model(path, trust_remote_code)
     resolved = resolve_dtype(dtype, prof.native_dtype)
     if resolved is None:
@@ -97,9 +100,10 @@ def estimate(model: str | None = None, revision: str | None = None, dtype: str =
         attn=attn, prefill_chunk=parse_tokens(prefill_chunk)[0] if prefill_chunk else None,
         max_new_tokens=new_tokens, batch=batch, concurrency=concurrency, platform=platform,
     )
-    results = [run_estimate(prof, base.model_copy(update={"input_len": n}), acc, model=str(path), gpus=gpus,
-                            max_memory=budgets) for n in lengths]
-    return results[0] if len(results) == 1 else EstimateSweep(sweep=results)
+    rev = revision_of(path)
+    results = [run_estimate(prof, base.model_copy(update={"input_len": n}), acc, model=models.command_name(model, path),
+                            gpus=gpus, max_memory=budgets, model_revision=rev) for n in lengths]
+    return results[0] if len(results) == 1 else EstimateSweep(model_revision=rev, sweep=results)
 
 
 # --- advise -----------------------------------------------------------------------------------------------
@@ -161,4 +165,5 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
             raise UserError(f"--measured: no such file {measured}") from None
         except ValueError:
             raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE)") from None
-    return run_advise(i.facts, i.current, i.assumptions, i.questions, trial)
+    advice = run_advise(i.facts, i.current, i.assumptions, i.questions, trial)
+    return advice.model_copy(update={"model_revision": revision_of(path)})

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from infertune.api.common import OnEvent, Say, _quiet, default_run_dir, input_lengths, parse_budgets, parse_size_flag
 from infertune.errors import UserError
+from infertune.hub import REVISION_DOC, hub_id, revision_of
 from infertune.schema import SCHEMA_VERSION
 from infertune.tune import ServeStep, Step
 
@@ -53,7 +54,12 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
         raise UserError("--tp-plan applies to tensor parallelism: give --tp N too")
     if tp_plan == "mlp":  # the flag over the run file's plan
         cfg = cfg.model_copy(update={"tp_plan": "mlp"})
-    path = models.resolve(wl.model, wl.revision, say=say)
+    remote = hub_id(wl.model)
+    if remote:  # huggingface_hub draws its own progress bar: a phase, so a spinner can step aside
+        (on_event or (lambda e: None))({"event": "phase", "phase": "download"})
+    path = models.resolve(wl.model, wl.revision, say=say, weights=True)
+    if remote:
+        (on_event or (lambda e: None))({"event": "phase", "phase": "start"})
     if cfg.tp_size > 1:  # refuse before launching ranks that cannot split the model
         from infertune.probe.model import mlp_only_tp_plan, profile_model
         from infertune.techniques.parallel import tp_problems
@@ -86,6 +92,7 @@ class TuneOutcome(BaseModel):
     served: list[ServeStep] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     report: dict[str, Any]  # report.json: the accepted configuration, its code and serve command
+    model_revision: str | None = Field(None, description=REVISION_DOC)
 
 
 def host_facts(spec, profile):
@@ -133,7 +140,7 @@ def tune_spec(workload: str | Path | None = None, model: str | None = None, revi
         raise UserError("tune compares greedy outputs against the baseline: set do_sample: false")
     cfg = config_from(cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache,
                       batching=batching)
-    path = models.resolve(wl.model, wl.revision, say=say)
+    path = models.resolve(wl.model, wl.revision, say=say, weights=True)
     prof = profile_model(path, trust_remote_code)
     start = Setup(dtype=resolve_dtype(cfg.dtype, prof.native_dtype) or "float32", attn=cfg.attn_implementation or "sdpa",
                   batching=cfg.batching, max_batch_tokens=cfg.max_batch_tokens, cb_block_size=cfg.cb_block_size,
@@ -164,7 +171,8 @@ def run_tune(run, facts, on_event: OnEvent | None = None) -> TuneOutcome:
     best = best_step(steps)
     served = serve_stage(run, facts, best, on_event) if spec.serve and best is not None else []
     r = report.write(run.path, spec, steps, facts, run.warnings, served)
-    return TuneOutcome(run_dir=str(run.path), steps=steps, served=served, warnings=run.warnings, report=r)
+    return TuneOutcome(run_dir=str(run.path), steps=steps, served=served, warnings=run.warnings, report=r,
+                       model_revision=revision_of(spec.model_path))
 
 
 def tune(workload: str | Path | None = None, *, output: str | Path | None = None, resume: str | Path | None = None,

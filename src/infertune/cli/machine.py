@@ -82,7 +82,10 @@ def profile(model: ModelOpt = None, revision: Optional[str] = None, trust_remote
     path = models.resolve(model or models.DEFAULT_MODEL, revision, say=say)
     p = profile_model(path, trust_remote_code)
     if fmt is Format.json:
-        print_json({"kind": "profile", "schema_version": SCHEMA_VERSION, **p.model_dump(mode="json")})
+        from infertune.hub import revision_of
+
+        print_json({"kind": "profile", "schema_version": SCHEMA_VERSION, "model_revision": revision_of(path),
+                    **p.model_dump(mode="json")})
         return
     t = Table(title=f"Model profile: {path}", show_header=False)
     for key, value in p.model_dump(exclude={"cache", "layer_types", "layer_mix"}).items():

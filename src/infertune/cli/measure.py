@@ -64,10 +64,13 @@ def measure(
 
     with err.status("starting the trial", spinner="dots") as status:
         def on_event(ev: dict) -> None:
-            if ev["event"] == "phase":
+            if ev["event"] == "phase" and ev["phase"] == "download":
+                status.stop()  # huggingface_hub's own progress bar for the weights
+            elif ev["event"] == "phase":
+                status.start()
                 status.update({"import": "importing torch and transformers", "load": "loading the model",
                                "generate": "generating", "estimate": "computing the estimate for the same shape",
-                               }.get(ev["phase"], ev["phase"]))
+                               "start": "starting the trial"}.get(ev["phase"], ev["phase"]))
             elif ev["event"] == "progress":
                 status.update(f"generating: call {ev['done']}/{ev['total']} done")
 

@@ -136,7 +136,7 @@ def serve_trial(
     if engine == "transformers" and quantization and quantization not in ("bnb-4bit", "bnb-8bit"):
         raise UserError("--quantization: transformers serve supports bnb-4bit or bnb-8bit")
     levels = _levels(concurrency)
-    path = str(models.resolve(model or models.DEFAULT_MODEL, revision, say=say))
+    path = str(models.resolve(model or models.DEFAULT_MODEL, revision, say=say, weights=True))
     run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("serve-%Y%m%d-%H%M%S")
     if engine == "transformers":
         flags = serve_flags(dtype=dtype, attn=attn, continuous_batching=continuous_batching,

@@ -8,12 +8,14 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from infertune.doctor.nodes import Finding
+from infertune.hub import REVISION_DOC
 from infertune.schema import SCHEMA_VERSION
 
 
 class DoctorResult(BaseModel):
     kind: Literal["doctor"] = "doctor"
     schema_version: str = SCHEMA_VERSION
+    model_revision: str | None = Field(None, description=REVISION_DOC + " (--env --model)")
     findings: list[Finding]
     files: int = Field(description="Python files read")
     errors: list[str] = Field(default_factory=list, description="inputs that could not be read or parsed")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from infertune.errors import UserError
 from infertune.estimate.accelerators import Accelerator
@@ -15,6 +15,7 @@ from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstim
 from infertune.estimate.placement import Placement, place
 from infertune.estimate.quant import resolve
 from infertune.estimate.speed import DISK_OFFLOAD_Bps, HOST_LINK_Bps, SpeedEstimate, estimate_speed
+from infertune.hub import REVISION_DOC
 from infertune.probe.model import ModelProfile
 from infertune.schema import SCHEMA_VERSION
 
@@ -33,6 +34,7 @@ class Estimate(BaseModel):
     kind: Literal["estimate"] = "estimate"
     schema_version: str = SCHEMA_VERSION
     model: str
+    model_revision: str | None = Field(None, description=REVISION_DOC)
     settings: EstimateSettings
     accelerator: Accelerator
     gpus: int
@@ -133,7 +135,7 @@ def per_device(mem: MemoryEstimate, s: EstimateSettings, gpus: int) -> dict[str,
 
 
 def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str = "", gpus: int = 1,
-             max_memory: dict[str, int] | None = None) -> Estimate:
+             max_memory: dict[str, int] | None = None, model_revision: str | None = None) -> Estimate:
     """`max_memory` ({'cuda:0': bytes, 'cpu': bytes}) switches to accelerate's sequential placement."""
     s = s.model_copy(update={"quantization": resolve(s.quantization, p.quantization)})  # auto: as stored
     mem, placed, placement = _placed(p, s, acc, gpus, max_memory)
@@ -183,7 +185,7 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
         assumptions.append(f"{placement.layers_by_device().get('disk', 0)} layers offloaded to disk (from_pretrained "
                            f"needs offload_folder): read back every step ({DISK_OFFLOAD_Bps / 1e9:.2f} GB/s assumed)")
     return Estimate(
-        model=model, settings=s, accelerator=acc, gpus=gpus, max_memory=max_memory, memory=mem, placement=placement,
+        model=model, model_revision=model_revision, settings=s, accelerator=acc, gpus=gpus, max_memory=max_memory, memory=mem, placement=placement,
         speed=speed,
         fits={f.device: f.fits for f in fit_details} | ({} if in_ctx else {"context": False}), fit_details=fit_details,
         context_length=p.max_position_embeddings, within_context=in_ctx, max_input_len=max_in,

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from infertune.config import InferenceConfig
+from infertune.hub import REVISION_DOC
 from infertune.schema import SCHEMA_VERSION
 from infertune.workload import Workload
 
@@ -96,6 +97,7 @@ class TrialResult(BaseModel):
     config: InferenceConfig
     workload: Workload
     model_path: str
+    model_revision: str | None = Field(None, description=REVISION_DOC)
     device: str | None = None
     metrics: TrialMetrics | None = None
     outputs: list[RequestOutput] = Field(default_factory=list)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from infertune.config import InferenceConfig
+from infertune.hub import revision_of
 from infertune.measure.results import TrialResult, TrialSpec
 from infertune.workload import Workload
 
@@ -89,7 +90,8 @@ def run_trial(
     `memory_limit_bytes`: the most the child may allocate after start-up; past it the trial is "oom".
     """
     started = time.perf_counter()
-    base = {"config": config, "workload": workload, "model_path": str(model_path)}
+    base = {"config": config, "workload": workload, "model_path": str(model_path),
+            "model_revision": revision_of(model_path)}
     extra = {"reference_text": reference_text, "logprobs_path": str(logprobs_path) if logprobs_path else None,
              "memory_limit_bytes": memory_limit_bytes}
     phase = {"now": "starting"}

@@ -7,6 +7,8 @@ keyed by the config's bytes, the installed transformers version (read from the p
 by importing it) and PROFILE_VERSION: later calls read that file and import neither torch nor
 transformers. Safetensors headers are the fallback count (for quantized checkpoints those count packed
 bytes, not parameters, so they are labelled as such).
+The checkpoint as stored (bytes, elements per dtype) comes from the safetensors headers: the folder's own
+files, or those infertune.hub read from the Hub by range request for a model fetched without its weights.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class ModelProfile(BaseModel):
     linear_rows: int | None = None  # sum of out_features over Linear layers: per-row quantization scales
     expert_rows: int = 0  # the same over the routed experts
     checkpoint_format: Literal["safetensors", "pytorch", "gguf"] | None
-    checkpoint_bytes: int
+    checkpoint_bytes: int  # safetensors: the tensors' bytes as stored (from the headers); else the files' sizes
+    checkpoint_dtypes: dict[str, int] | None = None  # safetensors: elements per stored dtype (BF16, F32, I32, ...)
     # The model class's own support flags (sdpa, flash_attn, flex_attn, compile, tp_plan); empty: unknown
     # (an architecture transformers does not ship, e.g. remote code).
     supports: dict[str, bool] = {}
@@ -159,22 +162,36 @@ def config_from_dict(data: dict, trust_remote_code: bool = False):
         raise UserError(f"cannot read the config: {str(e).splitlines()[0]}") from None
 
 
-def _checkpoint(path: Path) -> tuple[str | None, int]:
+def _checkpoint(path: Path) -> tuple[str | None, int, dict[str, int] | None]:
+    """(format, bytes, elements per stored dtype). Safetensors from the headers: the folder's own files, or
+    those infertune.hub read for a hub model fetched without its weights; the bytes are the tensors' data."""
+    from infertune.hub import safetensors_metadata
+
+    st = safetensors_metadata(path)
+    if st is not None:
+        return "safetensors", sum(max((t.data_offsets[1] for t in f.tensors.values()), default=0)
+                                  for f in st.files_metadata.values()), dict(st.parameter_count)
     for fmt, pattern in (("safetensors", "*.safetensors"), ("pytorch", "*.bin"), ("gguf", "*.gguf")):
         files = sorted(path.glob(pattern))
         if files:
-            return fmt, sum(f.stat().st_size for f in files)
-    return None, 0
+            return fmt, sum(f.stat().st_size for f in files), None
+    return None, 0, None
 
 
 def _count_safetensors(path: Path) -> int | None:
-    from huggingface_hub import get_local_safetensors_metadata
+    from infertune.hub import safetensors_metadata
 
-    try:
-        meta = get_local_safetensors_metadata(path)
-    except Exception:
-        return None
-    return sum(sum(f.parameter_count.values()) for f in meta.files_metadata.values())
+    st = safetensors_metadata(path)
+    return sum(st.parameter_count.values()) if st is not None else None
+
+
+ST_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+
+
+def _main_float(stored: dict[str, int] | None) -> str | None:
+    """The checkpoint's main float dtype, for a config that names none."""
+    floats = {ST_DTYPES[d]: n for d, n in (stored or {}).items() if d in ST_DTYPES}
+    return max(floats, key=floats.get) if floats else None
 
 
 def _cache_file(raw: bytes, trust_remote_code: bool) -> Path | None:
@@ -191,18 +208,19 @@ def _cache_file(raw: bytes, trust_remote_code: bool) -> Path | None:
 
 
 # facts of the folder, not of the config, and what the profile computes from the rest
-CACHED_OUT = ("path", "checkpoint_format", "checkpoint_bytes", "active_parameters", "layer_mix")
+CACHED_OUT = ("path", "checkpoint_format", "checkpoint_bytes", "checkpoint_dtypes", "active_parameters", "layer_mix")
 
 
 def profile_model(model: str | Path | dict, trust_remote_code: bool = False) -> ModelProfile:
     """The profile of a model folder (or of a config.json's contents), from the cache when seen before."""
     if isinstance(model, dict):
-        raw, path, fmt, nbytes = json.dumps(model, sort_keys=True).encode(), None, None, 0
+        raw, path, fmt, nbytes, stored = json.dumps(model, sort_keys=True).encode(), None, None, 0, None
     else:
         path = Path(model)
         raw = read_config(path)
-        fmt, nbytes = _checkpoint(path)
-    here = {"path": str(path) if path else "-", "checkpoint_format": fmt, "checkpoint_bytes": nbytes}
+        fmt, nbytes, stored = _checkpoint(path)
+    here = {"path": str(path) if path else "-", "checkpoint_format": fmt, "checkpoint_bytes": nbytes,
+            "checkpoint_dtypes": stored}
     cache = _cache_file(raw, trust_remote_code)
     if cache is not None and cache.is_file():
         try:
@@ -219,6 +237,8 @@ def profile_model(model: str | Path | dict, trust_remote_code: bool = False) -> 
     if fields["num_parameters"] is None and path is not None:
         fields["num_parameters"] = _count_safetensors(path)
         fields["parameter_count_source"] = "safetensors-header" if fields["num_parameters"] is not None else None
+    if fields.get("native_dtype") is None and stored:
+        fields["native_dtype"] = _main_float(stored)  # no dtype in the config: the stored floats say it
     profile = ModelProfile(**fields, **here)
     if cache is not None and profile.parameter_count_source == "meta-device":
         from infertune.paths import write_json_atomic
