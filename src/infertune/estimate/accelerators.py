@@ -14,6 +14,7 @@ import time
 from pydantic import BaseModel
 
 from infertune.errors import UserError
+from infertune.estimate.calibration import Calibration
 
 TB = 1e12
 GiB = 2**30
@@ -35,6 +36,7 @@ class Accelerator(BaseModel):
     compute_capability: str | None = None  # NVIDIA only: FlashAttention-2 needs >= 8.0, FA3 9.0
     source: str = "datasheet"
     aliases: tuple[str, ...] = ()
+    calibration: Calibration | None = None  # this host measured (estimate/calibration.py): expected speed uses it
 
 
 def _gpu(name, vendor, mem_gb, bw_tbs, fp32, bf16, fp16=None, fp8=None, int8=None, *, cc=None, cc_bf16=True,
@@ -103,16 +105,23 @@ def find_accelerator(name: str) -> Accelerator:
     raise UserError(f"unknown GPU {name!r}{hint} (known: {', '.join(a.name for a in ACCELERATORS)})")
 
 
-def from_detected_gpu(gpu_name: str, total_memory_bytes: int) -> Accelerator:
-    """The table entry for a detected card, with the card's own memory size (variants differ)."""
+def from_detected_gpu(gpu_name: str, total_memory_bytes: int, calibrate: bool = False) -> Accelerator:
+    """The table entry for a detected card, with the card's own memory size (variants differ); `calibrate`:
+    attach this host's CUDA calibration (measured once, cached; creates a CUDA context in this process)."""
+    from infertune.estimate import calibration
+
     acc = find_accelerator(gpu_name)
-    return acc.model_copy(update={"memory_bytes": total_memory_bytes})
+    cal = calibration.cached("cuda") if calibrate else None
+    return acc.model_copy(update={"memory_bytes": total_memory_bytes, "calibration": cal})
 
 
-def probe_cpu(seconds: float = 0.5) -> Accelerator:
-    """This host's CPU as an 'accelerator': memory bandwidth (large copy) and matmul FLOP/s, measured."""
+def probe_cpu(seconds: float = 0.5, calibrate: bool = True) -> Accelerator:
+    """This host's CPU as an 'accelerator': memory bandwidth (large copy) and matmul FLOP/s, measured; with
+    `calibrate`, its cached calibration (measured once: per-step overhead, F.linear speed per dtype and rows)."""
     import psutil
     import torch
+
+    from infertune.estimate import calibration
 
     n = 64 * 2**20 // 4  # 64 MiB of float32: well beyond the caches
     a, b = torch.ones(n), torch.empty(n)
@@ -137,5 +146,5 @@ def probe_cpu(seconds: float = 0.5) -> Accelerator:
         name="CPU", vendor="host", memory_bytes=psutil.virtual_memory().total, bandwidth_Bps=bandwidth, flops=flops,
         bf16=True, fp8=False, flash_attn_2=False, flash_attn_3=False, interconnect="host memory",
         interconnect_Bps=bandwidth,  # ranks on one host exchange through memory: its bandwidth bounds them
-        source="measured on this host",
+        source="measured on this host", calibration=calibration.cached("cpu") if calibrate else None,
     )

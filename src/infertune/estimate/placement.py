@@ -134,7 +134,7 @@ def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu
         extra = transient if computes else 0
         w = placed[d]["weights"]
         if d.startswith("cuda"):
-            over = CUDA_CONTEXT_BYTES + CUDA_ALLOCATOR_SLACK * (w + kv + extra)
+            over = (mem.cuda_context_bytes or CUDA_CONTEXT_BYTES) + CUDA_ALLOCATOR_SLACK * (w + kv + extra)
         else:  # the host process: its runtime when it computes, nothing extra when it only holds weights
             over = mem.overhead_bytes if computes else 0
         shares.append(DeviceShare(
