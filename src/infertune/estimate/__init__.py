@@ -11,10 +11,21 @@ from pydantic import BaseModel
 
 from infertune.errors import UserError
 from infertune.estimate.accelerators import Accelerator
-from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
-from infertune.estimate.placement import Placement, place
 from infertune.estimate.expected import expected_speed
-from infertune.estimate.speed import DISK_OFFLOAD_Bps, HOST_LINK_Bps, SpeedEstimate, allreduce_s, estimate_speed
+from infertune.estimate.memory import (
+    DTYPE_BYTES,
+    EstimateSettings,
+    MemoryEstimate,
+    estimate_memory,
+)
+from infertune.estimate.placement import Placement, place
+from infertune.estimate.speed import (
+    DISK_OFFLOAD_Bps,
+    HOST_LINK_Bps,
+    SpeedEstimate,
+    allreduce_s,
+    estimate_speed,
+)
 from infertune.probe.model import ModelProfile
 from infertune.schema import SCHEMA_VERSION
 
@@ -147,8 +158,8 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
     assumptions = [
         f"KV cache and compute in {s.dtype}" + (" (quantized KV: see kv_nbits)" if s.kv_cache == "quantized" else ""),
         "prefill of one generate call at a time (batch prompts); KV held for batch x concurrency sequences",
-        f"speed.bound is a roofline on {acc.name} ({acc.source}): real runs are slower; speed.expected adds the "
-        f"fixed per-step costs and kernel efficiencies ({speed.expected.basis})",
+        (f"speed.bound is a roofline on {acc.name} ({acc.source}): real runs are slower; speed.expected adds the "
+         f"fixed per-step costs and kernel efficiencies ({speed.expected.basis})"),
     ]
     if s.quantization.method == "gguf":
         assumptions.append("GGUF weights as stored (llama.cpp-style runtimes keep them so); transformers "

@@ -57,9 +57,10 @@ class Calibration(BaseModel):
             return elems * pts[0][1]
         if rows >= pts[-1][0]:
             return elems * pts[-1][1] * rows / pts[-1][0]
+        import itertools
         import math
 
-        for (r0, v0), (r1, v1) in zip(pts, pts[1:]):
+        for (r0, v0), (r1, v1) in itertools.pairwise(pts):
             if r0 <= rows <= r1:
                 f = (math.log(rows) - math.log(r0)) / (math.log(r1) - math.log(r0))
                 return elems * math.exp(math.log(v0) + f * (math.log(v1) - math.log(v0)))
@@ -261,7 +262,7 @@ def cached(device: str = "cpu", *, measure_if_missing: bool = True, say: Any = N
         import sys
 
         done = subprocess.run([sys.executable, "-m", "infertune.estimate.calibration", device],
-                              capture_output=True, text=True, timeout=600)
+                              capture_output=True, text=True, timeout=600, check=False)
         if done.returncode != 0 or not path.is_file():
             return None
         return Calibration.model_validate(json.loads(path.read_text(encoding="utf-8")))

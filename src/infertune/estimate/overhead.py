@@ -10,11 +10,12 @@ Three conventions are in use and `measure` reports all three on CUDA:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from infertune.estimate.memory import EstimateSettings
-    from infertune.probe.model import ModelProfile
+from infertune.probe.model import ModelProfile
+
+# `s` below is an estimate.memory.EstimateSettings (not imported: memory.py imports this module)
+EstimateSettings = Any
 
 MiB = 2**20
 # The context itself (driver, runtime, torch's kernels loaded on first use): ~300 MB with CUDA's lazy module

@@ -12,7 +12,11 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from infertune.errors import UserError
-from infertune.estimate.memory import CUDA_ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES, MemoryEstimate
+from infertune.estimate.memory import (
+    CUDA_ALLOCATOR_SLACK,
+    CUDA_CONTEXT_BYTES,
+    MemoryEstimate,
+)
 from infertune.probe.model import ModelProfile
 
 DEFAULT_GPU_BUDGET = 0.90  # transformers' default max_memory for device_map="auto": 90 % of each GPU
