@@ -71,6 +71,8 @@ def test_measure_json_and_output_file(tiny_model, tmp_path):
     est = data["estimate"]  # predicted beside measured, under its own label
     assert est["kind"] == "estimate-vs-measured" and est["measured_peak_memory_bytes"] > 0
     assert 0 < est["tpot_fraction_of_roofline"] and est["predicted_peak_memory_bytes"] > 0
+    assert est["expected_tpot_s"] > 0 and est["expected_ttft_s"] > 0
+    assert est["tpot_expected_over_measured"] == pytest.approx(est["expected_tpot_s"] / m["tpot_s"])
 
 
 def test_measure_table_and_timeout_is_exit_0(tiny_model):
@@ -116,8 +118,12 @@ def test_estimate_json_shape(tiny_model):
     for key in ("weights_bytes", "kv_cache_bytes", "state_bytes", "attention_scratch_bytes", "activations_bytes", "logits_bytes",
                 "overhead_bytes", "total_bytes", "per_device"):
         assert key in d["memory"]
-    for key in ("prefill_s", "tpot_s", "tokens_per_s", "bound"):
+    for key in ("prefill_s", "tpot_s", "tokens_per_s", "bound", "expected", "limited_by"):
         assert key in d["speed"]
+    sp = d["speed"]
+    assert set(sp["expected"]) >= {"ttft_s", "tpot_s", "tokens_per_s"} and set(sp["bound"]) >= {"ttft_s", "tpot_s"}
+    assert sp["bound"]["tpot_s"] == sp["tpot_s"]  # the deprecated top-level figures are the bound
+    assert sp["expected"]["tpot_s"] > sp["bound"]["tpot_s"]  # a tiny model on a GPU: launch-bound, far from it
     assert d["fits"] == {"cuda:0": True} and d["settings"]["input_len"] == 512
     # the tiny model is built for 1024 positions: 2k + 256 tokens do not fit, whatever the memory
     r = run("estimate", "--model", str(tiny_model), "--gpu", "A100 80GB", "--input-len", "2k", "--format", "json")
@@ -157,7 +163,7 @@ def test_estimate_placement_json(tiny_model):
     d = json.loads(r.stdout)
     devices = [x["device"] for x in d["placement"]["devices"]]
     assert devices == ["cuda:0", "cpu"] and d["placement"]["offloaded_layers"] > 0
-    assert set(d["memory"]["per_device"]) == {"cuda:0", "cpu"} and d["speed"]["bound"] == "host-link"
+    assert set(d["memory"]["per_device"]) == {"cuda:0", "cpu"} and d["speed"]["limited_by"] == "host-link"
 
 
 def test_estimate_model_without_config_is_exit_2(tmp_path):

@@ -17,7 +17,8 @@ def _with_session(body, tiny_model):
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     async def main():
-        # the server runs the code under test (the SDK's default environment drops PYTHONPATH)
+        # the whole environment: the SDK passes only a safe subset by default, which drops PYTHONPATH, and the
+        # server would then run whatever infertune is installed rather than the code under test
         params = StdioServerParameters(command=sys.executable, args=["-m", "infertune", "mcp"], env=dict(os.environ))
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()

@@ -51,7 +51,7 @@ def test_offloaded_weights_cross_the_host_link_every_step():
     off = estimate(llama(), s, acc, max_memory={"cuda:0": int(EMBED + 11.5 * LAYER), "cpu": 4 * GiB})
     copy = off.placement.offloaded_weights_bytes / HOST_LINK_Bps
     assert off.speed.tpot_s == pytest.approx(resident.speed.tpot_s + copy)
-    assert off.speed.bound == "host-link"
+    assert off.speed.limited_by == "host-link"
     assert any("offloaded" in a for a in off.assumptions)
 
 
@@ -86,7 +86,7 @@ def test_weights_beyond_every_budget_go_to_disk_and_are_read_back_every_step():
     assert sum(layers.values()) == 30 and layers["disk"] > 0
     disk = next(d for d in e.placement.devices if d.device == "disk")
     assert e.placement.disk_weights_bytes == disk.weights_bytes == int(layers["disk"] * LAYER)
-    assert e.speed.bound == "disk" and any("offload_folder" in a for a in e.assumptions)
+    assert e.speed.limited_by == "disk" and any("offload_folder" in a for a in e.assumptions)
     assert "disk" not in e.fits or e.fits["disk"]  # the disk is not checked against the card
     resident = estimate(llama(), s, acc)
     cpu_bytes = e.placement.offloaded_weights_bytes - e.placement.disk_weights_bytes
@@ -166,7 +166,7 @@ def test_estimate_on_a_host_without_gpus_places_layers_in_ram_then_on_disk(tiny_
     assert e.placement.layers_by_device() == {"disk": 2}  # one byte of RAM holds no layer
     cpu = next(d for d in e.placement.devices if d.device == "cpu")
     assert cpu.kv_cache_bytes == e.memory.kv_cache_bytes  # the layers compute here: their KV is here
-    assert e.speed.bound == "disk" and set(e.fits) == {"cpu", "disk"}
+    assert e.speed.limited_by == "disk" and set(e.fits) == {"cpu", "disk"}
     with pytest.raises(UserError, match="names GPUs but none is detected"):
         api.estimate(model=str(tiny_model), max_memory="0=1GiB")
     with pytest.raises(UserError, match="gives no GPU a budget"):

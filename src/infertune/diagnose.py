@@ -44,8 +44,9 @@ def worst_device(e: Estimate):
 
 
 def serving_times(f: Facts, s: Setup, e: Estimate) -> dict[str, float]:
-    """Per-request latency and throughput under the workload's concurrency, from the roofline estimate."""
-    sp = e.speed
+    """Per-request latency and throughput under the workload's concurrency, from the expected speed (the
+    roofline when no expected figure exists)."""
+    sp = e.speed.expected or e.speed
     e2e = sp.ttft_s + sp.tpot_s * max(f.max_new_tokens - 1, 0)
     if s.batching == "serial" and f.concurrency > 1:
         # one generate call at a time: request k waits for the k-1 before it
@@ -67,6 +68,19 @@ def _measured_evidence(t: TrialResult) -> tuple[list[str], dict[str, float | int
                      f"{m.ttft_p50_s * 1e3:.0f} ms, p99 {m.ttft_p99_s * 1e3:.0f} ms, {m.requests_per_s or 0:.2f} requests/s")
     return lines, {"measured_status": t.status, "measured_peak_bytes": m.peak_memory_bytes,
                    "measured_ttft_s": m.ttft_s, "measured_tpot_s": m.tpot_s}
+
+
+def _expected_vs_measured(e: Estimate, t: TrialResult) -> list[str]:
+    """The expected figures beside the measured ones, expected/measured as the figure (1.0: exact)."""
+    x, m = e.speed.expected, t.metrics
+    if x is None or m is None or t.status != "ok":
+        return []
+    out = [f"expected TTFT {x.ttft_s * 1e3:.0f} ms vs measured {m.ttft_s * 1e3:.0f} ms "
+           f"(expected/measured {x.ttft_s / m.ttft_s:.2f})"]
+    if m.tpot_s:
+        out.append(f"expected {x.tpot_s * 1e3:.1f} ms per token vs measured {m.tpot_s * 1e3:.1f} ms "
+                   f"(expected/measured {x.tpot_s / m.tpot_s:.2f}; roofline bound {e.speed.tpot_s * 1e3:.1f} ms)")
+    return out
 
 
 def diagnose(f: Facts, s: Setup, e: Estimate, e_prompt: Estimate, measured: TrialResult | None = None,
@@ -131,16 +145,19 @@ def diagnose(f: Facts, s: Setup, e: Estimate, e_prompt: Estimate, measured: Tria
 
     if not any(x.severity == "blocking" for x in findings):
         sp = e.speed
-        decode = sp.tpot_s * max(f.max_new_tokens - 1, 0)
-        cat: Category = "prefill-speed" if sp.prefill_s > decode else "decode-speed"
+        x = sp.expected or sp
+        decode = x.tpot_s * max(f.max_new_tokens - 1, 0)
+        cat: Category = "prefill-speed" if x.prefill_s > decode else "decode-speed"
         findings.append(Finding(category=cat, severity="minor", evidence=[
-            f"prefill {sp.prefill_s * 1e3:.1f} ms vs decode {decode * 1e3:.1f} ms ({f.max_new_tokens} tokens at "
-            f"{sp.tpot_s * 1e3:.2f} ms) per request, roofline on {e.accelerator.name}; decode is {sp.bound}-bound"]))
+            f"prefill {x.prefill_s * 1e3:.1f} ms vs decode {decode * 1e3:.1f} ms ({f.max_new_tokens} tokens at "
+            f"{x.tpot_s * 1e3:.2f} ms) per request, expected on {e.accelerator.name} (roofline bound "
+            f"{sp.tpot_s * 1e3:.2f} ms per token, {sp.limited_by}-bound)"]))
 
     lines: list[str] = []
     extra: dict[str, float | int | bool | str | None] = {}
     if measured is not None:
         lines, extra = _measured_evidence(measured)
+        lines += _expected_vs_measured(e, measured)
         if measured.status == "oom" and not any(x.severity == "blocking" for x in findings):
             findings.append(Finding(category="kv-cache-growth", severity="blocking", bytes=m.total_bytes, evidence=[
                 "the estimate fits, but the measured trial ran out of memory: other processes may hold memory "
@@ -154,6 +171,8 @@ def diagnose(f: Facts, s: Setup, e: Estimate, e_prompt: Estimate, measured: Tria
         "weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
         "attention_scratch_bytes": m.attention_scratch_bytes, "load_peak_bytes": m.load_peak_bytes,
         "prefill_s": e.speed.prefill_s, "tpot_s": e.speed.tpot_s, "max_input_len": e.max_input_len,
+        "expected_ttft_s": e.speed.expected.ttft_s if e.speed.expected else None,
+        "expected_tpot_s": e.speed.expected.tpot_s if e.speed.expected else None,
         "max_concurrency": e.max_concurrency, **times, **extra,
     }
     return Diagnosis(bottleneck=findings[0].category, ranked=findings, evidence=evidence)

@@ -65,7 +65,7 @@ def target_hardware(gpu: str | None, vram: str | None, cpu: bool = False) -> tup
         from infertune.probe.hardware import detect_gpus
 
         found = [] if cpu else detect_gpus()
-        acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes) if found else probe_cpu()
+        acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes, calibrate=True) if found else probe_cpu()
         here = True
     if vram:
         acc = acc.model_copy(update={"memory_bytes": parse_size(vram, "--vram")})

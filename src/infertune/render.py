@@ -41,6 +41,7 @@ def settings_for(f: Facts, s: Setup, **update: Any) -> EstimateSettings:
         attn=attn, prefill_chunk=chunk, input_len=f.input_len, max_new_tokens=f.max_new_tokens, batch=batch,
         # pipeline stages split the layers like tensor parallel splits each layer: per GPU, 1/(tp x pp) of them
         concurrency=conc, platform=f.platform, tp=s.tp * s.pp,
+        compile=s.compile or (s.kv_cache == "static" and f.platform == "cuda"),  # generate compiles a static cache on CUDA
     ).model_copy(update=update)
 
 

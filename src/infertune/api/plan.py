@@ -85,7 +85,7 @@ def estimate(model: str | None = None, revision: str | None = None, dtype: str =
         from infertune.probe.hardware import detect_gpus
 
         found = detect_gpus()
-        acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes) if found else None
+        acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes, calibrate=True) if found else None
     if acc is None:
         say("probing this CPU's bandwidth and FLOP/s")
         acc = probe_cpu()

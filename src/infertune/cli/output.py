@@ -99,6 +99,21 @@ def print_trial(r, comparison=None) -> None:
                   f"vs measured {mib(c.measured_peak_memory_bytes)} ({c.memory_error:+.1%}); roofline TTFT "
                   f"{ms(c.roofline_ttft_s)} ({frac(c.ttft_fraction_of_roofline)} of it reached), time per token "
                   f"{ms(c.roofline_tpot_s)} ({frac(c.tpot_fraction_of_roofline)} reached)")
+        if c.predicted_reserved_bytes is not None:
+            meas = lambda b: "not measured" if b is None else mib(b)  # noqa: E731
+            out.print(f"[dim]CUDA conventions (estimate vs measured):[/dim] reserved {mib(c.predicted_reserved_bytes)} "
+                      f"vs {meas(c.measured_reserved_bytes)}; device (NVML, context included) "
+                      f"{mib(c.predicted_device_bytes)} vs {meas(c.measured_device_bytes)}")
+        if c.expected_tpot_s is not None:
+            ratio = lambda r: "-" if r is None else f"{r:.2f}"  # noqa: E731
+            x = Table(title=f"Expected (estimate) vs measured ({c.expected_basis})")
+            for col in ("", "expected", "measured", "expected/measured", "bound (roofline)"):
+                x.add_column(col, justify="right")
+            x.add_row("TTFT", ms(c.expected_ttft_s), ms(m.ttft_s), ratio(c.ttft_expected_over_measured),
+                      ms(c.roofline_ttft_s))
+            x.add_row("time per output token", ms(c.expected_tpot_s), ms(m.tpot_s),
+                      ratio(c.tpot_expected_over_measured), ms(c.roofline_tpot_s))
+            out.print(x)
         if c.predicted_layers is not None and c.measured_layers is not None:
             show = lambda d: ", ".join(f"{k}: {v}" for k, v in d.items())  # noqa: E731
             out.print(f"[dim]decoder layers per device:[/dim] estimate {show(c.predicted_layers)}; "
@@ -152,12 +167,18 @@ def print_estimate(e) -> None:
               else "largest prompt that fits: none (weights alone do not fit)")
     out.print(f"most concurrent sequences that fit: {e.max_concurrency:,}" if e.max_concurrency
               else "most concurrent sequences that fit: none")
-    st = Table(title="Speed (roofline estimate: an upper bound)")
-    for col in ("prefill", "TTFT", "time per token", "tokens/s", "bound", "compute-bound from batch"):
+    st = Table(title="Speed (estimate): expected, and the roofline bound")
+    for col in ("", "prefill", "TTFT", "time per token", "tokens/s", "limited by"):
         st.add_column(col, justify="right")
-    st.add_row(ms(sp.prefill_s), ms(sp.ttft_s), ms(sp.tpot_s), f"{sp.tokens_per_s:,.1f}", sp.bound,
-               str(sp.crossover_batch or "> 1024"))
+    if sp.expected:
+        x = sp.expected
+        st.add_row("expected", ms(x.prefill_s), ms(x.ttft_s), ms(x.tpot_s), f"{x.tokens_per_s:,.1f}",
+                   f"fixed {ms(x.fixed_s_per_step)}/step")
+    st.add_row("bound (roofline)", ms(sp.prefill_s), ms(sp.ttft_s), ms(sp.tpot_s), f"{sp.tokens_per_s:,.1f}",
+               f"{sp.limited_by}; compute-bound from batch {sp.crossover_batch or '> 1024'}")
     out.print(st)
+    if sp.expected:
+        out.print(f"expected: {sp.expected.basis}")
 
 
 def print_sweep(results) -> None:
@@ -165,14 +186,15 @@ def print_sweep(results) -> None:
     out.print(f"[bold]Estimate[/bold] (not measured): memory versus context on {e0.gpus} x {e0.accelerator.name}")
     t = Table()
     for col in ("input tokens", "weights", "KV cache", "attn scratch", "activations", "peak total", "fits",
-                "TTFT (roofline)", "tok/s (roofline)"):
+                "TTFT (expected)", "tok/s (expected)", "tok/s (roofline)"):
         t.add_column(col, justify="right")
     for e in results:
         m = e.memory
         t.add_row(f"{e.settings.input_len:,}", mib(m.weights_bytes), mib(m.kv_cache_bytes),
                   mib(m.attention_scratch_bytes), mib(m.activations_bytes), mib(m.total_bytes),
-                  "yes" if all(e.fits.values()) else "[red]no[/red]", ms(e.speed.ttft_s),
-                  f"{e.speed.tokens_per_s:,.1f}")
+                  "yes" if all(e.fits.values()) else "[red]no[/red]",
+                  ms(e.speed.expected.ttft_s) if e.speed.expected else "-",
+                  f"{e.speed.expected.tokens_per_s:,.1f}" if e.speed.expected else "-", f"{e.speed.tokens_per_s:,.1f}")
     out.print(t)
     out.print(f"largest prompt that fits: {e0.max_input_len:,}" if e0.max_input_len else "weights alone do not fit")
 
@@ -197,7 +219,9 @@ def print_advice(a) -> None:
                 f"peak memory {gib(x.peak_bytes_before)} -> {gib(x.peak_bytes_after)} "
                 f"({'fits' if x.fits_after else 'does not fit'}; estimate)",
                 f"time per token {ms(x.tpot_s_before)} -> {ms(x.tpot_s_after)}, TTFT {ms(x.ttft_s_before)} -> "
-                f"{ms(x.ttft_s_after)}, {x.tokens_per_s_before:,.0f} -> {x.tokens_per_s_after:,.0f} tokens/s (roofline)"]
+                f"{ms(x.ttft_s_after)}, {x.tokens_per_s_before:,.0f} -> {x.tokens_per_s_after:,.0f} tokens/s (expected)"
+                + (f"; roofline bound {ms(x.tpot_bound_s_before)} -> {ms(x.tpot_bound_s_after)} per token"
+                   if x.tpot_bound_s_after is not None else "")]
         if x.note:
             body.append(f"note: {x.note}")
         body += [f"[dim]{label}[/dim]" for label in x.factors_after]

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from infertune.cli.app import BatchOpt, InputLenOpt, MaxNewTokensOpt, ModelOpt, RepeatsOpt, TrustOpt, WarmupOpt
-from infertune.cli.output import Format, FormatOpt, err, out, print_json, say
+from infertune.cli.output import Format, FormatOpt, err, ms, out, print_json, say
 from infertune.errors import UserError
 
 
@@ -78,6 +78,11 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
     r = outcome.report
     for s in outcome.steps:
         out.print(f"step {s.index} ({s.technique or 'baseline'}): {'kept' if s.accepted else 'rejected'}: {s.reason}")
+        m = s.trial.metrics
+        if s.expected is not None and m is not None and m.tpot_s:  # the estimate it was chosen on, beside the trial
+            x = s.expected
+            out.print(f"  time per token expected {ms(x.tpot_s_after)} vs measured {ms(m.tpot_s)} (expected/measured "
+                      f"{x.tpot_s_after / m.tpot_s:.2f}); TTFT expected {ms(x.ttft_s_after)} vs measured {ms(m.ttft_s)}")
     for v in outcome.served:
         out.print(f"served {v.label}: " + (f"{r['objective']} {v.objective:.4g}" if v.objective is not None
                                            else f"failed: {v.error}"))

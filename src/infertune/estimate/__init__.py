@@ -11,10 +11,22 @@ from pydantic import BaseModel, Field
 
 from infertune.errors import UserError
 from infertune.estimate.accelerators import Accelerator
-from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
+from infertune.estimate.expected import expected_speed
+from infertune.estimate.memory import (
+    DTYPE_BYTES,
+    EstimateSettings,
+    MemoryEstimate,
+    estimate_memory,
+)
 from infertune.estimate.placement import Placement, place
 from infertune.estimate.quant import resolve
-from infertune.estimate.speed import DISK_OFFLOAD_Bps, HOST_LINK_Bps, SpeedEstimate, estimate_speed
+from infertune.estimate.speed import (
+    DISK_OFFLOAD_Bps,
+    HOST_LINK_Bps,
+    SpeedEstimate,
+    allreduce_s,
+    estimate_speed,
+)
 from infertune.hub import REVISION_DOC
 from infertune.probe.model import ModelProfile
 from infertune.schema import SCHEMA_VERSION
@@ -138,10 +150,15 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
              max_memory: dict[str, int] | None = None, model_revision: str | None = None) -> Estimate:
     """`max_memory` ({'cuda:0': bytes, 'cpu': bytes}) switches to accelerate's sequential placement."""
     s = s.model_copy(update={"quantization": resolve(s.quantization, p.quantization)})  # auto: as stored
+    if s.platform == "cuda" and s.compute_capability is None and acc.compute_capability:
+        s = s.model_copy(update={"compute_capability": acc.compute_capability})
     mem, placed, placement = _placed(p, s, acc, gpus, max_memory)
     mem.per_device = placed
-    speed = estimate_speed(p, mem, s, acc, placement.offloaded_weights_bytes - placement.disk_weights_bytes
-                           if placement else 0, placement.disk_weights_bytes if placement else 0)
+    host = placement.offloaded_weights_bytes - placement.disk_weights_bytes if placement else 0
+    disk = placement.disk_weights_bytes if placement else 0
+    speed = estimate_speed(p, mem, s, acc, host, disk)
+    extra = host / HOST_LINK_Bps + disk / DISK_OFFLOAD_Bps + allreduce_s(p, s, acc, s.batch * s.concurrency)
+    speed.expected = expected_speed(p, mem, s, acc, acc.calibration, extra)
     cap = _capacity(acc, s)
     fit_details = [
         Fit(device=dev, capacity_bytes=cap, needed_bytes=need, fits=need <= cap, headroom_bytes=cap - need)
@@ -164,7 +181,8 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
     assumptions = [
         f"KV cache and compute in {s.dtype}" + (" (quantized KV: see kv_nbits)" if s.kv_cache == "quantized" else ""),
         "prefill of one generate call at a time (batch prompts); KV held for batch x concurrency sequences",
-        f"speed is a roofline bound on {acc.name} ({acc.source}): real runs are slower",
+        (f"speed.bound is a roofline on {acc.name} ({acc.source}): real runs are slower; speed.expected adds the "
+         f"fixed per-step costs and kernel efficiencies ({speed.expected.basis})"),
     ]
     if not in_ctx:
         what = (f"output {s.max_new_tokens:,} tokens (input {s.input_len:,})" if p.is_encoder_decoder

@@ -14,6 +14,7 @@ import time
 from pydantic import BaseModel
 
 from infertune.errors import UserError
+from infertune.estimate.calibration import Calibration
 
 TB = 1e12
 GiB = 2**30
@@ -35,6 +36,7 @@ class Accelerator(BaseModel):
     compute_capability: str | None = None  # NVIDIA only: FlashAttention-2 needs >= 8.0, FA3 9.0
     source: str = "datasheet"
     aliases: tuple[str, ...] = ()
+    calibration: Calibration | None = None  # this host measured (estimate/calibration.py): expected speed uses it
 
 
 def _gpu(name, vendor, mem_gb, bw_tbs, fp32, bf16, fp16=None, fp8=None, int8=None, *, cc=None, cc_bf16=True,
@@ -103,10 +105,14 @@ def find_accelerator(name: str) -> Accelerator:
     raise UserError(f"unknown GPU {name!r}{hint} (known: {', '.join(a.name for a in ACCELERATORS)})")
 
 
-def from_detected_gpu(gpu_name: str, total_memory_bytes: int) -> Accelerator:
-    """The table entry for a detected card, with the card's own memory size (variants differ)."""
+def from_detected_gpu(gpu_name: str, total_memory_bytes: int, calibrate: bool = False) -> Accelerator:
+    """The table entry for a detected card, with the card's own memory size (variants differ); `calibrate`:
+    attach this host's CUDA calibration (measured once, cached; creates a CUDA context in this process)."""
+    from infertune.estimate import calibration
+
     acc = find_accelerator(gpu_name)
-    return acc.model_copy(update={"memory_bytes": total_memory_bytes})
+    cal = calibration.cached("cuda") if calibrate else None
+    return acc.model_copy(update={"memory_bytes": total_memory_bytes, "calibration": cal})
 
 
 def _probe_key() -> str:
@@ -124,28 +130,32 @@ def _probe_key() -> str:
     return f"{_cpu_model()}|{psutil.cpu_count()}|{psutil.virtual_memory().total}|torch {torch_v}"
 
 
-def probe_cpu(seconds: float = 0.5, cached: bool = True) -> Accelerator:
+def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True) -> Accelerator:
     """This host's CPU as an 'accelerator', measured once per CPU and torch version and kept in
     INFERTUNE_HOME/cpu-probe.json (a later estimate reads it without importing torch; delete the file
-    to measure again)."""
+    to measure again); with `calibrate`, its cached calibration (measured once: per-step overhead, F.linear
+    speed per dtype and rows)."""
     import json
 
+    from infertune.estimate import calibration
     from infertune.paths import home, write_json_atomic
 
     file, key = home() / "cpu-probe.json", _probe_key()
+    acc = None
     if cached:
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
             if data.get("key") == key:
-                return Accelerator(**data["accelerator"])
+                acc = Accelerator(**data["accelerator"])
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    acc = measure_cpu(seconds)
-    try:
-        write_json_atomic(file, {"key": key, "accelerator": acc.model_dump(mode="json")})
-    except OSError:
-        pass
-    return acc
+    if acc is None:
+        acc = measure_cpu(seconds)
+        try:
+            write_json_atomic(file, {"key": key, "accelerator": acc.model_dump(mode="json")})
+        except OSError:
+            pass
+    return acc.model_copy(update={"calibration": calibration.cached("cpu") if calibrate else None})
 
 
 def measure_cpu(seconds: float = 0.5) -> Accelerator:

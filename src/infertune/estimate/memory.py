@@ -23,7 +23,7 @@ MiB = 2**20
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 
 # Named constants (docs/estimator.md says where each comes from).
-CUDA_CONTEXT_BYTES = 500 * MiB  # CUDA context + cuBLAS/cuDNN handles; outside torch's allocator counters
+CUDA_CONTEXT_BYTES = 830 * MiB  # context + libraries of a plain run (estimate/overhead.py has the breakdown)
 CUDA_ALLOCATOR_SLACK = 0.05  # reserved-vs-allocated fragmentation of the caching allocator
 CPU_RUNTIME_BYTES = 125 * MiB  # CPU: lazily imported modules, tokenizer, kernel workspaces (measured)
 KV_QUANT_GROUP = 64  # quanto's default q_group_size: one scale + one zero-point (16-bit each) per group
@@ -54,6 +54,11 @@ class EstimateSettings(BaseModel):
     concurrency: int = 1
     platform: Literal["cuda", "cpu", "mps"] = "cuda"
     tp: int = Field(1, ge=1, description="tensor-parallel ranks: each holds 1/tp of the linear layers and KV heads")
+    compute_capability: str | None = Field(None, description="CUDA: the GPU's compute capability (context size "
+                                                               "by generation); filled from the accelerator")
+    torch_version: str | None = Field(None, description="CUDA: torch's version (lazy module loading from 1.13)")
+    compile: bool = Field(False, description="torch.compile with a static cache (CUDA graphs on CUDA): removes "
+                                             "the per-layer dispatch cost from the expected speed")
     tp_plan: Literal["auto", "mlp"] = Field(
         "auto", description="auto: the model's plan (attention heads and MLP split); mlp: only the MLP split, "
                             "attention (and its KV cache) replicated on every rank")
@@ -85,6 +90,12 @@ class MemoryEstimate(BaseModel):
                                                       "parallelism splits (embeddings, lm_head, norms are replicated)")
     expert_weights_bytes: int = Field(0, description="the routed experts' share of weights_bytes")
     tower_weights_bytes: int = Field(0, description="vision/audio tower or encoder: held, not read by a decode step")
+    cuda_context_bytes: int = Field(0, description="CUDA: context + library modules, outside torch's counters "
+                                                   "(part of overhead_bytes)")
+    allocator_reserve_bytes: int = Field(0, description="CUDA: caching allocator's reserve beyond live tensors: "
+                                                        "the slack in overhead_bytes + kv_growth_reserve_bytes")
+    kv_growth_reserve_bytes: int = Field(0, description="CUDA: reserve from a growing dynamic cache's fragmentation "
+                                                        "(in total_bytes; reserved and nvidia-smi, not allocated)")
 
 
 def mlp_share(p: ModelProfile) -> float:
@@ -195,16 +206,32 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
     comps.append(Component(name="activations", bytes=int(acts), phase="prefill",
                            formula=f"{s.batch} x {q_len} tokens x max(MLP {mlp_w}, attention {attn_w}) x {b} B"))
     transient = max(tok * mlp_w, tok * attn_w + scratch)
+    from infertune.estimate import overhead as ovh
+
+    quant_ws, quant_f = ovh.quant_workspace_bytes(p, s, b)
+    if quant_ws:
+        comps.append(Component(name="quantization_workspace", bytes=int(quant_ws), phase="prefill", formula=quant_f))
+        transient += quant_ws
+    growth = ovh.cache_growth_bytes(kv_full, p, s)
 
     # generate keeps only the last position's logits: lm_head output in dtype + the fp32 copy for sampling.
     logits = s.batch * p.vocab_size * (b + 4)
     comps.append(Component(name="logits", bytes=int(logits), phase="always",
                            formula=f"{s.batch} x {p.vocab_size} vocab x ({b} + 4) B"))
 
-    tensors = weights + logits + state + max(kv_full, kv_prompt + transient)
+    tensors = weights + logits + state + max(kv_full + growth, kv_prompt + transient)
+    context = reserve = 0
+    growth_reserve = 0.0
     if s.platform == "cuda":
-        overhead = CUDA_CONTEXT_BYTES + CUDA_ALLOCATOR_SLACK * tensors
-        over_f = f"CUDA context {CUDA_CONTEXT_BYTES // MiB} MiB + {CUDA_ALLOCATOR_SLACK:.0%} allocator slack"
+        context, ctx_f = ovh.cuda_context_bytes(s)
+        growth_reserve = ovh.growth_reserve_bytes(kv_full, s)
+        reserve = CUDA_ALLOCATOR_SLACK * tensors + growth_reserve
+        overhead = context + CUDA_ALLOCATOR_SLACK * tensors
+        over_f = f"CUDA {ctx_f} + {CUDA_ALLOCATOR_SLACK:.0%} allocator reserve"
+        if growth_reserve:  # grows with the cache, so it is the cache's, not a fixed overhead
+            comps.append(Component(name="kv_growth_reserve", bytes=int(growth_reserve), phase="generation",
+                                   formula=f"{ovh.CACHE_GROWTH_RESERVE} x KV: allocator fragmentation while the "
+                                           "dynamic cache grows (reserved, not allocated)"))
     else:
         overhead, over_f = CPU_RUNTIME_BYTES, f"CPU runtime {CPU_RUNTIME_BYTES // MiB} MiB above the import baseline"
     comps.append(Component(name="overhead", bytes=int(overhead), phase="always", formula=over_f))
@@ -215,8 +242,10 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
     return MemoryEstimate(
         weights_bytes=int(weights), kv_cache_bytes=int(kv_full), state_bytes=int(state), kv_cache_cpu_bytes=int(kv_cpu),
         attention_scratch_bytes=int(scratch), activations_bytes=int(acts), logits_bytes=int(logits),
-        overhead_bytes=int(overhead), total_bytes=int(tensors + overhead), load_peak_bytes=int(load_peak),
+        overhead_bytes=int(overhead), total_bytes=int(tensors + overhead + growth_reserve),
+        load_peak_bytes=int(load_peak), kv_growth_reserve_bytes=int(growth_reserve),
         components=comps, sharded_weights_bytes=int(lin_b * mlp_share(p) if s.tp_plan == "mlp" else lin_b + expert_w),
         expert_weights_bytes=int(expert_w),
         tower_weights_bytes=int(p.tower_parameters * (b if q.from_checkpoint or q.method == "none" else weights / n)),
+        cuda_context_bytes=int(context), allocator_reserve_bytes=int(reserve),
     )

@@ -12,7 +12,11 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from infertune.errors import UserError
-from infertune.estimate.memory import CUDA_ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES, MemoryEstimate
+from infertune.estimate.memory import (
+    CUDA_ALLOCATOR_SLACK,
+    CUDA_CONTEXT_BYTES,
+    MemoryEstimate,
+)
 from infertune.probe.model import ModelProfile
 
 DEFAULT_GPU_BUDGET = 0.90  # transformers' default max_memory for device_map="auto": 90 % of each GPU
@@ -134,7 +138,7 @@ def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu
         extra = transient if computes else 0
         w = placed[d]["weights"]
         if d.startswith("cuda"):
-            over = CUDA_CONTEXT_BYTES + CUDA_ALLOCATOR_SLACK * (w + kv + extra)
+            over = (mem.cuda_context_bytes or CUDA_CONTEXT_BYTES) + CUDA_ALLOCATOR_SLACK * (w + kv + extra)
         else:  # the host process: its runtime when it computes, nothing extra when it only holds weights
             over = mem.overhead_bytes if computes else 0
         shares.append(DeviceShare(

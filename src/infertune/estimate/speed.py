@@ -1,4 +1,4 @@
-"""Roofline speed model: the best a device can do, never a prediction of overheads.
+"""Roofline speed model: the best a device can do (`speed.bound`); the expected figure is estimate/expected.py.
 
 prefill (compute-bound):  FLOPs = 2 x active matmul params x tokens + 2 x heads x head_dim x S x min(S, W)
                           x batch per attention layer (causal QK^T and AV) + 2 x vocab x hidden x batch
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from infertune.estimate.accelerators import Accelerator
+from infertune.estimate.expected import ExpectedSpeed
 from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, mlp_share
 from infertune.probe.model import ModelProfile
 
@@ -53,17 +54,35 @@ class BatchPoint(BaseModel):
     bound: Literal["memory-bandwidth", "compute", "host-link", "disk"]
 
 
-class SpeedEstimate(BaseModel):
-    device: str
-    peak_flops: float
-    bandwidth_Bps: float
+Limit = Literal["memory-bandwidth", "compute", "host-link", "disk"]
+_DEPRECATED = "deprecated (schema 1 only): the roofline bound, now under speed.bound; "
+
+
+class Roofline(BaseModel):
+    """The roofline figures: the hardware's limit for this shape, never beaten by a real run."""
+
     prefill_s: float
     ttft_s: float
     tpot_s: float
     tokens_per_s: float
-    bound: Literal["memory-bandwidth", "compute", "host-link", "disk"]
+    limited_by: Limit
+
+
+class SpeedEstimate(BaseModel):
+    device: str
+    peak_flops: float
+    bandwidth_Bps: float
+    prefill_s: float = Field(description=_DEPRECATED + "bound.prefill_s")
+    ttft_s: float = Field(description=_DEPRECATED + "bound.ttft_s; the expected figure is expected.ttft_s")
+    tpot_s: float = Field(description=_DEPRECATED + "bound.tpot_s; the expected figure is expected.tpot_s")
+    tokens_per_s: float = Field(description=_DEPRECATED + "bound.tokens_per_s")
+    limited_by: Limit = Field(description="what limits the roofline's decode step")
     crossover_batch: int | None  # smallest batch at which a decode step turns compute-bound
     per_batch: list[BatchPoint]
+    bound: Roofline | None = Field(None, description="the roofline: an upper bound on speed")
+    expected: ExpectedSpeed | None = Field(
+        None, description="what a run is expected to measure: the roofline plus fixed per-step costs and kernel "
+                          "efficiencies (estimate/expected.py)")
 
 
 def _flops_rate(s: EstimateSettings, acc: Accelerator) -> float:
@@ -156,6 +175,7 @@ def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
         b *= 2
     return SpeedEstimate(
         device=acc.name, peak_flops=flops_rate, bandwidth_Bps=acc.bandwidth_Bps, prefill_s=prefill,
-        ttft_s=prefill + tpot, tpot_s=tpot, tokens_per_s=seqs / tpot, bound=bound, crossover_batch=crossover,
+        ttft_s=prefill + tpot, tpot_s=tpot, tokens_per_s=seqs / tpot, limited_by=bound, crossover_batch=crossover,
         per_batch=points,
+        bound=Roofline(prefill_s=prefill, ttft_s=prefill + tpot, tpot_s=tpot, tokens_per_s=seqs / tpot, limited_by=bound),
     )

@@ -239,6 +239,8 @@ class Session:
             peak_memory_load_bytes=m.peak_load,
             peak_memory_generate_bytes=generate_peak,
             peak_memory_reserved_bytes=m.meter.reserved_peak(),
+            device_memory_process_bytes=getattr(m.meter, "process_used", None),  # NVML, CUDA only
+            device_memory_used_bytes=getattr(m.meter, "device_used", None),
             cpu_peak_rss_bytes=cpu_peak,  # the generate phase resets the kernel's mark on CPU: keep the max
             weights_bytes=int(m.model.get_memory_footprint()),
             ttft_s=ttft_m[0], ttft_p50_s=ttft_m[1], ttft_p95_s=ttft_m[2],

@@ -102,18 +102,63 @@ class CpuMeter:
         return None
 
 
+def nvml_used(uuid: str | None, index: int, pid: int, nvml: Any = None) -> tuple[int | None, int | None]:
+    """(this process's memory on the GPU, the GPU's total used) as NVML (nvidia-smi) counts them: CUDA
+    context and library modules included. The device is found by UUID (torch and NVML may number devices
+    differently); (None, None) without nvidia-ml-py or when NVML cannot be read."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # the nvidia-ml-py distribution
+        except ImportError:
+            return None, None
+    try:
+        nvml.nvmlInit()
+    except Exception:
+        return None, None
+    try:
+        if uuid:
+            handle = nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
+        else:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        total_used = int(nvml.nvmlDeviceGetMemoryInfo(handle).used)
+        mine = next((int(p.usedGpuMemory) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                     if p.pid == pid and p.usedGpuMemory), None)
+        return mine, total_used
+    except Exception:
+        return None, None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
 class CudaMeter:
-    """`cuda` is `torch.cuda` (tests inject a stand-in with the same four functions)."""
+    """`cuda` is `torch.cuda` (tests inject a stand-in with the same functions), `nvml` the pynvml module."""
 
     kind = "cuda_allocated"
 
-    def __init__(self, device: Any, cuda: Any = None):
+    def __init__(self, device: Any, cuda: Any = None, nvml: Any = None):
         if cuda is None:
             import torch
 
             cuda = torch.cuda
-        self.cuda, self.device = cuda, device
+        self.cuda, self.device, self.nvml = cuda, device, nvml
         self._reserved = 0
+        self.process_used: int | None = None  # NVML, at the end of generation (context included)
+        self.device_used: int | None = None
+
+    def sample_nvml(self) -> None:
+        import os
+
+        index = int(str(self.device).partition(":")[2] or 0)
+        try:
+            uuid = getattr(self.cuda.get_device_properties(index), "uuid", None)
+        except Exception:
+            uuid = None
+        mine, used = nvml_used(str(uuid) if uuid is not None else None, index, os.getpid(), self.nvml)
+        self.process_used = max(self.process_used or 0, mine or 0) or None
+        self.device_used = max(self.device_used or 0, used or 0) or None
 
     def current(self) -> int:
         return int(self.cuda.memory_allocated(self.device))
@@ -144,6 +189,7 @@ class _CudaPhase:
         m.cuda.synchronize(m.device)
         self.peak = int(m.cuda.max_memory_allocated(m.device))
         m._reserved = max(m._reserved, int(m.cuda.max_memory_reserved(m.device)))
+        m.sample_nvml()  # the allocator keeps its reserve until empty_cache: NVML now sees the phase's high point
 
 
 def meter_for(device: str) -> CpuMeter | CudaMeter:

@@ -25,7 +25,8 @@ class TrialMetrics(BaseModel):
 
     Memory is in bytes. `memory_kind` says what was counted: `cpu_rss` (the child's resident set, which
     includes the ~250 MB of the Python/torch runtime, reported separately as `baseline_memory_bytes`) or
-    `cuda_allocated` (torch.cuda.max_memory_allocated; the allocator's reserved peak is beside it).
+    `cuda_allocated` (torch.cuda.max_memory_allocated; the allocator's reserved peak and NVML's device
+    figures, which include the CUDA context, are beside it so that every convention compares).
     """
 
     memory_kind: Literal["cpu_rss", "cuda_allocated"]
@@ -34,7 +35,13 @@ class TrialMetrics(BaseModel):
     peak_memory_bytes: int = Field(description="peak over the whole trial (load and generation)")
     peak_memory_load_bytes: int = Field(description="peak up to the end of the model load")
     peak_memory_generate_bytes: int = Field(description="peak during the generate calls")
-    peak_memory_reserved_bytes: int | None = Field(None, description="CUDA caching allocator's reserved peak")
+    peak_memory_reserved_bytes: int | None = Field(None, description="CUDA caching allocator's reserved peak "
+                                                                     "(torch.cuda.max_memory_reserved)")
+    device_memory_process_bytes: int | None = Field(
+        None, description="CUDA: this process's memory on the GPU as NVML (nvidia-smi) counts it, context and "
+                          "libraries included, at the end of generation (needs nvidia-ml-py)")
+    device_memory_used_bytes: int | None = Field(
+        None, description="CUDA: the whole GPU's used memory as NVML counts it (all processes), end of generation")
     cpu_peak_rss_bytes: int = Field(description="the child's peak RSS, whatever the device")
     weights_bytes: int = Field(description="model.get_memory_footprint() after load")
     ttft_s: float = Field(description="time to first token, mean over timed requests")

@@ -142,9 +142,13 @@ def markdown(r: dict[str, Any]) -> str:
     for s in r["steps"]:
         e = s["expected"]
         if e:
+            measured = s["measured"].get("tpot_s")
+            side = (f"; measured {_fmt(measured, 'ms')}, expected/measured {e['tpot_s_after'] / measured:.2f}"
+                    if measured else "")
             lines.append(f"- step {s['index']} `{s['technique']}`: peak {_fmt(e['peak_bytes_before'], 'MiB')} -> "
                          f"{_fmt(e['peak_bytes_after'], 'MiB')}, time/token {_fmt(e['tpot_s_before'], 'ms')} -> "
-                         f"{_fmt(e['tpot_s_after'], 'ms')} (estimate{'; ' + e['note'] if e.get('note') else ''})")
+                         f"{_fmt(e['tpot_s_after'], 'ms')} (expected, estimate{side}"
+                         f"{'; ' + e['note'] if e.get('note') else ''})")
     b = r["best"]
     if b:
         lines += ["", "## The configuration to ship", "", "```python", b["python"].rstrip(), "```", "",

@@ -1,0 +1,124 @@
+"""The estimate against published, measured GPU runs (benchmarks/published_gpu.csv), without a GPU.
+
+Each row of the table is one figure someone measured and published (model, GPU, dtype or quantization,
+lengths, batch, what was measured, the source URL). The models' shapes are written below from their public
+config.json files (no download: a config.json is generated and profiled on the meta device), the GPU comes
+from the datasheet table, and the estimate's figure of the same convention is printed beside the measured one:
+
+    tpot_s / ttft_s / tokens_per_s speed.expected (and the roofline bound, which a run never beats)
+    max_memory_allocated_bytes     total - overhead - growth reserve (what torch's allocator counts)
+    max_memory_reserved_bytes      total - CUDA context + allocator reserve
+    device_used_bytes              total (nvidia-smi / NVML: context and reserve included)
+
+    PYTHONPATH=src .venv/bin/python benchmarks/published_gpu.py [--csv benchmarks/published_gpu.csv]
+
+Goals (issue 19): memory median |error| < 8 %; speed expected/measured within 0.5-2 for >= 80 % of rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+from infertune.estimate import estimate
+from infertune.estimate.accelerators import find_accelerator
+from infertune.estimate.memory import EstimateSettings, Quantization
+from infertune.probe.model import profile_model
+
+# Shapes from the models' public config.json files (huggingface.co/<id>/blob/main/config.json).
+ARCH = {
+    "Qwen2.5-3B-Instruct": {"model_type": "qwen2", "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+                                "num_attention_heads": 16, "num_key_value_heads": 2, "vocab_size": 151936,
+                                "tie_word_embeddings": True, "max_position_embeddings": 32768},
+    "Qwen2.5-14B-Instruct": {"model_type": "qwen2", "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 48,
+                                 "num_attention_heads": 40, "num_key_value_heads": 8, "vocab_size": 152064,
+                                 "tie_word_embeddings": False, "max_position_embeddings": 32768},
+    "Qwen2.5-32B-Instruct": {"model_type": "qwen2", "hidden_size": 5120, "intermediate_size": 27648, "num_hidden_layers": 64,
+                                 "num_attention_heads": 40, "num_key_value_heads": 8, "vocab_size": 152064,
+                                 "tie_word_embeddings": False, "max_position_embeddings": 32768},
+    "Llama-3.1-8B": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                         "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                         "tie_word_embeddings": False, "max_position_embeddings": 131072},
+    "Llama-3.1-70B": {"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+                          "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 128256,
+                          "tie_word_embeddings": False, "max_position_embeddings": 131072},
+    "Mistral-7B": {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                       "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000, "sliding_window": 4096,
+                       "tie_word_embeddings": False, "max_position_embeddings": 32768},
+    "Llama-2-13b": {"model_type": "llama", "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
+                        "num_attention_heads": 40, "num_key_value_heads": 40, "vocab_size": 32000,
+                        "tie_word_embeddings": False, "max_position_embeddings": 4096},
+    "Llama-2-7b": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                       "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+                       "tie_word_embeddings": False, "max_position_embeddings": 4096},
+    "octocoder": {"model_type": "gpt_bigcode", "n_embd": 6144, "n_inner": 24576, "n_layer": 40, "n_head": 48,
+                      "multi_query": True, "vocab_size": 49152, "n_positions": 8192},
+}
+
+
+def profile(name: str, cache: dict):
+    if name not in cache:
+        folder = Path(tempfile.mkdtemp(prefix="infertune-arch-"))
+        (folder / "config.json").write_text(json.dumps({**ARCH[name], "torch_dtype": "bfloat16"}))
+        cache[name] = profile_model(folder)
+    return cache[name]
+
+
+def predicted(row: dict, cache: dict) -> tuple[float, float | None]:
+    """(the estimate in the row's convention, the roofline bound for speed rows)."""
+    p = profile(row["model"], cache)
+    s = EstimateSettings(dtype=row["dtype"], quantization=Quantization.parse(row["quantization"]), attn=row["attn"],
+                         input_len=int(row["input_len"]), max_new_tokens=int(row["output_len"]),
+                         batch=int(row["batch"]), platform="cuda", compile=row["mode"] == "compiled")
+    e = estimate(p, s, find_accelerator(row["gpu"]), model=row["model"])
+    m, metric = e.memory, row["metric"]
+    if metric == "tpot_s":
+        return e.speed.expected.tpot_s, e.speed.tpot_s
+    if metric == "tokens_per_s":
+        return e.speed.expected.tokens_per_s, e.speed.tokens_per_s
+    if metric == "ttft_s":
+        return e.speed.expected.ttft_s, e.speed.ttft_s
+    if metric == "max_memory_allocated_bytes":
+        return m.total_bytes - m.overhead_bytes - m.kv_growth_reserve_bytes, None
+    if metric == "max_memory_reserved_bytes":
+        return m.total_bytes - m.cuda_context_bytes, None
+    return m.total_bytes, None  # device_used_bytes
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=Path(__file__).with_name("published_gpu.csv"))
+    args = ap.parse_args()
+    rows = list(csv.DictReader(args.csv.open()))
+    cache: dict = {}
+    speed, memory = [], []
+    print(f"{'model':22} {'gpu':9} {'dtype':8} {'quant':10} {'b':>3} {'metric':26} {'measured':>10} {'expected':>10}"
+          f" {'exp/meas':>8} {'bound/meas':>10}")
+    for r in rows:
+        exp, bound = predicted(r, cache)
+        meas = float(r["value"])
+        if r["metric"] == "tokens_per_s":  # a rate: invert so that > 1 means the estimate is slower, as for times
+            ratio, bratio = meas / exp, (meas / bound if bound else None)
+        else:
+            ratio, bratio = exp / meas, (bound / meas if bound else None)
+        (speed if bound is not None else memory).append(ratio)
+        fmt = (lambda v: f"{v / 2**30:8.2f}Gi") if "bytes" in r["metric"] else (lambda v: f"{v:10.4f}")
+        print(f"{r['model'][:22]:22} {r['gpu'][:9]:9} {r['dtype'][:8]:8} {r['quantization'][:10]:10} {r['batch']:>3} "
+              f"{r['metric'][:26]:26} {fmt(meas)} {fmt(exp)} {ratio:8.2f} {bratio if bratio is None else round(bratio, 2)!s:>10}")
+    if speed:
+        inside = sum(0.5 <= x <= 2 for x in speed) / len(speed)
+        print(f"\nspeed: {len(speed)} rows, expected/measured median {statistics.median(speed):.2f}, "
+              f"min {min(speed):.2f}, max {max(speed):.2f}; within 0.5-2: {inside:.0%} (goal >= 80 %)")
+    if memory:
+        errs = [abs(x - 1) for x in memory]
+        print(f"memory: {len(memory)} rows, median |error| {statistics.median(errs):.1%}, max {max(errs):.1%} "
+              f"(goal: median < 8 %)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,283 @@
+"""This host, measured once and cached: what the expected-speed model needs beyond the datasheet.
+
+Measured (a few seconds, once per host, torch version and thread count; cached as JSON under
+`$INFERTUNE_HOME/calibration/`):
+
+- `linear_s_per_elem[dtype][rows]`: seconds per weight element of `F.linear` with `rows` activation rows,
+  weights streamed from memory (a set of matrices larger than the caches, cycled). Decode at batch 1 is
+  rows=1 (a GEMV: the effective weight-read bandwidth of that dtype's kernel), prefill is many rows
+  (compute-bound). This is where CPU dtype emulation shows: fp16 on a CPU without AVX512-FP16, bf16
+  without AVX512-BF16/AMX.
+- `step_s[attn]` and `layer_s[attn]`: the fixed cost of one decoding step of `generate` (bookkeeping,
+  logits processors, cache update) and of one decoder layer (Python and dispatch of its ~40 ops),
+  measured by timing generate on two tiny Llama models (1 and 5 layers, hidden 64): their compute is
+  negligible, so what remains is the per-step and per-layer overhead, by attention implementation.
+- on CUDA the same two measurements on the device (`measure_cuda`), synchronised.
+
+`cpu_flags()` reads /proc/cpuinfo: the defaults when no calibration exists (estimating for another CPU)
+and the explanation of what the calibration measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+CAL_VERSION = 1
+ROWS = (1, 4, 16, 64, 256)
+DTYPES = ("float32", "bfloat16", "float16")
+ATTNS = ("eager", "sdpa")
+
+
+class Calibration(BaseModel):
+    kind: Literal["calibration"] = "calibration"
+    version: int = CAL_VERSION
+    device: str = Field(description="'cpu' or the GPU's name")
+    host_key: str = Field(description="CPU model, threads, torch version: a change re-calibrates")
+    measured_at: float
+    load_per_core: float | None = Field(None, description="1-minute load average / cores while measuring")
+    copy_Bps: float = Field(description="large copy, read + write bytes per second")
+    linear_s_per_elem: dict[str, dict[int, float]] = Field(
+        description="dtype -> activation rows -> seconds per weight element of F.linear, weights from memory")
+    step_s: dict[str, float] = Field(description="attention implementation -> fixed seconds per generate step")
+    layer_s: dict[str, float] = Field(description="attention implementation -> seconds per decoder layer per step")
+    cpu_flags: list[str] = Field(default_factory=list)
+
+    def linear_s(self, dtype: str, rows: int, elems: float) -> float:
+        """Seconds for `elems` weight elements times `rows` activations: log-interpolated between the measured
+        row counts, linear in rows beyond the largest (compute-bound)."""
+        table = self.linear_s_per_elem.get(dtype) or self.linear_s_per_elem["float32"]
+        pts = sorted((int(k), v) for k, v in table.items())
+        if rows <= pts[0][0]:
+            return elems * pts[0][1]
+        if rows >= pts[-1][0]:
+            return elems * pts[-1][1] * rows / pts[-1][0]
+        import itertools
+        import math
+
+        for (r0, v0), (r1, v1) in itertools.pairwise(pts):
+            if r0 <= rows <= r1:
+                f = (math.log(rows) - math.log(r0)) / (math.log(r1) - math.log(r0))
+                return elems * math.exp(math.log(v0) + f * (math.log(v1) - math.log(v0)))
+        return elems * pts[-1][1]  # pragma: no cover
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
+    """The CPU's feature flags (empty where /proc/cpuinfo does not exist)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def native_cpu_dtypes(flags: set[str]) -> dict[str, bool]:
+    """Which half types the CPU computes natively: bf16 with AVX512-BF16 or AMX-BF16 (x86) or the ARM bf16
+    extension; fp16 with AVX512-FP16 or AMX-FP16 (x86) or ARM's half-precision arithmetic (asimdhp)."""
+    return {"bfloat16": bool(flags & {"avx512_bf16", "amx_bf16", "bf16"}),
+            "float16": bool(flags & {"avx512_fp16", "amx_fp16", "asimdhp"})}
+
+
+def host_key(device: str = "cpu") -> str:
+    import torch
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{device}|{model}|threads={torch.get_num_threads()}|torch={torch.__version__}"
+
+
+def cache_path(device: str = "cpu") -> Path:
+    from infertune.paths import home
+
+    safe = "".join(c if c.isalnum() else "-" for c in device.lower())
+    return home() / "calibration" / f"{safe}.json"
+
+
+def _time(fn, seconds: float, sync=None, calls: int = 3) -> float:
+    """Fastest of the calls made in ~`seconds` (at least `calls`, after one warm-up)."""
+    fn()
+    if sync:
+        sync()
+    times = []
+    end = time.perf_counter() + seconds
+    while len(times) < calls or time.perf_counter() < end:
+        t = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - t)
+        if len(times) >= 200:
+            break
+    return min(times)  # contention only ever adds time: the minimum is the quiet machine's figure
+
+
+def measure_linear(device: str = "cpu", seconds: float = 0.05, elems_per_matrix: int = 2048 * 2048,
+                   matrices: int = 8, rounds: int = 3, sync=None) -> dict[str, dict[int, float]]:
+    """Seconds per weight element of F.linear by dtype and activation rows; `matrices` weights cycled so
+    they come from memory, not the caches (8 x 4M elements: 128 MB in fp32, 64 MB in half). Every cell is
+    timed in `rounds` passes over all cells and keeps its fastest: a busy spell on a shared host then hits
+    one pass of a cell, not all of them."""
+    import torch
+
+    n = int(elems_per_matrix ** 0.5)
+    cells = []
+    for name in DTYPES:
+        dtype = getattr(torch, name)
+        ws = [torch.randn(n, n, dtype=dtype, device=device) * 0.01 for _ in range(matrices)]
+        for rows in ROWS:
+            use = ws if rows < 64 else ws[:1]  # from 64 rows on it is compute-bound: one matrix is enough
+            cells.append((name, rows, use, torch.randn(rows, n, dtype=dtype, device=device)))
+    best: dict[tuple[str, int], float] = {}
+    slow: set[str] = set()
+    for _ in range(rounds):
+        for name, rows, use, x in cells:
+            if name in slow and rows > min(r for (d, r) in best if d == name):
+                continue
+
+            def run(use=use, x=x):
+                for w in use:
+                    torch.nn.functional.linear(x, w)
+
+            t = _time(run, seconds, sync) / (len(use) * n * n)
+            best[name, rows] = min(t, best.get((name, rows), t))
+            if t * len(use) * n * n > 0.5:  # an emulated dtype: larger shapes would take minutes
+                slow.add(name)
+    out: dict[str, dict[int, float]] = {}
+    for name in DTYPES:
+        measured = sorted(r for (d, r) in best if d == name)
+        out[name] = {r: best[name, r] for r in measured}
+        for r in ROWS:  # beyond the largest measured row count: linear in rows (compute-bound)
+            if r > measured[-1]:
+                out[name][r] = out[name][measured[-1]] * r / measured[-1]
+    return out
+
+
+def _tiny_model(layers: int, attn: str, device: str):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+                      num_hidden_layers=layers, vocab_size=256, max_position_embeddings=512, tie_word_embeddings=True)
+    cfg._attn_implementation = attn
+    torch.manual_seed(0)
+    return LlamaForCausalLM(cfg).to(device).eval()
+
+
+def measure_overhead(device: str = "cpu", seconds: float = 0.4, rounds: int = 3, sync=None,
+                     lengths: tuple[int, int] = (8, 40), calls: int = 3) -> tuple[dict[str, float], dict[str, float]]:
+    """(step_s, layer_s) by attention implementation: generate on tiny Llamas of 1 and 5 layers, 8 and 40 new
+    tokens; per step = (t40 - t8) / 32; per layer = slope between the two depths; the rest is per step."""
+    import torch
+
+    step: dict[str, float] = {}
+    layer: dict[str, float] = {}
+    ids = torch.ones(1, 8, dtype=torch.long, device=device)
+    kw = {"do_sample": False, "pad_token_id": 0, "temperature": None, "top_p": None, "top_k": None}
+    models = {(attn, depth): _tiny_model(depth, attn, device) for attn in ATTNS for depth in (1, 5)}
+    best: dict[tuple[str, int, int], float] = {}
+    for _ in range(rounds):  # passes over every cell, each keeping its fastest (see measure_linear)
+        for (attn, depth), m in models.items():
+            for n in lengths:
+                def gen(m=m, n=n):
+                    with torch.inference_mode():
+                        m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n, **kw)
+
+                t = _time(gen, seconds / 4, sync, calls)
+                best[attn, depth, n] = min(t, best.get((attn, depth, n), t))
+    for attn in ATTNS:
+        short, long = lengths
+        per_step = {d: max(best[attn, d, long] - best[attn, d, short], 0.0) / (long - short) for d in (1, 5)}
+        layer[attn] = max(per_step[5] - per_step[1], 0.0) / 4
+        step[attn] = max(per_step[1] - layer[attn], 0.0)
+    return step, layer
+
+
+def measure(device: str = "cpu") -> Calibration:
+    """Measure this host (or the CUDA device `cuda:N`) now: ~5-10 s on a quiet 2-core CPU."""
+    import torch
+
+    load = _load_per_core()  # before our own threads add to it
+    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else None
+    n = 64 * 2**20 // 4
+    a, b = torch.ones(n, device=device), torch.empty(n, device=device)
+    copy = 2 * n * 4 / _time(lambda: b.copy_(a), 0.2, sync)
+    lin = measure_linear(device, sync=sync)
+    step, layer = measure_overhead(device, sync=sync)
+    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+    return Calibration(device=name, host_key=host_key(name), measured_at=time.time(), load_per_core=load,
+                       copy_Bps=copy, linear_s_per_elem=lin, step_s=step, layer_s=layer,
+                       cpu_flags=sorted(f for f in cpu_flags() if "avx" in f or "amx" in f or f in ("bf16", "asimdhp")))
+
+
+BUSY_LOAD = 1.0  # load average per core above which a calibration is taken again once the host is quieter
+
+
+def _load_per_core() -> float | None:
+    import psutil
+
+    return os.getloadavg()[0] / (psutil.cpu_count() or 1) if hasattr(os, "getloadavg") else None
+
+
+def _quieter_now(cal: Calibration) -> bool:
+    """A calibration taken while other work shared the cores is replaced once the host is clearly quieter."""
+    if cal.device != "cpu" or cal.load_per_core is None or cal.load_per_core <= BUSY_LOAD:
+        return False
+    now = _load_per_core()
+    return now is not None and now < min(BUSY_LOAD, cal.load_per_core / 2)
+
+
+def cached(device: str = "cpu", *, measure_if_missing: bool = True, say: Any = None) -> Calibration | None:
+    """This host's calibration: from the cache when its host key matches, else measured now and cached
+    (None when `measure_if_missing` is False and none is cached). `INFERTUNE_NO_CALIBRATION=1` skips it."""
+    from infertune.paths import write_json_atomic
+
+    if os.environ.get("INFERTUNE_NO_CALIBRATION") == "1":
+        return None
+    path = cache_path("cpu" if device == "cpu" else "cuda")
+    if path.is_file():
+        try:
+            cal = Calibration.model_validate(json.loads(path.read_text(encoding="utf-8")))
+            if cal.version == CAL_VERSION and cal.host_key == host_key(cal.device) and not _quieter_now(cal):
+                return cal
+        except (ValueError, OSError):
+            pass
+    if not measure_if_missing:
+        return None
+    if say:
+        say(f"calibrating this host's per-step overhead and kernel speeds once (cached in {path})")
+    if device.startswith("cuda"):  # in a child: this process must not hold a CUDA context (trials need the memory)
+        import subprocess
+        import sys
+
+        done = subprocess.run([sys.executable, "-m", "infertune.estimate.calibration", device],
+                              capture_output=True, text=True, timeout=600, check=False)
+        if done.returncode != 0 or not path.is_file():
+            return None
+        return Calibration.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    cal = measure(device)
+    write_json_atomic(path, cal.model_dump(mode="json"))
+    return cal
+
+
+if __name__ == "__main__":  # python -m infertune.estimate.calibration [cpu|cuda|cuda:N]: measure now, cache, print
+    import sys
+
+    from infertune.paths import write_json_atomic
+
+    dev = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    result = measure(dev)
+    out = cache_path("cpu" if dev == "cpu" else "cuda")
+    write_json_atomic(out, result.model_dump(mode="json"))
+    print(out)

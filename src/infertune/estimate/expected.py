@@ -1,0 +1,279 @@
+"""Expected speed: what a user will measure, beside the roofline bound (estimate/speed.py).
+
+The roofline says what the hardware allows. A transformers run also pays, per decoding step, a fixed cost
+(Python, dispatch and kernel launches per decoder layer, generate's bookkeeping) and its kernels reach only a
+share of the datasheet's bandwidth and FLOP/s, a share that depends on the dtype (CPUs emulate fp16, and bf16
+without AVX512-BF16/AMX) and on the quantization backend (its kernel for batch 1 and for larger batches).
+
+    linear  = time of the matmuls: on a calibrated host, the measured F.linear time per weight element at that
+              many activation rows (estimate/calibration.py); on a GPU from the datasheet:
+              max(weight bytes / (bandwidth x bw_eff), 2 rows x elements / (peak x flops_eff)), with the
+              quantization backend's kernel (QUANT_KERNELS) deciding bytes, efficiency and extra launches
+    attn    = decode: KV bytes read / bandwidth; prefill: attention FLOPs (eager: the full S x S, plus writing
+              and reading its score matrix; sdpa/flash: causal half, tiled) / the dtype's FLOP/s
+    fixed   = step_s + layers x layer_s (eager), or the compiled figures (CUDA graphs) when compiled
+    CPU:    step = linear + attn + fixed                         (dispatch and compute take turns)
+    CUDA:   step = max(linear + attn, fixed) + SYNC_S            (the host queues kernels ahead of the GPU)
+    TTFT    = prefill forward (its own linear, attn and one fixed cost) + one generate step's bookkeeping
+
+Every constant names its source in docs/estimator.md (the table of factors).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from infertune.estimate.accelerators import Accelerator
+    from infertune.estimate.calibration import Calibration
+    from infertune.estimate.memory import EstimateSettings, MemoryEstimate
+    from infertune.probe.model import ModelProfile
+
+# --- GPU factors (used when the GPU is not calibrated on this host) -------------------------------------
+# Share of the datasheet bandwidth a decode step's weight reads reach. gpt-fast's README (A100 80GB, Llama-2-7B,
+# compiled): fp16 1397 GB/s of 2039 = 0.69; torch.compile output is what eager kernels reach at best.
+GPU_BW_EFF = 0.69
+# Share of dense peak FLOP/s the prefill's GEMMs reach (cuBLAS on large shapes, norms and attention between them).
+GPU_FLOPS_EFF = 0.6
+# Host-side cost of one eager decoder layer on CUDA (Python + ~40 kernel launches), and of generate's own
+# per-step work (logits processing, stopping criteria, cache bookkeeping); fitted to the published eager
+# transformers runs in benchmarks/published_gpu.csv (small models, where nothing else is visible).
+CUDA_LAYER_S = {"eager": 0.6e-3, "sdpa": 0.55e-3, "flash_attention_2": 0.55e-3}
+CUDA_STEP_S = 3e-3
+# Compiled with CUDA graphs (static cache + torch.compile "reduce-overhead", what generate does for a static
+# cache on CUDA): the graph replays every layer's kernels at once; generate's Python per step remains.
+CUDA_COMPILED_LAYER_S = 5e-6
+CUDA_COMPILED_STEP_S = 1.5e-3
+# An uncalibrated CPU (INFERTUNE_NO_CALIBRATION=1): the probed rates at these shares, and a half type the CPU
+# cannot compute natively (per /proc/cpuinfo) at CPU_EMULATED_SLOWDOWN times the time.
+CPU_BW_EFF = 0.5
+CPU_FLOPS_EFF = 0.5
+CPU_EMULATED_SLOWDOWN = 4.0
+SYNC_S = 0.1e-3  # the per-step device->host copy of the next token
+# The host's single-thread speed scales every host-side cost above. Fitted to the same tables: GeForce cards
+# sit in desktops with fast cores (RTX 4090: NF4 at batch 1 is faster than bf16 there, 0.6x the H100 host's
+# per-Linear cost), T4s in older cloud VMs (LLM.int8 costs 1.8x the H100 host's per Linear). Other GPUs: 1.
+HOST_SPEED = {"RTX 4090": 0.6, "RTX 3090": 0.6, "T4": 1.6}
+
+# --- quantization backends: what their kernels do with the packed weights --------------------------------
+# eff: share of the bandwidth the batch-1 kernel reaches reading the packed weights; dequant_rows: from this many
+# activation rows on, the backend dequantizes each weight to the compute dtype first (reads packed, writes and
+# reads the dtype copy); linear_s / dequant_linear_s: extra host cost per Linear call (its own small kernels and
+# Python) on the batch-1 path and on the dequantizing path; dq_linear_s: added by bitsandbytes' double
+# quantization (the absmax is dequantized first). Host costs were fitted to the bitsandbytes 0.45 optimum-benchmark
+# tables (benchmarks/published_gpu.csv): per Linear, NF4 adds 39 us over bf16 at batch 1 on an H100 host, double
+# quantization 36 us more, LLM.int8 with outlier decomposition 250 us (H100) / 130 us (RTX 4090 host), the
+# dequantizing path (batch 8) ~100 us.
+QUANT_KERNELS: dict[str, dict[str, float]] = {
+    # bitsandbytes 0.40+ fast batch-1 kernel (gemv_4bit): 3.4x fp16 on Ampere per its release notes
+    "bnb-nf4": {"eff": 0.6, "dequant_rows": 2, "linear_s": 35e-6, "dequant_linear_s": 90e-6, "dq_linear_s": 30e-6},
+    "bnb-fp4": {"eff": 0.6, "dequant_rows": 2, "linear_s": 35e-6, "dequant_linear_s": 90e-6, "dq_linear_s": 30e-6},
+    # LLM.int8(): int8 matmul plus outlier decomposition, several kernels per Linear (quantize the input,
+    # find outliers, int8 GEMM, dequantize, fp16 matmul of the outlier columns)
+    "bnb-int8": {"eff": 0.5, "dequant_rows": 1 << 30, "linear_s": 190e-6},
+    # GPTQ/AWQ with exllama/marlin-style kernels: packed 4-bit weights read by a fused dequant-GEMV
+    # exllama (v1, what transformers used through AutoGPTQ) reconstructs fp16 weights from 4 rows on: optimum's
+    # table has batch 4 at 1.6x batch 1 and 1.4x fp16
+    "gptq": {"eff": 0.45, "dequant_rows": 4, "linear_s": 20e-6, "dequant_linear_s": 20e-6},
+    # AutoAWQ's GEMM kernel (unfused modules): decode near the 4-bit roofline's host-bound pace, prefill at ~0.22 of
+    # the fp16 GEMM rate (transformers' AWQ docs: Mistral-7B prefill ~3000 tokens/s from 256 to 2048 tokens)
+    "awq": {"eff": 0.45, "dequant_rows": 1 << 30, "linear_s": 20e-6, "flops_eff": 0.22},
+    # torchao weight-only int8/int4 (gpt-fast README, compiled: int8 1069 GB/s and int4 862 GB/s on an A100 of
+    # 2039: 0.52 and 0.42); uncompiled they dispatch through tensor subclasses (extra host cost per call)
+    "int8": {"eff": 0.52, "dequant_rows": 1 << 30, "linear_s": 40e-6},
+    "int4": {"eff": 0.42, "dequant_rows": 1 << 30, "linear_s": 40e-6},
+    "fp8": {"eff": 0.6, "dequant_rows": 1 << 30, "linear_s": 20e-6},
+}
+LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down
+
+
+class Factor(BaseModel):
+    name: str
+    value: float
+    source: str
+
+
+class ExpectedSpeed(BaseModel):
+    kind: str = "estimate"
+    prefill_s: float
+    ttft_s: float = Field(description="expected time to first token: prefill forward + one step's bookkeeping")
+    tpot_s: float = Field(description="expected time per output token (one decode step of all sequences)")
+    tokens_per_s: float = Field(description="sequences / expected step time")
+    fixed_s_per_step: float = Field(description="the per-step fixed cost inside tpot_s (dispatch, launches)")
+    basis: str = Field(description="'calibrated on this host' or 'datasheet x published factors'")
+    factors: list[Factor] = Field(default_factory=list)
+
+
+def _active_weights(p: ModelProfile, weights: float, tokens: int) -> float:
+    """MoE: only the routed experts the step's tokens pick are read (profile.expert_fraction, when known)."""
+    frac = getattr(p, "expert_fraction", None)
+    experts = getattr(p, "expert_params", 0) or 0
+    if not callable(frac) or not experts or not p.num_parameters:
+        return weights
+    return weights - weights * experts / p.num_parameters * (1 - frac(tokens))
+
+
+def cpu_emulation_slowdown(dtype: str) -> float:
+    """CPU_EMULATED_SLOWDOWN for fp16 / bf16 when this CPU's flags show no native support, else 1."""
+    if dtype not in ("float16", "bfloat16"):
+        return 1.0
+    from infertune.estimate.calibration import cpu_flags, native_cpu_dtypes
+
+    return 1.0 if native_cpu_dtypes(cpu_flags()).get(dtype) else CPU_EMULATED_SLOWDOWN
+
+
+def _attn_flops(p: ModelProfile, q: int, kv: int, rows: int, causal: bool) -> float:
+    full = 4 * p.num_layers * p.num_attention_heads * p.head_dim * q * kv * rows
+    return full / 2 if causal and q > 1 else full
+
+
+def kv_traffic(p: ModelProfile, s: EstimateSettings) -> float:
+    """Bytes moved per decode step, per byte of KV cache: a dynamic cache grows by torch.cat (read the old copy,
+    write the new: 2); sdpa reads it once (GQA in the kernel); eager first repeats K and V to every query head
+    (read 1, write n_rep) then reads the repeated copy (n_rep). A static cache is written in place."""
+    n_rep = p.num_attention_heads / max(p.num_kv_heads, 1)
+    grow = 2.0 if s.kv_cache == "dynamic" else 0.0
+    return grow + (1 + 2 * n_rep if _eager(s) else 1.0)
+
+
+def _eager(s: EstimateSettings) -> bool:
+    return s.attn == "eager" or s.attn.endswith("|eager")
+
+
+def _overhead(s: EstimateSettings, layers: int, cal: Calibration | None, on_gpu: bool) -> tuple[float, float, str]:
+    """(per step, per layer, source) of the fixed cost."""
+    attn = "eager" if _eager(s) else "sdpa"
+    if getattr(s, "compile", False) and on_gpu:
+        return CUDA_COMPILED_STEP_S, CUDA_COMPILED_LAYER_S, "published (CUDA graphs), see docs/estimator.md"
+    if cal is not None and attn in cal.layer_s:
+        return cal.step_s[attn], cal.layer_s[attn], f"measured on this host ({cal.device})"
+    if on_gpu:
+        return CUDA_STEP_S, CUDA_LAYER_S.get(s.attn, CUDA_LAYER_S["sdpa"]), "fitted to published eager GPU runs"
+    return 2e-3, 0.3e-3, "default (no calibration of this CPU)"
+
+
+def _cpu_linear(cal: Calibration, s: EstimateSettings, rows: int, elems: float, quant_bytes: float) -> float:
+    """Calibrated CPU matmul time; weight-only quantization is dequantized per call on CPU: the dtype's matmul
+    plus reading the packed bytes and writing the dequantized copy at the copy rate (the matmul reads it)."""
+    t = cal.linear_s(s.dtype, rows, elems)
+    if s.quantization.method not in ("none", "gguf"):
+        from infertune.estimate.memory import DTYPE_BYTES
+
+        t += (quant_bytes + elems * DTYPE_BYTES.get(s.dtype, 2)) / cal.copy_Bps
+    return t
+
+
+def _gpu_linear(acc: Accelerator, s: EstimateSettings, rows: int, elems: float, weight_bytes: float,
+                cal: Calibration | None) -> tuple[float, float]:
+    """(device time, extra host time per layer) of the matmuls on a GPU."""
+    from infertune.estimate.memory import DTYPE_BYTES
+
+    b = DTYPE_BYTES.get(s.dtype, 2)
+    dtype = "fp8" if s.quantization.method == "fp8" else s.dtype
+    peak = acc.flops.get(dtype, acc.flops["float32"]) * GPU_FLOPS_EFF
+    bw = acc.bandwidth_Bps * GPU_BW_EFF
+    if cal is not None and s.dtype in cal.linear_s_per_elem:  # measured on this GPU
+        dense = cal.linear_s(s.dtype, rows, elems)
+    else:
+        dense = max(elems * b / bw, 2 * rows * elems / peak)
+    q = QUANT_KERNELS.get(s.quantization.method)
+    if q is None:
+        return dense, 0.0
+    dequant = rows >= q["dequant_rows"]
+    per_linear = q.get("dequant_linear_s", q["linear_s"]) if dequant else q["linear_s"]
+    per_linear += q.get("dq_linear_s", 0.0) if s.quantization.double_quant else 0.0
+    host = 0.0 if s.compile else per_linear * LINEARS_PER_LAYER  # compiled: fused into the graph
+    if dequant:  # dequantize the weight, then a dense matmul
+        return weight_bytes / bw + 2 * elems * b / bw + dense, host
+    return max(weight_bytes / (acc.bandwidth_Bps * q["eff"]), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
+
+
+def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator,
+                   cal: Calibration | None = None, extra_step_s: float = 0.0) -> ExpectedSpeed:
+    """`cal`: this host's calibration (CPU, or the CUDA device it ran on); `extra_step_s`: what the bound adds
+    per forward pass beside the kernels (offloaded weights crossing the host link, tensor-parallel all-reduces)."""
+    from infertune.estimate.memory import DTYPE_BYTES
+
+    on_gpu = s.platform != "cpu"
+    b = DTYPE_BYTES.get(s.dtype, 2)
+    seqs = s.batch * s.concurrency
+    L = p.num_layers
+    step_s, layer_s, over_src = _overhead(s, L, cal, on_gpu)
+    host_x = 1.0 if cal is not None or not on_gpu else HOST_SPEED.get(acc.name, 1.0)
+    step_s, layer_s = step_s * host_x, layer_s * host_x
+    fixed = step_s + L * layer_s
+    lm = p.vocab_size * p.hidden_size
+    emb_bytes = lm * b  # the lm_head / tied embedding stays in the dtype whatever the quantization
+    # a dynamic cache is read at its mean length during generation; a static one is attended over whole (masked)
+    full = s.input_len + s.max_new_tokens
+    ctx = (s.max_cache_len or full) if s.kv_cache == "static" else s.input_len + s.max_new_tokens / 2
+    kv_read = (mem.kv_cache_bytes + mem.kv_cache_cpu_bytes) * (1.0 if s.kv_cache == "static" else ctx / max(full, 1))
+    # memory traffic rate (bytes read + written per second): the calibrated copy, else the datasheet at the efficiency
+    traffic_Bps = cal.copy_Bps if cal else acc.bandwidth_Bps * (GPU_BW_EFF if on_gpu else CPU_BW_EFF)
+
+    def dense(rows: int, elems: float, nbytes: float) -> float:
+        """A dense matmul of `rows` activations against `elems` weights (`nbytes` of them)."""
+        if cal is not None and (not on_gpu or s.dtype in cal.linear_s_per_elem):
+            return cal.linear_s(s.dtype, rows, elems)
+        eff_bw, eff_fl = (GPU_BW_EFF, GPU_FLOPS_EFF) if on_gpu else (CPU_BW_EFF, CPU_FLOPS_EFF)
+        peak = acc.flops.get(s.dtype, acc.flops["float32"])
+        t = max(nbytes / (acc.bandwidth_Bps * eff_bw), 2 * rows * elems / (peak * eff_fl))
+        return t * (1.0 if on_gpu else cpu_emulation_slowdown(s.dtype))
+
+    def linear_time(rows: int, with_lm_rows: int) -> tuple[float, float]:
+        elems = _active_weights(p, p.linear_params, rows)
+        packed = max(_active_weights(p, mem.weights_bytes, rows) - emb_bytes, 0.0)
+        if on_gpu:
+            t, host = _gpu_linear(acc, s, rows, elems, packed, cal)
+        elif cal is not None:
+            t, host = _cpu_linear(cal, s, rows, elems, packed), 0.0
+        else:
+            t, host = dense(rows, elems, packed), 0.0
+        return t / max(s.tp, 1) + dense(with_lm_rows, lm, lm * b), host
+
+    flops_rate = 2 * 256 * 1e6 / dense(256, 1e6, 1e6 * b)  # the dtype's matmul rate at many rows
+
+    # decode step
+    lin, host = linear_time(seqs, seqs)
+    host *= host_x
+    attn_dec = kv_traffic(p, s) * kv_read / traffic_Bps / max(s.tp, 1) + _attn_flops(p, 1, int(ctx), seqs, False) / flops_rate
+    device = lin + attn_dec
+    host_total = fixed + L * host
+    tpot = (max(device, host_total) + SYNC_S if on_gpu else device + host_total) + extra_step_s
+
+    # prefill: one generate call of `batch` prompts (chunks of `prefill_chunk` queries)
+    S, B = s.input_len, s.batch
+    q = min(s.prefill_chunk or S, S)
+    chunks = -(-S // q)
+    lin_p, host_p = linear_time(B * q, B)
+    host_p *= host_x
+    lin_p = lin_p * chunks
+    attn_p = _attn_flops(p, S, S, B, causal=not _eager(s)) / flops_rate
+    if _eager(s):  # the score matrix is written, softmaxed (fp32) and read back: memory traffic
+        attn_p += L * B * p.num_attention_heads * S * S * (6 * b + 8) / traffic_Bps
+    dev_p = lin_p + attn_p
+    host_p_total = chunks * (step_s + L * (layer_s + host_p))
+    prefill = (max(dev_p, host_p_total) if on_gpu else dev_p + host_p_total) + extra_step_s * chunks
+    ttft = prefill + step_s
+    factors = [
+        Factor(name="fixed cost per step", value=step_s, source=over_src),
+        Factor(name="fixed cost per layer and step", value=layer_s, source=over_src),
+    ]
+    if cal is not None:
+        factors.append(Factor(name=f"{s.dtype} F.linear at {seqs} rows, s per weight element",
+                              value=cal.linear_s(s.dtype, seqs, 1.0), source=f"measured on this host ({cal.device})"))
+    elif on_gpu:
+        factors += [Factor(name="bandwidth efficiency", value=GPU_BW_EFF, source="gpt-fast README (A100, fp16)"),
+                    Factor(name="FLOP/s efficiency", value=GPU_FLOPS_EFF, source="assumed for cuBLAS GEMMs")]
+    if s.quantization.method in QUANT_KERNELS and on_gpu:
+        qk = QUANT_KERNELS[s.quantization.method]
+        factors.append(Factor(name=f"{s.quantization.method} kernel bandwidth efficiency", value=qk["eff"],
+                              source="QUANT_KERNELS (docs/estimator.md)"))
+    return ExpectedSpeed(
+        prefill_s=prefill, ttft_s=ttft, tpot_s=tpot, tokens_per_s=seqs / tpot, fixed_s_per_step=host_total,
+        basis=(f"calibrated on this host ({cal.device})" if cal else "datasheet x published factors" if on_gpu
+               else "probed CPU rates x assumed efficiencies (no calibration)"),
+        factors=factors,
+    )

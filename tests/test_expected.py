@@ -1,0 +1,309 @@
+"""The expected-speed model, the host calibration and the GPU memory overheads, against hand calculations.
+
+GPU paths run with injected hardware facts (datasheet entries and hand-made calibrations): no GPU here.
+"""
+
+import json
+import types
+
+import pytest
+
+from infertune.estimate import calibration, estimate, overhead
+from infertune.estimate import expected as X
+from infertune.estimate.accelerators import Accelerator, find_accelerator
+from infertune.estimate.memory import EstimateSettings, estimate_memory
+from infertune.measure.memory import CudaMeter, nvml_used
+from tests.test_estimate import llama
+
+L = 30  # SmolLM2's layers
+
+
+def cal(device="cpu", s_per_elem=1e-9, step=2e-3, layer=0.3e-3, copy=20e9) -> calibration.Calibration:
+    """A calibration where F.linear costs s_per_elem per weight element at 1 row and scales with rows beyond 16."""
+    table = {r: s_per_elem * max(1, r / 16) for r in calibration.ROWS}
+    return calibration.Calibration(device=device, host_key="k", measured_at=0.0, copy_Bps=copy,
+                                   linear_s_per_elem={d: dict(table) for d in ("float32", "bfloat16", "float16")},
+                                   step_s={"eager": step, "sdpa": step}, layer_s={"eager": layer, "sdpa": layer})
+
+
+def cpu_acc(c) -> Accelerator:
+    return Accelerator(name="CPU", vendor="host", memory_bytes=64 * 2**30, bandwidth_Bps=20e9,
+                       flops={"float32": 1e11, "bfloat16": 1e11, "float16": 1e11}, bf16=True, fp8=False,
+                       flash_attn_2=False, flash_attn_3=False, interconnect="host memory", interconnect_Bps=20e9,
+                       source="test", calibration=c)
+
+
+def test_cpu_decode_step_is_calibrated_matmuls_plus_kv_reads_plus_fixed_cost():
+    c = cal()
+    p, s = llama(), EstimateSettings(dtype="float32", platform="cpu", input_len=100, max_new_tokens=20)
+    e = estimate(p, s, cpu_acc(c))
+    x = e.speed.expected
+    lm = 49152 * 576
+    matmuls = p.linear_params * 1e-9 + lm * 1e-9  # 1 row: the calibrated rate
+    kv = e.memory.kv_cache_bytes * (110 / 120) * (2 + 1) / c.copy_Bps  # torch.cat (read + write) + one read
+    attn = 4 * L * 9 * 64 * 110 / (2 * 256 / c.linear_s_per_elem["float32"][256])
+    assert x.tpot_s == pytest.approx(matmuls + kv + attn + 2e-3 + L * 0.3e-3, rel=1e-9)
+    assert x.fixed_s_per_step == pytest.approx(2e-3 + L * 0.3e-3)
+    assert x.tokens_per_s == pytest.approx(1 / x.tpot_s)
+    assert "measured on this host" in " ".join(f.source for f in x.factors)
+    # the roofline stays beside it, as a bound, under its own name; the old top-level fields are the bound
+    assert e.speed.bound.tpot_s == e.speed.tpot_s and e.speed.bound.limited_by == e.speed.limited_by
+
+
+def test_emulated_dtype_is_as_slow_as_the_host_measured_it():
+    fast, slow = cal(), cal()
+    slow.linear_s_per_elem["float16"] = {r: v * 10 for r, v in slow.linear_s_per_elem["float16"].items()}
+    s = EstimateSettings(dtype="float16", platform="cpu", input_len=16, max_new_tokens=8)
+    t_fast = estimate(llama(), s, cpu_acc(fast)).speed.expected.tpot_s
+    t_slow = estimate(llama(), s, cpu_acc(slow)).speed.expected.tpot_s
+    assert t_slow > 5 * t_fast  # the emulated fp16 matmuls dominate the step
+
+
+def test_eager_prefill_pays_for_the_full_score_matrix_sdpa_for_half():
+    c = cal()
+    s = EstimateSettings(dtype="float32", platform="cpu", input_len=2048, max_new_tokens=8, attn="sdpa")
+    sdpa = estimate(llama(), s, cpu_acc(c)).speed.expected
+    eager = estimate(llama(), s.model_copy(update={"attn": "eager"}), cpu_acc(c)).speed.expected
+    rate = 2 * 256 / c.linear_s_per_elem["float32"][256]
+    half = 4 * L * 9 * 64 * 2048 * 2048 / 2 / rate
+    scores = L * 9 * 2048 * 2048 * (6 * 4 + 8) / c.copy_Bps  # scores, mask, fp32 softmax, read back
+    assert eager.prefill_s - sdpa.prefill_s == pytest.approx(half + scores, rel=1e-6)
+    # decode: eager repeats the 3 KV heads to 9 query heads (read 1, write 3) and reads the copy (3)
+    assert X.kv_traffic(llama(), s.model_copy(update={"attn": "eager"})) == 2 + 1 + 2 * 3
+    assert X.kv_traffic(llama(), s.model_copy(update={"kv_cache": "static"})) == 1
+
+
+def test_small_model_on_a_gpu_is_host_bound_and_compiling_removes_it():
+    h100 = find_accelerator("H100")
+    s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64)
+    eager = estimate(llama(), s, h100).speed
+    compiled = estimate(llama(), s.model_copy(update={"compile": True}), h100).speed
+    host = X.CUDA_STEP_S + L * X.CUDA_LAYER_S["sdpa"]
+    assert eager.expected.tpot_s == pytest.approx(host + X.SYNC_S)  # launches, not bytes, set the pace
+    assert eager.expected.tpot_s > 5 * eager.bound.tpot_s
+    assert compiled.expected.tpot_s < eager.expected.tpot_s / 3
+    assert compiled.expected.tpot_s >= compiled.bound.tpot_s  # never faster than the roofline
+
+
+def big_llama(**kw):
+    """Llama-3-70B's shape (80 layers, hidden 8192, GQA 64/8)."""
+    return llama(num_layers=80, hidden_size=8192, intermediate_size=28672, num_attention_heads=64, num_kv_heads=8,
+                head_dim=128, vocab_size=128256, tie_word_embeddings=False, layer_types=["full_attention"] * 80,
+                num_parameters=70_553_706_496, param_groups={"embedding": 1_050_673_152, "lm_head": 1_050_673_152,
+                                                            "linear": 68_451_041_280, "other": 1_318_912},
+                linear_rows=None, **kw)
+
+
+def test_large_model_on_a_gpu_is_bandwidth_bound_at_the_kernel_efficiency():
+    big = big_llama()
+    a100 = find_accelerator("A100 80GB")
+    s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64, compile=True)
+    e = estimate(big, s, a100)
+    weights_only = e.memory.weights_bytes / (a100.bandwidth_Bps * X.GPU_BW_EFF)
+    assert e.speed.expected.tpot_s == pytest.approx(weights_only, rel=0.03)
+
+
+def test_bitsandbytes_4bit_batch_one_kernel_and_dequantizing_batches():
+    h100 = find_accelerator("H100")
+    from infertune.estimate.memory import Quantization
+
+    s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64, quantization=Quantization.parse("bnb-nf4"))
+    one = estimate(llama(), s, h100).speed.expected
+    dq = estimate(llama(), s.model_copy(update={"quantization": Quantization.parse("bnb-nf4-dq")}), h100).speed.expected
+    eight = estimate(llama(), s.model_copy(update={"batch": 8}), h100).speed.expected
+    k = X.QUANT_KERNELS["bnb-nf4"]
+    per_layer = X.CUDA_LAYER_S["sdpa"] + X.LINEARS_PER_LAYER * k["linear_s"]
+    assert one.tpot_s == pytest.approx(X.CUDA_STEP_S + L * per_layer + X.SYNC_S)
+    assert dq.tpot_s - one.tpot_s == pytest.approx(L * X.LINEARS_PER_LAYER * k["dq_linear_s"])
+    assert eight.tpot_s - one.tpot_s == pytest.approx(L * X.LINEARS_PER_LAYER * (k["dequant_linear_s"] - k["linear_s"]))
+
+
+def test_a_gpu_calibration_replaces_the_published_factors():
+    h100 = find_accelerator("H100").model_copy(update={"calibration": cal("NVIDIA H100", step=1e-3, layer=0.1e-3)})
+    s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64)
+    x = estimate(llama(), s, h100).speed.expected
+    assert x.fixed_s_per_step == pytest.approx(1e-3 + L * 0.1e-3)
+    assert x.basis == "calibrated on this host (NVIDIA H100)"
+
+
+def test_cpu_flags_and_native_half_types(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    flags = calibration.cpu_flags(str(info))
+    assert {"avx512_bf16", "avx2"} <= flags
+    assert calibration.native_cpu_dtypes(flags) == {"bfloat16": True, "float16": False}
+    assert calibration.native_cpu_dtypes({"avx2", "amx_bf16", "amx_fp16"}) == {"bfloat16": True, "float16": True}
+    assert calibration.cpu_flags(str(tmp_path / "missing")) == set()
+
+
+def test_calibration_is_measured_once_and_cached(infertune_home, monkeypatch):
+    calls = []
+
+    def fake_measure(device="cpu"):
+        calls.append(device)
+        return cal().model_copy(update={"host_key": calibration.host_key("cpu")})
+
+    monkeypatch.delenv("INFERTUNE_NO_CALIBRATION", raising=False)
+    monkeypatch.setattr(calibration, "measure", fake_measure)
+    first = calibration.cached("cpu")
+    second = calibration.cached("cpu")
+    assert calls == ["cpu"] and first == second
+    path = calibration.cache_path("cpu")
+    assert path.is_relative_to(infertune_home) and json.loads(path.read_text())["kind"] == "calibration"
+    data = json.loads(path.read_text())
+    data["host_key"] = "another machine"
+    path.write_text(json.dumps(data))
+    calibration.cached("cpu")
+    assert calls == ["cpu", "cpu"]  # a different host (or torch, or thread count) measures again
+    assert calibration.cached("cpu", measure_if_missing=False) is not None
+
+
+def test_linear_time_interpolates_between_measured_rows():
+    c = cal(s_per_elem=1e-9)
+    assert c.linear_s("float32", 1, 100) == pytest.approx(1e-7)
+    assert c.linear_s("float32", 512, 100) == pytest.approx(100 * 1e-9 * 16 * 2)  # beyond 256: linear in rows
+    assert c.linear_s("float32", 32, 100) == pytest.approx(100 * 1e-9 * 2, rel=1e-9)  # log-interpolated 16..64
+
+
+def test_cuda_context_by_generation_torch_version_and_backend():
+    base = EstimateSettings(platform="cuda", compute_capability="8.0", torch_version="2.5.1")
+    a100, _ = overhead.cuda_context_bytes(base)
+    old, _ = overhead.cuda_context_bytes(base.model_copy(update={"torch_version": "1.12.1"}))
+    h100, _ = overhead.cuda_context_bytes(base.model_copy(update={"compute_capability": "9.0"}))
+    from infertune.estimate.memory import Quantization
+
+    bnb, f = overhead.cuda_context_bytes(base.model_copy(update={"quantization": Quantization.parse("bnb-nf4")}))
+    assert 0.8e9 <= a100 <= 1.7e9 and old > a100 and h100 > a100 and bnb > a100 and "bnb-nf4 kernels" in f
+    m = estimate_memory(llama(), base)
+    assert m.overhead_bytes + m.kv_growth_reserve_bytes == m.cuda_context_bytes + m.allocator_reserve_bytes
+    assert m.cuda_context_bytes == a100
+
+
+def test_quantization_workspace_and_cache_growth_are_counted():
+    from infertune.estimate.memory import Quantization
+
+    s = EstimateSettings(dtype="bfloat16", input_len=512, max_new_tokens=512, platform="cpu")
+    nf4 = estimate_memory(llama(), s.model_copy(update={"quantization": Quantization.parse("bnb-nf4")}))
+    ws = next(c for c in nf4.components if c.name == "quantization_workspace")
+    assert ws.bytes == 576 * 1536 * 2  # one dequantized MLP weight in bf16
+    static = estimate_memory(llama(), s.model_copy(update={"kv_cache": "static"}))
+    dynamic = estimate_memory(llama(), s)
+    assert overhead.cache_growth_bytes(dynamic.kv_cache_bytes, llama(), s) == dynamic.kv_cache_bytes / 60
+    assert overhead.cache_growth_bytes(static.kv_cache_bytes, llama(), s.model_copy(update={"kv_cache": "static"})) == 0
+
+
+class FakeNvml:
+    def __init__(self, pid):
+        self.pid, self.by = pid, None
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        self.by = uuid
+        return "h"
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        self.by = i
+        return "h"
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return types.SimpleNamespace(used=5 * 2**30)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [types.SimpleNamespace(pid=1, usedGpuMemory=2**30),
+                types.SimpleNamespace(pid=self.pid, usedGpuMemory=3 * 2**30)]
+
+
+def test_nvml_reports_this_process_and_the_device_found_by_uuid():
+    nv = FakeNvml(pid=4242)
+    assert nvml_used("abc", 0, 4242, nv) == (3 * 2**30, 5 * 2**30) and nv.by == "GPU-abc"
+    assert nvml_used(None, 1, 7, nv) == (None, 5 * 2**30) and nv.by == 1
+
+
+def test_cuda_meter_reads_allocated_reserved_and_nvml_after_generation():
+    import os
+
+    class FakeCuda:
+        def synchronize(self, d):
+            pass
+
+        def reset_peak_memory_stats(self, d):
+            pass
+
+        def max_memory_allocated(self, d):
+            return 100
+
+        def max_memory_reserved(self, d):
+            return 150
+
+        def memory_allocated(self, d):
+            return 50
+
+        def get_device_properties(self, i):
+            return types.SimpleNamespace(uuid="GPU-xyz")
+
+    meter = CudaMeter("cuda:0", FakeCuda(), FakeNvml(pid=os.getpid()))
+    with meter.generate_phase() as phase:
+        pass
+    assert phase.peak == 100 and meter.reserved_peak() == 150
+    assert meter.process_used == 3 * 2**30 and meter.device_used == 5 * 2**30
+
+
+def test_uncalibrated_cpu_slows_half_types_it_cannot_compute_natively(monkeypatch):
+    s = EstimateSettings(dtype="float16", platform="cpu", input_len=16, max_new_tokens=8)
+    monkeypatch.setattr(calibration, "cpu_flags", lambda path="/proc/cpuinfo": {"avx2", "avx512f", "avx512_bf16"})
+    emulated = estimate(llama(), s, cpu_acc(None)).speed.expected
+    native = estimate(llama(), s.model_copy(update={"dtype": "bfloat16"}), cpu_acc(None)).speed.expected
+    assert X.cpu_emulation_slowdown("float16") == X.CPU_EMULATED_SLOWDOWN and X.cpu_emulation_slowdown("bfloat16") == 1
+    assert emulated.tpot_s > 2 * native.tpot_s
+    assert emulated.basis.startswith("probed CPU rates")
+
+
+def test_a_growing_dynamic_cache_reserves_about_its_size_beside_the_tensors():
+    s = EstimateSettings(dtype="float16", input_len=512, max_new_tokens=512, batch=8, platform="cuda")
+    dynamic = estimate_memory(llama(), s)
+    static = estimate_memory(llama(), s.model_copy(update={"kv_cache": "static"}))
+    prefill_only = estimate_memory(llama(), s.model_copy(update={"max_new_tokens": 1}))
+    assert overhead.growth_reserve_bytes(dynamic.kv_cache_bytes, s) == overhead.CACHE_GROWTH_RESERVE * dynamic.kv_cache_bytes
+    tensors = dynamic.total_bytes - dynamic.overhead_bytes - dynamic.kv_growth_reserve_bytes
+    assert dynamic.allocator_reserve_bytes == int(0.05 * tensors + 0.8 * dynamic.kv_cache_bytes)
+    assert any(c.name == "kv_growth_reserve" for c in dynamic.components)
+    assert static.allocator_reserve_bytes == int(0.05 * (static.total_bytes - static.overhead_bytes))
+    assert prefill_only.allocator_reserve_bytes < 0.06 * prefill_only.total_bytes
+
+
+def test_the_real_microbenchmarks_measure_every_cell(monkeypatch):
+    """The calibration's own code on this CPU, at toy sizes (values depend on the machine: only shape and sign)."""
+    lin = calibration.measure_linear(seconds=0.001, elems_per_matrix=64 * 64, matrices=2, rounds=1)
+    assert set(lin) == set(calibration.DTYPES)
+    assert all(set(v) == set(calibration.ROWS) and all(x > 0 for x in v.values()) for v in lin.values())
+    step, layer = calibration.measure_overhead(seconds=0.001, rounds=1, lengths=(1, 3), calls=1)
+    assert set(step) == set(layer) == set(calibration.ATTNS)
+    assert all(v >= 0 for v in (*step.values(), *layer.values()))
+
+
+def test_moe_reads_only_the_experts_the_step_picks():
+    """With the profile's expert facts (issue 18's ModelProfile.expert_params / expert_fraction), a decode step
+    reads the shared weights and 1 - (1 - k/E)^tokens of the routed experts."""
+    from infertune.probe.model import ModelProfile
+
+    class MoE(ModelProfile):
+        @property
+        def expert_params(self) -> int:
+            return int(0.9 * (self.num_parameters or 0))
+
+        def expert_fraction(self, tokens: int = 1) -> float:
+            return 1 - (1 - 2 / 8) ** max(tokens, 1)
+
+    base = big_llama()
+    moe = MoE(**base.model_dump())
+    assert X._active_weights(moe, 1000.0, 1) == pytest.approx(1000 - 900 * (1 - 0.25), rel=1e-6)
+    assert X._active_weights(moe, 1000.0, 64) == pytest.approx(1000.0, rel=1e-6)  # a big batch touches them all
+    assert X._active_weights(base, 1000.0, 1) == 1000.0  # a dense profile: everything
+    h100 = find_accelerator("H100")
+    s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64, compile=True)
+    assert estimate(moe, s, h100).speed.expected.tpot_s < estimate(base, s, h100).speed.expected.tpot_s
