@@ -50,7 +50,10 @@ class Expected(BaseModel):
     tokens_per_s_after: float
     max_input_len_after: int | None
     max_concurrency_after: int | None
-    note: str | None = None  # what the roofline cannot show (Python overhead, kernel quality)
+    note: str | None = None  # what the estimate cannot show (kernel quality beyond its factors)
+    # the roofline time per token: a bound a run never beats, kept beside the expected figures above
+    tpot_bound_s_before: float | None = None
+    tpot_bound_s_after: float | None = None
     # documented factors used where the roofline has no term (techniques.factors), each with its sources
     factors_before: list[str] = []
     factors_after: list[str] = []
@@ -69,11 +72,17 @@ def effective(f: Facts, s: Setup, est: EstimateFn) -> tuple[Estimate, list[str]]
     except UserError:  # the reference cannot be placed (it does not fit a budget): its own roofline then
         ref = e
     sp, rp = e.speed, ref.speed
-    tpot = max(sp.tpot_s, documented.ratio(found, "decode") * rp.tpot_s)
-    prefill = max(sp.prefill_s, documented.ratio(found, "prefill") * rp.prefill_s)
+    decode, pre = documented.ratio(found, "decode"), documented.ratio(found, "prefill")
+    tpot = max(sp.tpot_s, decode * rp.tpot_s)
+    prefill = max(sp.prefill_s, pre * rp.prefill_s)
     seqs = e.settings.batch * e.settings.concurrency
+    x, rx = sp.expected, rp.expected
+    if x is not None and rx is not None:  # a floor, as on the roofline: an effect the expected model has counts once
+        xt, xp = max(x.tpot_s, decode * rx.tpot_s), max(x.prefill_s, pre * rx.prefill_s)
+        x = x.model_copy(update={"tpot_s": xt, "prefill_s": xp, "ttft_s": x.ttft_s - x.prefill_s + xp,
+                                 "tokens_per_s": seqs / xt})
     speed = sp.model_copy(update={"tpot_s": tpot, "prefill_s": prefill, "ttft_s": prefill + tpot,
-                                  "tokens_per_s": seqs / tpot})
+                                  "tokens_per_s": seqs / tpot, "expected": x})
     labels = [x.label() for x in found]
     return e.model_copy(update={"speed": speed, "assumptions": e.assumptions + labels}), labels
 
@@ -92,6 +101,7 @@ def expected(f: Facts, before: Estimate, after: Estimate, s_before: Setup, s_aft
              factors_before: list[str] | None = None, factors_after: list[str] | None = None) -> Expected:
     wb, wa = worst_device(before), worst_device(after)
     tb, ta = serving_times(f, s_before, before), serving_times(f, s_after, after)
+    xb, xa = before.speed.expected or before.speed, after.speed.expected or after.speed  # expected ranks
     note = None
     if s_after.compile and not s_before.compile:
         note = "removes Python/launch overhead, which the roofline does not model: measure it"
@@ -107,9 +117,9 @@ def expected(f: Facts, before: Estimate, after: Estimate, s_before: Setup, s_aft
         peak_bytes_before=wb.needed_bytes if wb else before.memory.total_bytes,
         peak_bytes_after=wa.needed_bytes if wa else after.memory.total_bytes,
         fits_before=bool(wb and wb.fits), fits_after=bool(wa and wa.fits),
-        ttft_s_before=before.speed.ttft_s + tb["queue_wait_mean_s"],
-        ttft_s_after=after.speed.ttft_s + ta["queue_wait_mean_s"],
-        tpot_s_before=before.speed.tpot_s, tpot_s_after=after.speed.tpot_s,
+        ttft_s_before=xb.ttft_s + tb["queue_wait_mean_s"], ttft_s_after=xa.ttft_s + ta["queue_wait_mean_s"],
+        tpot_s_before=xb.tpot_s, tpot_s_after=xa.tpot_s,
+        tpot_bound_s_before=before.speed.tpot_s, tpot_bound_s_after=after.speed.tpot_s,
         tokens_per_s_before=tb["tokens_per_s"], tokens_per_s_after=ta["tokens_per_s"],
         max_input_len_after=after.max_input_len, max_concurrency_after=after.max_concurrency, note=note,
         factors_before=factors_before or [], factors_after=factors_after or [],
