@@ -5,11 +5,37 @@ the pydantic model whose JSON is what `--format json` prints. Bad input raises `
 Long verbs take `on_event`, called with progress dicts (`{"event": "phase" | "progress" | "trial" | ...}`).
 """
 
-from infertune.api.checkup import DoctorResult, ScriptAdvice, doctor
-from infertune.api.common import (OnEvent, Say, default_run_dir, input_lengths, parse_budgets, parse_size_flag,
-                                  parse_tokens)
-from infertune.api.plan import EnvReport, EstimateSweep, advise, env, estimate
-from infertune.api.runs import TuneOutcome, host_facts, measure, report, run_tune, tune, tune_spec
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infertune.api.checkup import DoctorResult, ScriptAdvice, doctor
+    from infertune.api.common import (OnEvent, Say, default_run_dir, input_lengths, parse_budgets, parse_size_flag,
+                                      parse_tokens)
+    from infertune.api.plan import EnvReport, EstimateSweep, advise, env, estimate
+    from infertune.api.runs import TuneOutcome, host_facts, measure, report, run_tune, tune, tune_spec
+
+# Each name is imported from its module on first use, so a verb loads only what it needs: `estimate` on a
+# model seen before stays clear of the trial runner, the tuner and their libraries (start-up, see
+# benchmarks/estimate_startup.py).
+_HOME = {
+    "checkup": ("DoctorResult", "ScriptAdvice", "doctor"),
+    "common": ("OnEvent", "Say", "default_run_dir", "input_lengths", "parse_budgets", "parse_size_flag",
+               "parse_tokens"),
+    "plan": ("EnvReport", "EstimateSweep", "advise", "env", "estimate"),
+    "runs": ("TuneOutcome", "host_facts", "measure", "report", "run_tune", "tune", "tune_spec"),
+}
+_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'infertune.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"infertune.api.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["DoctorResult", "EnvReport", "EstimateSweep", "OnEvent", "Say", "ScriptAdvice", "TuneOutcome", "advise",
            "default_run_dir", "doctor", "env", "estimate", "host_facts", "input_lengths", "measure",
