@@ -81,3 +81,51 @@ def demo_model() -> Path:
     from infertune import models
 
     return models.prepare("smollm2")
+
+
+class Started:
+    """A command run as a test runs it, remembering every process it starts (polled while it runs), so a
+    test checks its own processes only, never another user's."""
+
+    def __init__(self, args: list[str], **popen):
+        import subprocess
+        import threading
+
+        import psutil
+
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+        self.seen: dict[int, psutil.Process] = {}
+        self._me = psutil.Process(self.proc.pid)
+        self._poller = threading.Thread(target=self._poll, daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        import time
+
+        import psutil
+
+        while self.proc.poll() is None:
+            try:
+                for c in self._me.children(recursive=True):
+                    self.seen.setdefault(c.pid, c)
+            except psutil.Error:
+                pass
+            time.sleep(0.1)
+
+    def communicate(self, timeout: float):
+        out, err = self.proc.communicate(timeout=timeout)
+        self._poller.join()
+        return out, err
+
+    def alive(self) -> list:
+        """The processes it started that still run (a zombie awaiting its reaper does not)."""
+        import psutil
+
+        out = []
+        for p in self.seen.values():
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.Error:
+                pass
+        return out

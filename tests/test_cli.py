@@ -227,6 +227,42 @@ def test_tune_resume_of_a_non_run_directory_is_exit_2(tmp_path):
     assert r.returncode == 2 and "not a tune run directory" in r.stderr
 
 
+@pytest.mark.parametrize("command, kind, needle", [
+    ("measure", "existing folder", "is a folder"),
+    ("measure", "under a file", "is a file, so nothing can be created"),
+    ("tune", "existing file", "is a file: give a folder"),
+    ("tune", "under a file", "is a file, so nothing can be created"),
+    ("report", "existing file", "not a run folder"),
+    ("loadtest", "existing file", "is a file: give a folder"),
+    ("serve-trial", "existing file", "is a file: give a folder"),
+])
+def test_every_output_path_is_checked_before_any_work(tmp_path, command, kind, needle):
+    """The model named here does not exist: the output is refused first, so no model is looked up, no
+    trial runs. (An unwritable folder is checked too, but the tests run as root, who can write anywhere.)"""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    target = {"existing folder": tmp_path, "existing file": afile, "under a file": afile / "x"}[kind]
+    args = {"measure": ["measure", "--model", "no-org/no-model-here", "--output", str(target)],
+            "tune": ["tune", "--model", "no-org/no-model-here", "--output", str(target)],
+            "report": ["report", str(target)],
+            "loadtest": ["loadtest", "--url", "http://127.0.0.1:9", "--output", str(target)],
+            "serve-trial": ["serve-trial", "--model", "no-org/no-model-here", "--output", str(target)]}[command]
+    r = run(*args)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, r.stderr
+    assert afile.read_text() == "x"
+
+
+def test_a_finished_result_that_cannot_be_written_is_printed_instead(tmp_path, capsys):
+    from infertune.paths import write_or_print
+
+    said = []
+    (tmp_path / "afile").write_text("")
+    assert not write_or_print(tmp_path / "afile" / "x.json", '{"kind": "measured"}\n', said.append)
+    assert capsys.readouterr().out.endswith('{"kind": "measured"}\n')
+    assert "could not write" in said[-1] and "printed above" in said[-1]
+
+
 def test_advise_measured_file_must_be_a_measure_result(tiny_model, tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text("{}")

@@ -32,13 +32,13 @@ def test_every_request_of_every_timed_burst_is_measured(bursts, mode):
 
 
 def test_serial_requests_queue_and_a_static_batch_does_not(bursts):
+    """Structure, not timing ratios (how much queueing costs is measured in benchmarks/concurrency.py): in
+    one padded batch every request of a burst gets its first token at the same step, so the burst's TTFTs
+    are equal (two rounds: two values, and p95 = p99 = the slower round's); served one after another, each
+    request waits for those before it, so no two TTFTs of a round are equal."""
     serial, static = bursts["serial"].metrics, bursts["static"].metrics
-    # serially, the 4th request of a burst waits for three others: its TTFT is several requests long
-    assert serial.ttft_p99_s > 1.5 * serial.ttft_p50_s
-    # one padded batch: every request of a burst gets its first token at the same step, so nobody waits for
-    # another's whole generation (p50 and p99 differ only by round-to-round noise, which is not asserted)
-    assert static.ttft_p99_s < serial.ttft_p99_s / 2
-    assert static.ttft_p99_s / static.ttft_p50_s < serial.ttft_p99_s / serial.ttft_p50_s
+    assert static.ttft_p95_s == pytest.approx(static.ttft_p99_s, rel=1e-9)
+    assert serial.ttft_p99_s > serial.ttft_p95_s > serial.ttft_p50_s
 
 
 def test_measure_cli_takes_concurrency_and_batching(tiny_model):

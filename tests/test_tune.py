@@ -11,14 +11,15 @@ from infertune.measure.quality import Tolerance, compare
 from infertune.measure.results import RequestOutput, TrialMetrics, TrialResult
 from infertune.probe.model import profile_model
 from infertune.techniques import Setup
-from infertune.tune import Run, Step, TuneSpec, better, serve_stage, serve_variants, tie_break, tune
+from infertune.decide import Pair, decide
+from infertune.tune import Run, TuneSpec, serve_stage, serve_variants, tune
 from infertune.workload import Workload
 
 
 def _spec(model, **kw) -> TuneSpec:
     wl = Workload(model=str(model), prompts=["Once upon a time", "The sea is"], max_new_tokens=6, warmup=0)
     base = dict(model=str(model), model_path=str(model), workload=wl, start=Setup(dtype="float32", attn="eager"),
-                objective="memory", max_trials=3, trial_timeout_s=300)
+                objective="memory", max_trials=3, trial_timeout_s=300, min_pairs=2, max_pairs=2)
     base.update(kw)
     return TuneSpec(**base)
 
@@ -36,19 +37,28 @@ def finished(tiny_model, tmp_path_factory):
 def test_baseline_then_one_change_per_step(finished):
     run, facts, steps, events = finished
     assert [s.index for s in steps] == [0, 1, 2] and steps[0].technique is None and steps[0].accepted
-    assert sum(e["event"] == "trial" for e in events) == 3
+    assert steps[0].verdict is None and steps[0].delta is None  # the baseline: nothing to compare it with
+    trials = [e for e in events if e["event"] == "trial"]
+    assert trials[0]["role"] == "baseline"
     for s in steps[1:]:
         assert s.technique and s.changes
         assert s.expected is not None and s.expected.kind == "estimate"  # chosen on an estimate
         assert s.trial.kind == "measured" and s.quality is not None and s.quality.kind == "measured"
+        # interleaved: candidate first in pair 1, then the incumbent; incumbent first in pair 2
+        roles = [(e["role"], e["repeat"]) for e in trials if e["index"] == s.index]
+        assert roles == [("candidate", 1), ("incumbent", 1), ("incumbent", 2), ("candidate", 2)][:len(roles)]
+        assert len(roles) == 2 * len(s.pairs) and s.machine is not None
     dtype_step = next(s for s in steps if s.technique == "dtype")
     assert dtype_step.changes == {"dtype": "bfloat16"}
-    # kept exactly when quality passes and the measured objective beats the best so far by the margin
-    m = dtype_step.trial.metrics
-    assert dtype_step.objective == m.peak_memory_bytes - m.baseline_memory_bytes
-    assert dtype_step.accepted == (dtype_step.quality.passed and (
-        better("memory", dtype_step.objective, steps[0].objective)
-        or tie_break("memory", dtype_step.trial, steps[0]) is not None))
+    # the verdict is the decision rule applied to the pairs it measured, never above its own noise
+    if dtype_step.quality.passed:  # then it ran its two pairs (min_pairs = max_pairs = 2 here)
+        assert len(dtype_step.pairs) == 2
+        d = decide("memory", dtype_step.pairs)
+        assert (dtype_step.verdict, dtype_step.accepted, dtype_step.delta) == (d.verdict, d.accepted, d.delta)
+        assert dtype_step.objective == float(np.median([p.candidate for p in dtype_step.pairs]))
+    for s in steps[1:]:
+        if s.verdict in ("kept", "rejected") and s.delta is not None:
+            assert abs(s.delta) > s.noise
 
 
 def test_results_are_durable_and_resume_reruns_nothing_finished(finished):
@@ -75,7 +85,7 @@ def test_a_truncated_last_line_is_ignored_with_a_warning_and_that_step_rerun(fin
     events = []
     resumed = tune(r, facts, events.append)
     assert any("incomplete" in w for w in r.warnings)
-    assert [e["index"] for e in events if e["event"] == "trial"] == [2]  # only the lost step
+    assert {e["index"] for e in events if e["event"] == "trial"} == {2}  # only the lost step
     assert len(resumed) == 3
 
 
@@ -83,8 +93,13 @@ def test_report_files(finished):
     run, facts, steps, _ = finished
     r = report.write(run.path, run.spec(), steps, facts)
     assert r["kind"] == "tune-report" and r["best"]["python"].count("from_pretrained") == 2
+    env = r["environment"]
+    assert isinstance(env["busy"], bool) and env["load_average"] >= 0 and env["cores"] >= 1
+    for row, s in zip(r["steps"], steps, strict=True):
+        assert (row["verdict"], row["delta"], row["noise"]) == (s.verdict, s.delta, s.noise)
+        assert row["repeats"] == (len(s.pairs) if s.technique else 1) and isinstance(row["busy"], bool)
     md = (run.path / "report.md").read_text()
-    for section in ("## Steps (measured)", "estimate", "## The configuration to ship", "## Environment"):
+    for section in ("## Steps (measured)", "estimate", "## The configuration to ship", "## Environment", "Δ ± noise"):
         assert section in md
     assert f"Greedy output for prompt 0 (measured): `{r['best']['greedy_output_prompt_0']}`" in md
     html = (run.path / "report.html").read_text()
@@ -190,6 +205,7 @@ def test_a_candidate_that_changes_outputs_beyond_tolerance_is_rejected_with_its_
     steps = tune(run, facts)
     step = next(s for s in steps if s.technique == "dtype")
     assert step.trial.status == "ok" and not step.quality.passed and not step.accepted
+    assert step.verdict == "rejected" and step.delta is None and step.pairs == []  # not on the objective
     assert step.quality.max_kl > 1e-12
     assert step.reason.startswith("quality: ") and "KL" in step.reason
     r = report.write(run.path, spec, steps, facts, run.warnings)
@@ -197,23 +213,40 @@ def test_a_candidate_that_changes_outputs_beyond_tolerance_is_rejected_with_its_
     assert "KL" in (run.path / "report.md").read_text()
 
 
+MiB = 2**20
+
+
+def _pairs(inc: list[float], cand: list[float], inc_mem: float = 903 * MiB, cand_mem: float = 903 * MiB) -> list[Pair]:
+    return [Pair(incumbent=a, candidate=b, incumbent_tie=inc_mem * (1 + k * 1e-4),
+                 candidate_tie=cand_mem * (1 + k * 1e-4)) for k, (a, b) in enumerate(zip(inc, cand, strict=True))]
+
+
+def test_a_clear_difference_is_kept_or_rejected_and_a_noisy_one_is_inconclusive():
+    faster = decide("latency", _pairs([1.40, 1.52, 1.45], [1.10, 1.21, 1.13]))
+    assert faster.verdict == "kept" and faster.accepted and faster.delta < 0 and abs(faster.delta) > faster.noise
+    slower = decide("latency", _pairs([1.40, 1.52, 1.45], [1.70, 1.80, 1.76]))
+    assert slower.verdict == "rejected" and not slower.accepted and abs(slower.delta) > slower.noise
+    # a busy machine: one pair says 2x faster, another 1.6x slower; the median moves, the band moves more
+    noisy = decide("latency", _pairs([1.40, 3.60, 1.45], [0.70, 2.20, 2.30]))
+    assert noisy.verdict == "inconclusive" and not noisy.accepted and abs(noisy.delta) <= noisy.noise
+    assert "inconclusive" in noisy.reason and "3 interleaved pairs" in noisy.reason
+    tiny = decide("latency", _pairs([1.000, 1.001, 1.002], [0.990, 0.991, 0.992]))  # clear, but 1 %
+    assert tiny.verdict == "rejected" and not tiny.accepted and "worth a change" in tiny.reason
+    more = decide("throughput", _pairs([10.0, 10.5, 10.2], [12.0, 12.4, 12.3]))
+    assert more.verdict == "kept" and more.delta > 0  # higher is better for throughput
+
+
 def test_a_tie_on_the_objective_is_broken_by_a_clear_gain_on_the_other_axis():
-    """bf16 on a CPU without native bf16: the same latency at half the memory is kept; the same latency at
-    the same memory is not, nor is a clear latency loss at any memory."""
-    def trial(e2e: float, peak: int) -> TrialResult:
-        t = _trial([[1, 2]], None)
-        t.metrics.e2e_s, t.metrics.peak_memory_bytes = e2e, peak
-        return t
-
-    def step(t: TrialResult) -> Step:
-        return Step(index=0, technique=None, changes={}, setup=Setup(dtype="float32", attn="eager"), expected=None,
-                    trial=t, quality=None, objective=t.metrics.e2e_s, accepted=True, reason="baseline")
-
-    MiB = 2**20
-    best = step(trial(1.445, 1 + 903 * MiB))
-    why = tie_break("latency", trial(1.456, 1 + 398 * MiB), best)
-    assert why == "latency 1.456 ties 1.445 (within 2%); memory 903 MiB -> 398 MiB (kept on the tie: >= 10% better)"
-    assert tie_break("latency", trial(1.456, 1 + 880 * MiB), best) is None  # memory: only 2.5 % better
-    assert tie_break("latency", trial(1.50, 1 + 398 * MiB), best) is None  # latency 3.8 % worse
-    mem_best = best.model_copy(update={"objective": 903.0 * MiB})
-    assert tie_break("memory", trial(1.2, 1 + 910 * MiB), mem_best).startswith("memory")
+    """bf16 on a CPU without native bf16: the same latency at half the memory is adopted (the objective
+    stays inconclusive, the memory gain is clear); the same latency at the same memory is not, nor is a
+    clear latency loss at any memory."""
+    tie = decide("latency", _pairs([1.445, 1.50, 1.43], [1.456, 1.47, 1.46], cand_mem=398 * MiB))
+    assert tie.accepted and tie.verdict == "inconclusive" and abs(tie.delta) <= tie.noise
+    assert tie.tie.delta < -0.10 and tie.tie.clear and "kept on the tie" in tie.reason and "903 MiB -> 398 MiB" in tie.reason
+    small = decide("latency", _pairs([1.445, 1.50, 1.43], [1.456, 1.47, 1.46], cand_mem=880 * MiB))
+    assert not small.accepted and small.verdict == "inconclusive"  # memory only 2.5 % better
+    worse = decide("latency", _pairs([1.445, 1.50, 1.43], [1.60, 1.66, 1.59], cand_mem=398 * MiB))
+    assert worse.verdict == "rejected" and not worse.accepted
+    mem = decide("memory", [Pair(incumbent=903.0 * MiB, candidate=(903.0 + k) * MiB, incumbent_tie=1.4 + k / 100,
+                                 candidate_tie=1.0 + k / 100) for k in range(3)])
+    assert mem.accepted and mem.reason.startswith("memory") and "latency" in mem.reason

@@ -1,4 +1,6 @@
-"""The tuning loop: baseline, then one change at a time, each measured, quality-gated, kept or rejected.
+"""The tuning loop: baseline, then one change at a time, each measured against the incumbent in
+interleaved repeats, quality-gated, and kept, rejected or left inconclusive, never on a difference
+smaller than its own measured noise (measure/stats.py).
 
 State lives in the run directory, written as it comes: `spec.json` (what was asked), `results.jsonl`
 (one line per finished step, flushed and fsynced), `logprobs/` (reference log-probs per trial, for the
@@ -13,26 +15,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from infertune.advise import Expected, _expected, advise
+from infertune.decide import TIE_AXIS, Objective, Pair, Verdict, decide, objective_value
 from infertune.errors import UserError
 from infertune.measure import run_trial
+from infertune.measure.machine import MachineLoad, combine
 from infertune.measure.quality import REFERENCE_TEXT, Quality, Tolerance, compare
 from infertune.measure.results import TrialResult
+from infertune.measure.stats import Paired
 from infertune.paths import write_json_atomic
 from infertune.render import config_for, estimate_setup, serve_flags_for
 from infertune.serving.trial import ServeTrial, run_serve_trial
 from infertune.techniques import REGISTRY, Facts, Setup
 from infertune.workload import Workload
-
-Objective = Literal["memory", "latency", "throughput"]
-MIN_GAIN = 0.02  # a change must beat the best by 2 % on the objective: below that is run-to-run noise
-# A tie on the objective (within MIN_GAIN either way) is broken by a clear gain on the other axis: memory for
-# a latency or throughput objective, latency for a memory objective. bf16 on a CPU without native bf16 is
-# the case in point: the same latency (slower prefill, faster decode) at half the memory.
-TIE_GAIN = 0.10
-TIE_AXIS: dict[str, Objective] = {"latency": "memory", "throughput": "memory", "memory": "latency"}
 
 
 class Constraints(BaseModel):
@@ -54,6 +52,8 @@ class TuneSpec(BaseModel):
     time_budget_s: float | None = None
     trial_timeout_s: float = 900.0
     trial_memory_limit_bytes: int | None = None  # past it a trial is "oom" (worker.limit_memory)
+    min_pairs: int = Field(3, ge=2, description="interleaved incumbent/candidate pairs before a verdict")
+    max_pairs: int = Field(5, ge=2, description="pairs at most: then the step is inconclusive if still unclear")
     serve: bool = False  # after the loop, serve the accepted setup (and its batching variant) and load-test both
 
 
@@ -64,11 +64,18 @@ class Step(BaseModel):
     changes: dict[str, Any]
     setup: Setup
     expected: Expected | None  # the estimate it was chosen on (kind "estimate")
-    trial: TrialResult  # what was measured (kind "measured")
+    trial: TrialResult  # the candidate's first trial, quality-checked (kind "measured")
     quality: Quality | None
-    objective: float | None  # the objective's measured value (bytes, seconds or tokens/s)
-    accepted: bool
+    objective: float | None  # the objective's measured value (bytes, seconds or tokens/s): median of the pairs
+    accepted: bool  # the change was adopted (kept, or kept on the tie while the objective is inconclusive)
     reason: str
+    verdict: Verdict | None = None  # on the objective; None for the baseline (nothing to compare it with)
+    delta: float | None = None  # median paired change of the objective vs the incumbent (negative: lower)
+    noise: float | None = None  # half-width of the band delta was judged against
+    pairs: list[Pair] = Field(default_factory=list)
+    tie: Paired | None = None  # the other axis, when the tie rule was weighed
+    machine: MachineLoad | None = None  # how busy the machine was over this step's trials
+    duration_s: float | None = None  # all of this step's trials
 
 
 class ServeStep(BaseModel):
@@ -80,36 +87,6 @@ class ServeStep(BaseModel):
     trial: ServeTrial | None  # None: the server did not come up (error says why)
     error: str | None = None
     objective: float | None  # at the workload's concurrency: e2e p50 s, output tokens/s, or server peak RSS
-
-
-def objective_value(objective: Objective, t: TrialResult) -> float | None:
-    m = t.metrics
-    if t.status != "ok" or m is None:
-        return None
-    # memory: the trial's peak above what the process held before the model load (on CPU the Python/torch
-    # runtime; on CUDA ~0), so the 2 % threshold applies to what the configuration changes
-    memory = float(m.peak_memory_bytes - m.baseline_memory_bytes)
-    return {"memory": memory, "latency": m.e2e_s, "throughput": m.tokens_per_s}[objective]
-
-
-def better(objective: Objective, new: float, old: float) -> bool:
-    return new > old * (1 + MIN_GAIN) if objective == "throughput" else new < old * (1 - MIN_GAIN)
-
-
-def tie_break(objective: Objective, new: TrialResult, best: Step) -> str | None:
-    """Why a change that does not beat the objective is kept anyway (None: it is not): the objective is
-    not worse by more than MIN_GAIN, and the other axis (TIE_AXIS) gains at least TIE_GAIN."""
-    value, old = objective_value(objective, new), best.objective
-    axis = TIE_AXIS[objective]
-    a, b = objective_value(axis, new), objective_value(axis, best.trial)
-    if value is None or old is None or a is None or b is None:
-        return None
-    worse = value < old * (1 - MIN_GAIN) if objective == "throughput" else value > old * (1 + MIN_GAIN)
-    if worse or not a < b * (1 - TIE_GAIN):
-        return None
-    shown = (lambda v: f"{v / 2**20:,.0f} MiB") if axis == "memory" else (lambda v: f"{v:.3g} s")
-    return (f"{objective} {value:.4g} ties {old:.4g} (within {MIN_GAIN:.0%}); {axis} {shown(b)} -> {shown(a)} "
-            f"(kept on the tie: >= {TIE_GAIN:.0%} better)")
 
 
 def violations(c: Constraints, t: TrialResult) -> list[str]:
@@ -229,21 +206,24 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
     spec = run.spec()
     steps = run.steps()
     emit = on_event or (lambda e: None)
-    spent = sum(s.trial.duration_s or 0 for s in steps)
+    spent = sum(s.duration_s or s.trial.duration_s or 0 for s in steps)
     began = time.monotonic()
 
-    def trial(index: int, setup: Setup) -> TrialResult:
-        emit({"event": "trial", "index": index, "setup": setup})
+    def trial(index: int, setup: Setup, role: str = "candidate", repeat: int = 1,
+              scored: bool = True) -> TrialResult:
+        emit({"event": "trial", "index": index, "setup": setup, "role": role, "repeat": repeat})
         return run_trial(config_for(setup, facts.accelerator.bf16), spec.workload, spec.model_path,
-                         timeout_s=spec.trial_timeout_s, on_event=emit, reference_text=REFERENCE_TEXT,
-                         logprobs_path=run.logprobs(index), memory_limit_bytes=spec.trial_memory_limit_bytes)
+                         timeout_s=spec.trial_timeout_s, on_event=emit, reference_text=REFERENCE_TEXT if scored else None,
+                         logprobs_path=run.logprobs(index) if scored else None,
+                         memory_limit_bytes=spec.trial_memory_limit_bytes)
 
     if not steps:
-        t = trial(0, spec.start)
+        t = trial(0, spec.start, role="baseline")
         ok = t.status == "ok"
         base = Step(index=0, technique=None, changes={}, setup=spec.start, expected=None, trial=t, quality=None,
                     objective=objective_value(spec.objective, t), accepted=ok,
-                    reason="baseline" if ok else f"baseline failed ({t.status}): {t.error}")
+                    reason="baseline" if ok else f"baseline failed ({t.status}): {t.error}", machine=t.machine,
+                    duration_s=t.duration_s)
         run.append(base)
         steps.append(base)
         emit({"event": "step", "step": base})
@@ -263,38 +243,77 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
         tried.add(tid)
         index = len(steps)
         expected = _expected(facts, estimate_setup(facts, best.setup), estimate_setup(facts, setup), best.setup, setup)
-        t = trial(index, setup)
-        value = objective_value(spec.objective, t)
-        quality = None
-        if t.status != "ok":
-            accepted, reason = False, f"trial {t.status}: {t.error}"
-        else:
-            quality = compare(baseline.trial, t, run.logprobs(0), run.logprobs(index), spec.tolerance)
-            broken = violations(spec.constraints, t)
-            if not quality.passed:
-                accepted, reason = False, "quality: " + "; ".join(quality.reasons)
-            elif broken:
-                accepted, reason = False, "constraint: " + "; ".join(broken)
-            elif not better(spec.objective, value, best.objective):
-                tie = tie_break(spec.objective, t, best)
-                accepted, reason = (True, tie) if tie else (
-                    False, f"{spec.objective} {value:.4g} does not beat {best.objective:.4g} by {MIN_GAIN:.0%}")
-            else:
-                accepted, reason = True, f"{spec.objective} {best.objective:.4g} -> {value:.4g}"
-        step = Step(index=index, technique=tid, changes=best.setup.changes(setup), setup=setup, expected=expected,
-                    trial=t, quality=quality, objective=value, accepted=accepted, reason=reason)
+        step = _step(spec, index, tid, best, setup, expected, baseline, run, trial)
         run.append(step)
         steps.append(step)
         emit({"event": "step", "step": step})
-        if accepted:
+        if step.accepted:
             best = step
     return steps
+
+
+def _step(spec: TuneSpec, index: int, tid: str, best: Step, setup: Setup, expected: Expected, baseline: Step,
+          run: Run, trial: Callable[..., TrialResult]) -> Step:
+    """One candidate against the incumbent in interleaved pairs (candidate first in odd pairs, incumbent
+    first in even ones), until the objective's difference is clear of its noise or max_pairs are spent.
+    The candidate's first trial is checked for quality against the baseline and against the constraints;
+    a failure there (or a failed candidate trial) rejects it at once, not on the objective."""
+    axis = TIE_AXIS[spec.objective]
+    pairs: list[Pair] = []
+    trials: list[TrialResult] = []
+    quality: Quality | None = None
+    refused: str | None = None  # why it was rejected other than on the objective
+
+    def gate(t: TrialResult, first: bool) -> str | None:
+        nonlocal quality
+        if t.status != "ok":
+            return f"trial {t.status}: {t.error}"
+        if not first:
+            return None
+        quality = compare(baseline.trial, t, run.logprobs(0), run.logprobs(index), spec.tolerance)
+        broken = violations(spec.constraints, t)
+        if not quality.passed:
+            return "quality: " + "; ".join(quality.reasons)
+        return "constraint: " + "; ".join(broken) if broken else None
+
+    for k in range(spec.max_pairs):
+        runs: dict[str, TrialResult] = {}
+        for role in ("candidate", "incumbent") if k % 2 == 0 else ("incumbent", "candidate"):
+            t = trial(index, setup if role == "candidate" else best.setup, role, k + 1, scored=role == "candidate"
+                      and k == 0)
+            trials.append(t)
+            runs[role] = t
+            if role == "candidate" and (refused := gate(t, k == 0)):
+                break
+        if refused:
+            break
+        inc, cand = runs["incumbent"], runs["candidate"]
+        if inc.status != "ok":  # the incumbent failed this time: that pair is lost, its budget spent
+            continue
+        pairs.append(Pair(incumbent=objective_value(spec.objective, inc), candidate=objective_value(spec.objective, cand),
+                          incumbent_tie=objective_value(axis, inc), candidate_tie=objective_value(axis, cand),
+                          busy=any(x.machine is not None and x.machine.busy for x in (inc, cand))))
+        if len(pairs) >= spec.min_pairs and decide(spec.objective, pairs).verdict != "inconclusive":
+            break
+    first = trials[0]  # the candidate's first, quality-checked trial (pair 1 runs the candidate first)
+    common: dict[str, Any] = {
+        "index": index, "technique": tid, "changes": best.setup.changes(setup), "setup": setup, "expected": expected,
+        "trial": first, "quality": quality, "pairs": pairs, "machine": combine([t.machine for t in trials]),
+        "duration_s": sum(t.duration_s or 0 for t in trials)}
+    if refused is not None:
+        return Step(**common, objective=objective_value(spec.objective, first), accepted=False, verdict="rejected",
+                    reason=refused)
+    if len(pairs) < 2:
+        return Step(**common, objective=objective_value(spec.objective, first), accepted=False,
+                    verdict="inconclusive", reason=f"only {len(pairs)} usable pair(s): the incumbent's trials failed")
+    d = decide(spec.objective, pairs)
+    return Step(**common, objective=float(np.median([p.candidate for p in pairs])), accepted=d.accepted,
+                verdict=d.verdict, delta=d.delta, noise=d.noise, tie=d.tie, reason=d.reason)
 
 
 def best_step(steps: list[Step]) -> Step | None:
     accepted = [s for s in steps if s.accepted]
     return accepted[-1] if accepted else None
-
 
 
 # --- serving the result -----------------------------------------------------------------------------------

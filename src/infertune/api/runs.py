@@ -116,7 +116,7 @@ def tune_spec(workload: str | Path | None = None, model: str | None = None, revi
               max_ttft: float | None = None, max_tpot: float | None = None, min_quality: float | None = None,
               max_nll_delta: float | None = None, max_kl: float | None = None, trial_timeout: float = 900.0,
               serve: bool | None = None, trust_remote_code: bool = False, trial_memory_limit: str | int | None = None,
-              say: Say = _quiet):
+              min_pairs: int = 3, max_pairs: int = 5, say: Say = _quiet):
     """The validated TuneSpec and host Facts for a new run (refused before any trial when impossible)."""
     from infertune import models
     from infertune.config import config_from
@@ -133,6 +133,8 @@ def tune_spec(workload: str | Path | None = None, model: str | None = None, revi
         raise UserError("--min-quality is a share of prompts between 0 and 1")
     if max_trials < 1:
         raise UserError("--max-trials is at least 1 (the baseline)")
+    if not 2 <= min_pairs <= max_pairs:
+        raise UserError("min_pairs and max_pairs: 2 <= min_pairs <= max_pairs (interleaved pairs per step)")
     wl, cfg_data = load_run(workload, model=model, revision=revision, max_new_tokens=max_new_tokens,
                             **input_lengths(input_len), batch=batch, repeats=repeats, warmup=warmup, seed=seed,
                             concurrency=concurrency)
@@ -154,7 +156,7 @@ def tune_spec(workload: str | Path | None = None, model: str | None = None, revi
                     tolerance=Tolerance(**{k: v for k, v in given.items() if v is not None}), max_trials=max_trials,
                     time_budget_s=time_budget, trial_timeout_s=trial_timeout,
                     trial_memory_limit_bytes=parse_size_flag(trial_memory_limit, "--trial-memory-limit"),
-                    serve=wl.concurrency > 1 if serve is None else serve)
+                    min_pairs=min_pairs, max_pairs=max_pairs, serve=wl.concurrency > 1 if serve is None else serve)
     facts = host_facts(spec, prof)
     precheck(spec, facts)
     return spec, facts
@@ -181,9 +183,12 @@ def tune(workload: str | Path | None = None, *, output: str | Path | None = None
     """Baseline, then one change at a time, measured and quality-gated, until nothing improves or the
     budget is spent; results durable in the run directory (`resume` continues one). `options`: the
     arguments of `tune_spec` (model, max_new_tokens, objective, max_trials, max_memory, ...)."""
+    from infertune.paths import check_output
     from infertune.probe.model import profile_model
     from infertune.tune import Run
 
+    check_output(output, "dir")
+    check_output(resume, "run", "resume")
     if resume is not None:
         run = Run(Path(resume))
         spec = run.spec()
@@ -201,6 +206,9 @@ def report(run_dir: str | Path, rebuild: bool = False) -> dict[str, Any]:
     run) or when `rebuild`."""
     import json
 
+    from infertune.paths import check_output
+
+    check_output(run_dir, "run", "report")
     path = Path(run_dir) / "report.json"
     if rebuild or (not path.exists() and (Path(run_dir) / "results.jsonl").exists()):
         from infertune import report as reporting

@@ -60,8 +60,9 @@ def measure(
 ) -> None:
     """Measure one configuration on one workload, in an isolated child process."""
     from infertune import api
-    from infertune.paths import write_atomic
+    from infertune.paths import check_output, write_or_print
 
+    check_output(output, "file")
     with err.status("starting the trial", spinner="dots") as status:
         def on_event(ev: dict) -> None:
             if ev["event"] == "phase" and ev["phase"] == "download":
@@ -78,11 +79,12 @@ def measure(
                              dtype, attn, kv_cache, device, concurrency, batching, max_batch_tokens, cb_block_size,
                              cb_num_blocks, trust_remote_code, timeout, memory_limit, tp, device_map, max_memory,
                              tp_plan=tp_plan, on_event=on_event, say=say)
-    if output is not None:
-        write_atomic(output, result.model_dump_json(indent=2) + "\n")
+    saved = output is None or write_or_print(output, result.model_dump_json(indent=2) + "\n", say)
     if fmt is Format.json:
         print_json(result)
     else:
         print_trial(result, result.estimate)
     if result.error_type == "input":
         raise UserError(result.error or "invalid workload")
+    if not saved:
+        raise typer.Exit(1)

@@ -91,7 +91,17 @@ def print_trial(r, comparison=None) -> None:
     t.add_row("end-to-end", ms(m.e2e_s), f"p50 {ms(m.e2e_p50_s)}, p95 {ms(m.e2e_p95_s)}")
     t.add_row("throughput", f"{m.tokens_per_s:.1f} tok/s", f"{m.output_tokens} output tokens")
     t.add_row("requests", str(m.requests), f"{m.generate_calls} generate calls, {m.input_tokens_mean:.0f} input tokens avg")
+    if m.pass_s:
+        from infertune.measure.stats import spread
+
+        sp = spread(m.pass_s)
+        t.add_row("passes", str(len(m.pass_s)), "one pass: no spread" if sp is None else
+                  f"pass times {min(m.pass_s):.3g}-{max(m.pass_s):.3g} s: ±{sp:.1%} run-to-run within the trial")
+    t.add_row("peak memory method", m.peak_memory_method or "-", "how the trial's own peak was read")
     out.print(t)
+    if r.machine is not None and r.machine.busy:
+        out.print(f"[yellow]the machine was busy while this trial ran ({'; '.join(r.machine.reasons)}): its timings "
+                  "may be slower and noisier than this machine can do[/yellow]")
     if comparison is not None:
         c = comparison
         frac = lambda f: "-" if f is None else f"{f:.1%}"  # noqa: E731

@@ -43,8 +43,10 @@ def loadtest(
     """Stream requests at each concurrency level; TTFT and inter-token latency percentiles, throughput."""
     from urllib.parse import urlparse
 
+    from infertune.paths import check_output
     from infertune.serving.loadtest import loadtest as run_load
 
+    check_output(output, "dir")
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise UserError(f"--url: not an http(s) URL: {url!r} (e.g. http://127.0.0.1:8000)")
@@ -114,9 +116,11 @@ def serve_trial(
     from infertune import models
     from infertune.config import serve_flags, vllm_flags
     from infertune.report import load as load_report
+    from infertune.paths import check_output
     from infertune.serving import engines
     from infertune.serving.trial import run_serve_trial
 
+    check_output(output, "dir")
     if engine != "transformers":
         if not engines.info(engine).ok:  # also refuses an unknown name, with the known ones
             raise UserError(f"engine {engine} is not installed; run: infertune engines install {engine}")

@@ -26,17 +26,24 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
 
     def view():
         t = Table(title=state["title"])
-        for col in ("#", "change", "peak MiB", "TTFT ms", "ms/tok", "tok/s", "match", "kept"):
-            t.add_column(col, no_wrap=True, justify="left" if col == "change" else "right")
+        for col in ("#", "change", "peak MiB", "TTFT ms", "ms/tok", "tok/s", "match", "Δ ± noise", "pairs", "verdict"):
+            t.add_column(col, no_wrap=True, justify="left" if col in ("change", "verdict") else "right")
+        busy = False
         for s in state["rows"]:
             m = s.trial.metrics
             q = s.quality
-            kept = "yes" if s.accepted else ("no" if s.trial.status == "ok" else s.trial.status)
+            load = s.machine or s.trial.machine
+            busy = busy or bool(load and load.busy)
+            verdict = s.verdict or ("baseline" if s.accepted else s.trial.status)
+            verdict += " (adopted)" if s.accepted and s.verdict == "inconclusive" else ""
+            band = "-" if s.delta is None else f"{s.delta:+.1%}" + (f" ± {s.noise:.1%}" if s.noise is not None else "")
             t.add_row(str(s.index), s.technique or "baseline",
                       f"{m.peak_memory_bytes / 2**20:,.0f}" if m else "-", f"{m.ttft_s * 1e3:,.0f}" if m else "-",
                       f"{m.tpot_s * 1e3:,.1f}" if m and m.tpot_s else "-", f"{m.tokens_per_s:,.1f}" if m else "-",
-                      f"{q.exact_match_rate:.0%}" if q else "-", kept)
-        t.caption = state["now"]
+                      f"{q.exact_match_rate:.0%}" if q else "-", band, str(len(s.pairs) if s.technique else 1),
+                      verdict + (" [busy]" if load and load.busy else ""))
+        t.caption = state["now"] + ("  [yellow]machine busy: timings swing, decided only above the noise[/yellow]"
+                                    if busy else "")
         return t
 
     def on_event(e: dict) -> None:
@@ -46,7 +53,8 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
         elif e.get("event") == "step":
             state["rows"].append(e["step"])
         elif e.get("event") == "trial":
-            state["now"] = f"trial {e['index']}: {e['setup'].dtype}, {e['setup'].attn}, {e['setup'].kv_cache} KV"
+            state["now"] = (f"trial {e['index']}: {e['setup'].dtype}, {e['setup'].attn}, {e['setup'].kv_cache} KV"
+                            + (f" ({e['role']}, pair {e['repeat']})" if e.get("role") in ("candidate", "incumbent") else ""))
         elif e.get("event") == "phase":
             state["now"] = state["now"].split(" [")[0] + f" [{e['phase']}]"
         elif e.get("event") == "progress":
@@ -77,7 +85,8 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
         return
     r = outcome.report
     for s in outcome.steps:
-        out.print(f"step {s.index} ({s.technique or 'baseline'}): {'kept' if s.accepted else 'rejected'}: {s.reason}")
+        out.print(f"step {s.index} ({s.technique or 'baseline'}): {s.verdict or ('kept' if s.accepted else 'rejected')}"
+                  f"{' (adopted on the tie)' if s.accepted and s.verdict == 'inconclusive' else ''}: {s.reason}")
         m = s.trial.metrics
         if s.expected is not None and m is not None and m.tpot_s:  # the estimate it was chosen on, beside the trial
             x = s.expected
@@ -86,6 +95,10 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
     for v in outcome.served:
         out.print(f"served {v.label}: " + (f"{r['objective']} {v.objective:.4g}" if v.objective is not None
                                            else f"failed: {v.error}"))
+    env = r.get("environment") or {}
+    if env.get("busy"):
+        out.print(f"[yellow]the machine was busy during this run ({'; '.join(env['busy_reasons'])}): steps were "
+                  "decided only on differences above the noise they measured[/yellow]")
     best = r["best"]
     if best:
         kept = ", ".join(s["technique"] for s in r["steps"] if s["accepted"] and s["technique"])
@@ -112,7 +125,8 @@ def tune(
         help="how concurrent requests run at the start: serial (default), static or continuous")] = None,
     output: Annotated[Optional[Path], typer.Option(help="run directory (default: ./infertune-runs/tune-TIME)")] = None,
     resume: Annotated[Optional[Path], typer.Option(help="continue the run in this directory")] = None,
-    max_trials: Annotated[int, typer.Option(min=1, help="trials at most, baseline included")] = 8,
+    max_trials: Annotated[int, typer.Option(min=1, help="steps at most, baseline included (each later step runs "
+                                                        "3-5 interleaved pairs of trials)")] = 8,
     time_budget: Annotated[Optional[float], typer.Option(help="seconds of trials at most")] = None,
     objective: Annotated[str, typer.Option(help="memory, latency or throughput")] = "latency",
     max_memory: Annotated[Optional[str], typer.Option(help="peak memory limit: 512MiB, 20GB, or bytes")] = None,
@@ -132,6 +146,10 @@ def tune(
 ) -> None:
     """Measure the baseline, then one change at a time; keep what helps without hurting quality; report."""
     from infertune import api
+    from infertune.paths import check_output
+
+    check_output(output, "dir")
+    check_output(resume, "run", "--resume")
 
     if resume is not None:
         from infertune.tune import Run
@@ -166,8 +184,10 @@ def demo(output: Annotated[Optional[Path], typer.Option(help="run directory")] =
     from infertune.probe.model import profile_model
     from infertune.techniques import Setup
     from infertune.tune import TuneSpec
+    from infertune.paths import check_output
     from infertune.workload import Workload
 
+    check_output(output, "dir")
     path = models.prepare("smollm2", say=say)
     wl = Workload(model="demo", max_new_tokens=32)
     spec = TuneSpec(model="demo", model_path=str(path), workload=wl, start=Setup(dtype="float32", attn="eager"),

@@ -8,6 +8,7 @@ calls run when; `worker` puts them together in the trial's child process.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from infertune.config import InferenceConfig
+from infertune.measure.lifeline import TRIAL_DIR_ENV
 from infertune.measure.memory import CpuMeter, CudaMeter, meter_for
 from infertune.measure.offload import LayerTimer
 from infertune.measure.parallel import RANK, WORLD, rank_cuda_device, resolved_plan
@@ -127,7 +129,7 @@ def load(spec: TrialSpec) -> Loaded:
     if cfg.device_map is not None and "offload_folder" not in load_kw:  # budgets may send weights to disk
         import tempfile
 
-        offload_dir = tempfile.TemporaryDirectory(prefix="infertune-offload-")
+        offload_dir = tempfile.TemporaryDirectory(prefix="infertune-offload-", dir=os.environ.get(TRIAL_DIR_ENV))
         load_kw["offload_folder"] = offload_dir.name
     t0 = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(spec.model_path, **load_kw)
@@ -185,6 +187,7 @@ class Session:
         self.gaps: list[float] = []
         self.lengths: list[int] = []
         self.total_time, self.total_out = 0.0, 0
+        self.call_s: list[float] = []  # each timed call's (or round's) wall time
         self.outputs: dict[int, RequestOutput] = {}
 
     def generate(self, seqs: list[list[int]]):
@@ -233,6 +236,7 @@ class Session:
         p99 = {k: float(np.percentile(v, 99)) if v else None for k, v in (("ttft", ttft), ("tpot", gaps), ("e2e", e2e))}
         return TrialMetrics(
             memory_kind=m.meter.kind,
+            peak_memory_method=m.meter.method,
             load_s=m.load_s,
             baseline_memory_bytes=m.baseline,
             peak_memory_bytes=max(per_rank) if per_rank else peak,
@@ -241,7 +245,7 @@ class Session:
             peak_memory_reserved_bytes=m.meter.reserved_peak(),
             device_memory_process_bytes=getattr(m.meter, "process_used", None),  # NVML, CUDA only
             device_memory_used_bytes=getattr(m.meter, "device_used", None),
-            cpu_peak_rss_bytes=cpu_peak,  # the generate phase resets the kernel's mark on CPU: keep the max
+            cpu_peak_rss_bytes=cpu_peak,
             weights_bytes=int(m.model.get_memory_footprint()),
             ttft_s=ttft_m[0], ttft_p50_s=ttft_m[1], ttft_p95_s=ttft_m[2],
             tpot_s=tpot_m[0], tpot_p50_s=tpot_m[1], tpot_p95_s=tpot_m[2],
@@ -260,4 +264,11 @@ class Session:
             placement=m.placement,
             layer_forward_s=layer_s or None,
             offload_slowdown=slowdown,
+            pass_s=pass_times(self.call_s, wl.repeats),
         )
+
+
+def pass_times(call_s: list[float], repeats: int) -> list[float]:
+    """Wall time of each timed pass (every prompt once, or one round): the timed calls, `repeats` passes."""
+    k = max(1, len(call_s) // max(1, repeats))
+    return [sum(call_s[i * k:(i + 1) * k]) for i in range(len(call_s) // k)]

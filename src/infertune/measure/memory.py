@@ -1,27 +1,22 @@
 """Peak-memory meters for a trial's phases (load, then generation).
 
-CPU: torch has no CPU allocator statistics, so we count the process's resident set. `ru_maxrss` is the
-kernel's exact high-water mark but never goes down. For the generation phase, Linux lets a process reset
-its high-water mark (`echo 5 > /proc/self/clear_refs` resets VmHWM), which counts transients of any
-length (eager attention scores live for milliseconds); elsewhere a 2 ms RSS sampler stands in, and can
-miss such short transients. CUDA: torch's allocator counters, which
-count what tensors hold; the reserved peak (allocator cache) is reported beside them.
+CPU: torch has no CPU allocator statistics, so we count the process's resident set, and only the trial
+process's own: `ru_maxrss` is NOT used, because Linux carries it across fork+exec (a worker started by a
+parent that once peaked at 1.5 GB reports 1.5 GB from its first instruction). `VmHWM` in /proc/self/status
+belongs to the address space, which exec replaces, so it starts afresh in the worker; we also reset it when
+the meter starts and again when generation starts (`echo 5 > /proc/self/clear_refs`, Linux >= 4.0), which
+counts transients of any length (eager attention scores live for milliseconds). Where there is no VmHWM,
+a 2 ms RSS sampler runs for the process's life and stands in (it can miss such short transients).
+CUDA: torch's allocator counters, which count what tensors hold; the reserved peak (allocator cache) is
+reported beside them.
 """
 
 from __future__ import annotations
 
-import resource
-import sys
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import psutil
-
-
-def peak_rss_bytes() -> int:
-    """This process's lifetime peak RSS (ru_maxrss is KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 class RssSampler:
@@ -61,45 +56,91 @@ def vm_hwm(pid: int | str = "self") -> int:
     raise OSError(f"no VmHWM in /proc/{pid}/status")
 
 
+Method = Literal["vmhwm", "rss_sampler", "cuda_max_allocated"]
+
+
+def reset_hwm() -> bool:
+    """Reset this process's VmHWM to its current RSS (Linux >= 4.0); False where the kernel does not allow it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 class HwmPhase:
     """The kernel's exact peak RSS over one phase: VmHWM reset on entry, read on exit (Linux >= 4.0)."""
 
-    def __init__(self) -> None:
+    def __init__(self, own: OwnPeak | None = None) -> None:
         self.peak = 0
+        self.own = own
 
     @staticmethod
     def available() -> bool:
         try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
             vm_hwm()
-            return True
         except OSError:
             return False
+        return reset_hwm()
 
     def __enter__(self) -> HwmPhase:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+        if self.own is not None:  # keep what came before: the reset forgets it
+            self.own.before = self.own.read()
+        reset_hwm()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.peak = vm_hwm()
 
 
+class OwnPeak:
+    """This process's own peak RSS, never inherited from its parent: VmHWM (reset at the start where the
+    kernel allows), or, where there is none, a 2 ms sampler running for the rest of the process's life."""
+
+    def __init__(self) -> None:
+        try:
+            vm_hwm()
+            self.method: Method = "vmhwm"
+        except OSError:
+            self.method = "rss_sampler"
+        self.before = 0  # the peak from before the last VmHWM reset
+        self.resettable = self.method == "vmhwm" and reset_hwm()
+        self._sampler = RssSampler().__enter__() if self.method == "rss_sampler" else None
+
+    def read(self) -> int:
+        if self._sampler is not None:
+            self._sampler._sample()
+            return self._sampler.peak
+        return max(self.before, vm_hwm())
+
+    def phase(self) -> HwmPhase | RssSampler:
+        """A meter for one phase: exact where VmHWM can be reset, sampled elsewhere."""
+        return HwmPhase(self) if self.resettable else RssSampler()
+
+
 class CpuMeter:
     kind = "cpu_rss"
+
+    def __init__(self) -> None:
+        self.own = OwnPeak()
+        self.method: Method = self.own.method
 
     def current(self) -> int:
         return psutil.Process().memory_info().rss
 
     def load_peak(self) -> int:
-        return peak_rss_bytes()
+        return self.own.read()
 
     def generate_phase(self) -> HwmPhase | RssSampler:
-        return HwmPhase() if HwmPhase.available() else RssSampler()
+        return self.own.phase()
 
     def reserved_peak(self) -> int | None:
         return None
+
+    def process_peak(self) -> int:
+        """The process's own peak RSS so far (every phase)."""
+        return self.own.read()
 
 
 def nvml_used(uuid: str | None, index: int, pid: int, nvml: Any = None) -> tuple[int | None, int | None]:
@@ -137,6 +178,7 @@ class CudaMeter:
     """`cuda` is `torch.cuda` (tests inject a stand-in with the same functions), `nvml` the pynvml module."""
 
     kind = "cuda_allocated"
+    method: Method = "cuda_max_allocated"
 
     def __init__(self, device: Any, cuda: Any = None, nvml: Any = None):
         if cuda is None:
@@ -145,6 +187,7 @@ class CudaMeter:
             cuda = torch.cuda
         self.cuda, self.device, self.nvml = cuda, device, nvml
         self._reserved = 0
+        self.own = OwnPeak()  # host memory (offloaded weights, pinned buffers) is never reset here
         self.process_used: int | None = None  # NVML, at the end of generation (context included)
         self.device_used: int | None = None
 
@@ -173,6 +216,9 @@ class CudaMeter:
 
     def reserved_peak(self) -> int | None:
         return self._reserved
+
+    def process_peak(self) -> int:
+        return self.own.read()
 
 
 class _CudaPhase:

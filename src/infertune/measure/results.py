@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from infertune.config import InferenceConfig
 from infertune.hub import REVISION_DOC
+from infertune.measure.machine import MachineLoad
 from infertune.schema import SCHEMA_VERSION
 from infertune.workload import Workload
 
@@ -30,6 +31,10 @@ class TrialMetrics(BaseModel):
     """
 
     memory_kind: Literal["cpu_rss", "cuda_allocated"]
+    peak_memory_method: Literal["vmhwm", "rss_sampler", "cuda_max_allocated"] | None = Field(
+        None, description="how the peak was read: vmhwm (the trial process's own kernel high-water mark, "
+                             "reset when it starts measuring; Linux), rss_sampler (RSS sampled every 2 ms), "
+                             "cuda_max_allocated (torch.cuda.max_memory_allocated); null in results from before this field")
     load_s: float = Field(description="from_pretrained wall time, tokenizer excluded")
     baseline_memory_bytes: int = Field(description="memory in use before the model load")
     peak_memory_bytes: int = Field(description="peak over the whole trial (load and generation)")
@@ -42,7 +47,7 @@ class TrialMetrics(BaseModel):
                           "libraries included, at the end of generation (needs nvidia-ml-py)")
     device_memory_used_bytes: int | None = Field(
         None, description="CUDA: the whole GPU's used memory as NVML counts it (all processes), end of generation")
-    cpu_peak_rss_bytes: int = Field(description="the child's peak RSS, whatever the device")
+    cpu_peak_rss_bytes: int = Field(description="the child's own peak RSS (never its parent's), whatever the device")
     weights_bytes: int = Field(description="model.get_memory_footprint() after load")
     ttft_s: float = Field(description="time to first token, mean over timed requests")
     ttft_p50_s: float
@@ -72,6 +77,9 @@ class TrialMetrics(BaseModel):
     layer_forward_s: dict[str, float] | None = Field(
         None, description="device_map: median time of one decoder layer's forward, by where its weights live "
                           "(offloaded layers include bringing their weights back)")
+    pass_s: list[float] | None = Field(
+        None, description="wall time of each timed pass (repeat): their spread is the run-to-run noise within "
+                          "the trial")
     offload_slowdown: float | None = Field(
         None, description="device_map: median offloaded layer forward / median resident one (measured)")
 
@@ -109,6 +117,8 @@ class TrialResult(BaseModel):
     metrics: TrialMetrics | None = None
     outputs: list[RequestOutput] = Field(default_factory=list)
     environment: dict[str, Any] | None = None
+    machine: MachineLoad | None = Field(None, description="how busy the machine was while the trial ran "
+                                                        "(measured beside it by the parent)")
     duration_s: float | None = None
     log_tail: str | None = None
 

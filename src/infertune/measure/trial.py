@@ -1,7 +1,8 @@
 """Run one trial in a child process: an OOM, crash, hang or garbage output becomes the trial's status.
 
 The child runs in its own session (process group), so a timeout or Ctrl-C kills it and anything it
-started (compile workers, tokenizer threads) in one signal. The parent never imports torch for a trial
+started (compile workers, tokenizer threads) in one signal; it also dies with this process if this one is
+killed (measure/lifeline.py), and a later trial removes the folder such a death left behind. The parent never imports torch for a trial
 and never touches the GPU, so its memory does not grow with trials.
 """
 
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -23,6 +24,8 @@ from typing import Any
 
 from infertune.config import InferenceConfig
 from infertune.hub import revision_of
+from infertune.measure import lifeline
+from infertune.measure.machine import Watch
 from infertune.measure.results import TrialResult, TrialSpec
 from infertune.workload import Workload
 
@@ -35,9 +38,10 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(folder: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
+        {lifeline.PARENT_ENV: lifeline.token(), lifeline.TRIAL_DIR_ENV: str(folder)},
         PYTHONUNBUFFERED="1",
         HF_HUB_OFFLINE="1",  # a trial never downloads: what it measures is what is on disk
         TOKENIZERS_PARALLELISM="false",
@@ -94,64 +98,77 @@ def run_trial(
             "model_revision": revision_of(model_path)}
     extra = {"reference_text": reference_text, "logprobs_path": str(logprobs_path) if logprobs_path else None,
              "memory_limit_bytes": memory_limit_bytes}
+    lifeline.sweep()  # folders of trials whose parent was killed
+    tmp = lifeline.trial_dir()
+    try:
+        with Watch() as watch:  # how busy the machine was meanwhile: the trial says so
+            result = _run(config, workload, model_path, timeout_s, on_event, python, base, extra, tmp, started)
+        result.machine = watch.result
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(config: InferenceConfig, workload: Workload, model_path: str | Path, timeout_s: float,
+         on_event: Callable[[Event], None] | None, python: str, base: dict, extra: dict, tmp: Path,
+         started: float) -> TrialResult:
     phase = {"now": "starting"}
-    with tempfile.TemporaryDirectory(prefix="infertune-trial-") as tmp:
-        spec_file, result_file, log_file = Path(tmp, "spec.json"), Path(tmp, "result.json"), Path(tmp, "child.log")
-        spec_file.write_text(TrialSpec(**base, **extra).model_dump_json(), encoding="utf-8")
-        with open(log_file, "wb") as log:
-            worker = ["-m", "infertune.measure.worker", str(spec_file), str(result_file)]
-            if config.tp_size > 1:  # one process per rank, rendezvous on loopback; rank 0 writes the result
-                worker = ["-m", "torch.distributed.run", "--nproc-per-node", str(config.tp_size), "--master-addr",
-                          "127.0.0.1", "--master-port", str(free_port()), *worker]
-            proc = subprocess.Popen(
-                [python, *worker],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=_child_env(),
-                start_new_session=True,
-            )
-            garbage: deque[str] = deque(maxlen=5)
+    spec_file, result_file, log_file = Path(tmp, "spec.json"), Path(tmp, "result.json"), Path(tmp, "child.log")
+    spec_file.write_text(TrialSpec(**base, **extra).model_dump_json(), encoding="utf-8")
+    with open(log_file, "wb") as log:
+        worker = ["-m", "infertune.measure.worker", str(spec_file), str(result_file)]
+        if config.tp_size > 1:  # one process per rank, rendezvous on loopback; rank 0 writes the result
+            worker = ["-m", "torch.distributed.run", "--nproc-per-node", str(config.tp_size), "--master-addr",
+                      "127.0.0.1", "--master-port", str(free_port()), *worker]
+        proc = subprocess.Popen(
+            [python, *worker],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=_child_env(tmp),
+            start_new_session=True,
+        )
+        garbage: deque[str] = deque(maxlen=5)
 
-            def read_events() -> None:
-                assert proc.stdout is not None
-                for raw in proc.stdout:
-                    line = raw.decode("utf-8", errors="replace").strip()
-                    try:
-                        event = json.loads(line)
-                        assert isinstance(event, dict) and "event" in event
-                    except (ValueError, AssertionError):
-                        if line:
-                            garbage.append(line)
-                        continue
-                    phase["now"] = event.get("phase", phase["now"])
-                    if on_event is not None:
-                        on_event(event)
+        def read_events() -> None:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", errors="replace").strip()
+                try:
+                    event = json.loads(line)
+                    assert isinstance(event, dict) and "event" in event
+                except (ValueError, AssertionError):
+                    if line:
+                        garbage.append(line)
+                    continue
+                phase["now"] = event.get("phase", phase["now"])
+                if on_event is not None:
+                    on_event(event)
 
-            reader = threading.Thread(target=read_events, daemon=True)
-            reader.start()
-            try:
-                proc.wait(timeout=timeout_s)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc)
-            except BaseException:  # Ctrl-C: take the child down with us, then let the caller decide
-                _kill_group(proc)
-                raise
-            reader.join(timeout=5)
-        elapsed = time.perf_counter() - started
-        log_tail = _tail(log_file)
-        if timed_out:
-            return TrialResult(
-                **base, status="timeout", error=f"timed out after {timeout_s:g} s (during {phase['now']})",
-                duration_s=elapsed, log_tail=log_tail,
-            )
+        reader = threading.Thread(target=read_events, daemon=True)
+        reader.start()
         try:
-            data = json.loads(result_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            status, message = classify_exit(proc.returncode)
-            if garbage:
-                message += f"; last output: {garbage[-1][:200]}"
-            return TrialResult(**base, status=status, error=message, duration_s=elapsed, log_tail=log_tail)
+            proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        except BaseException:  # Ctrl-C: take the child down with us, then let the caller decide
+            _kill_group(proc)
+            raise
+        reader.join(timeout=5)
+    elapsed = time.perf_counter() - started
+    log_tail = _tail(log_file)
+    if timed_out:
+        return TrialResult(
+            **base, status="timeout", error=f"timed out after {timeout_s:g} s (during {phase['now']})",
+            duration_s=elapsed, log_tail=log_tail,
+        )
+    try:
+        data = json.loads(result_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        status, message = classify_exit(proc.returncode)
+        if garbage:
+            message += f"; last output: {garbage[-1][:200]}"
+        return TrialResult(**base, status=status, error=message, duration_s=elapsed, log_tail=log_tail)
     return TrialResult(**base, **data, duration_s=elapsed, log_tail=log_tail if data.get("status") != "ok" else None)

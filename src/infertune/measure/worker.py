@@ -22,7 +22,7 @@ import numpy as np
 from infertune.errors import UserError
 from infertune.measure import concurrent, continuous, single
 from infertune.measure.core import Session, emit, load
-from infertune.measure.memory import peak_rss_bytes
+from infertune.measure.lifeline import die_with_parent
 from infertune.measure.offload import layer_timing
 from infertune.measure.parallel import RANK, WORLD, gather_peaks
 from infertune.measure.results import TrialSpec
@@ -65,10 +65,11 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                 end = concurrent.run_round(s, idx, seqs, arrive, timed, cfg.batching)
             if timed:
                 s.total_time += end - t0
+                s.call_s.append(end - t0)
             emit(event="progress", done=k + 1, total=len(calls))
 
     cpu_rss = m.meter.kind == "cpu_rss"
-    cpu_peak = max(peak_rss_bytes(), *((m.peak_load, phase.peak) if cpu_rss else ()))
+    cpu_peak = m.meter.process_peak()  # this process's own peak (VmHWM), never its parent's
     peak = max(m.peak_load, phase.peak, cpu_peak if cpu_rss else 0)
     per_rank = gather_peaks(peak) if WORLD > 1 else None
     layer_s, slowdown = layer_timing(m.layers.times(), "cuda:0" if m.device.startswith("cuda") else "cpu") \
@@ -108,6 +109,7 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    die_with_parent()  # first: a trial never outlives the process that started it
     spec_path, result_path = argv
     spec = TrialSpec.model_validate_json(open(spec_path, encoding="utf-8").read())
     result: dict[str, Any]

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from infertune.measure.machine import combine
 from infertune.models import command_name
 from infertune.paths import write_atomic
 from infertune.render import config_for, estimate_setup, serve_command
@@ -42,6 +43,28 @@ def _metrics_row(s: Step) -> dict[str, Any]:
             "reference_nll": m.reference_nll, "concurrency": m.concurrency, "requests_per_s": m.requests_per_s,
             "ttft_percentiles_s": {"p50": m.ttft_p50_s, "p95": m.ttft_p95_s, "p99": m.ttft_p99_s},
             "tpot_percentiles_s": {"p50": m.tpot_p50_s, "p95": m.tpot_p95_s, "p99": m.tpot_p99_s}}
+
+
+def _environment(steps: list[Step]) -> dict[str, Any] | None:
+    """The baseline trial's environment, with how busy the machine was over every trial of the run."""
+    if not steps:
+        return None
+    env = dict(steps[0].trial.environment or {})
+    load = combine([s.machine or s.trial.machine for s in steps])
+    env.update(busy=bool(load and load.busy), load_average=load.load_average if load else None,
+               cores=load.cores if load else None, others_cpu=load.others_cpu if load else None,
+               busy_reasons=load.reasons if load else [])
+    return env
+
+
+def _step_row(s: Step) -> dict[str, Any]:
+    busy = (s.machine or s.trial.machine)
+    return {"index": s.index, "technique": s.technique, "changes": s.changes, "accepted": s.accepted,
+            "verdict": s.verdict, "delta": s.delta, "noise": s.noise, "reason": s.reason, "objective": s.objective,
+            "repeats": len(s.pairs) if s.technique else 1, "busy": bool(busy and busy.busy),
+            "pairs": [p.model_dump() for p in s.pairs], "tie": s.tie.model_dump() if s.tie else None,
+            "measured": _metrics_row(s), "quality": s.quality.model_dump() if s.quality else None,
+            "expected": s.expected.model_dump(mode="json") if s.expected else None}
 
 
 def _served_row(v: ServeStep, model: str, concurrency: int, chosen: bool) -> dict[str, Any]:
@@ -87,12 +110,9 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
     return {
         "kind": "tune-report", "schema_version": SCHEMA_VERSION,
         "model": spec.model, "workload": spec.workload.model_dump(mode="json"),
-        "environment": base.trial.environment if base else None,
+        "environment": _environment(steps),
         "objective": spec.objective, "constraints": spec.constraints.model_dump(), "tolerance": spec.tolerance.model_dump(),
-        "steps": [{"index": s.index, "technique": s.technique, "changes": s.changes, "accepted": s.accepted,
-                   "reason": s.reason, "objective": s.objective, "measured": _metrics_row(s),
-                   "quality": s.quality.model_dump() if s.quality else None,
-                   "expected": s.expected.model_dump(mode="json") if s.expected else None} for s in steps],
+        "steps": [_step_row(s) for s in steps],
         "best": None if best is None else {
             "index": best.index, "setup": best.setup.model_dump(),
             "config": config_for(best.setup, facts.accelerator.bf16).model_dump(mode="json", exclude_defaults=True),
@@ -128,15 +148,27 @@ def markdown(r: dict[str, Any]) -> str:
              f"max_new_tokens {w['max_new_tokens']}, input_len {w.get('input_len') or w.get('input_lens') or 'natural'}, "
              f"batch {w['batch']}, concurrency {w['concurrency']}. "
              "Numbers under *measured* come from trials on this machine; *estimate* numbers from the estimator.", "",
-             "## Steps (measured)", "",
-             "| # | change | status | peak memory | TTFT | time/token | tokens/s | exact match | NLL delta | accepted | why |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "## Steps (measured)", ""]
+    env = r.get("environment") or {}
+    if env.get("busy"):
+        lines += [f"**The machine was busy while these trials ran** ({'; '.join(env.get('busy_reasons') or [])}): "
+                  "timings swing with other work, so differences are judged against the noise the interleaved "
+                  "repeats measured; inconclusive steps may be decided on a quiet machine.", ""]
+    lines += ["Each candidate was measured against the incumbent in interleaved pairs; Δ is the median paired "
+              f"change of the {r['objective']}, ± the half-width of its band (docs/tuning.md). The trial columns "
+              "show the candidate's first trial.", "",
+              "| # | change | status | peak memory | TTFT | time/token | tokens/s | exact match | NLL delta | Δ ± noise | "
+              "pairs | busy | verdict | adopted | why |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in r["steps"]:
         m, q = s["measured"], s["quality"] or {}
         change = s["technique"] or "baseline"
+        band = "-" if s.get("delta") is None else (f"{s['delta']:+.1%} ± {s['noise']:.1%}" if s.get("noise") is not None
+                                                   else f"{s['delta']:+.1%}")
         lines.append(f"| {s['index']} | {change} {s['changes'] or ''} | {m['status']} | {_fmt(m.get('peak_memory_bytes'), 'MiB')} | "
                      f"{_fmt(m.get('ttft_s'), 'ms')} | {_fmt(m.get('tpot_s'), 'ms')} | {_fmt(m.get('tokens_per_s'))} | "
-                     f"{_fmt(q.get('exact_match_rate'))} | {_fmt(q.get('nll_delta'))} | "
+                     f"{_fmt(q.get('exact_match_rate'))} | {_fmt(q.get('nll_delta'))} | {band} | "
+                     f"{s.get('repeats', 1)} | {'yes' if s.get('busy') else ''} | {s.get('verdict') or '-'} | "
                      f"{'yes' if s['accepted'] else 'no'} | {s['reason']} |")
     lines += ["", "Each change was chosen on an estimate (before -> after, *estimate*):", ""]
     for s in r["steps"]:
@@ -166,7 +198,6 @@ def markdown(r: dict[str, Any]) -> str:
         lines += ["## Open compatibility questions", ""] + [f"- {q}" for q in r["open_questions"]] + [""]
     if r["docs"]:
         lines += ["## Documentation", ""] + [f"- {d}" for d in r["docs"]] + [""]
-    env = r.get("environment") or {}
     lines += ["## Environment", "", "```json", json.dumps(env, indent=2), "```", ""]
     if b:
         lines += [f"Re-validate the accepted configuration on the same workload: `{b['validate']}`", ""]

@@ -49,8 +49,11 @@ class ServeProcess:
         log = open(self.log_path, "wb")
         env = dict(self.env if self.env is not None else os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True)
+        from infertune.measure.lifeline import launcher
+
+        # the server dies with this process (kill -9 included): the kernel's parent-death signal, set before exec
+        self.proc = subprocess.Popen([*launcher(), *self.cmd], stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
         log.close()
         deadline = self.started_at + self.ready_timeout_s
         try:
