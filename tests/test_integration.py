@@ -58,7 +58,7 @@ def test_measure_demo_answers_sensibly(demo_path):
 
 def test_demo_tunes_and_its_snippet_reproduces_the_reported_output(demo_path, tmp_path):
     out = tmp_path / "demo"
-    r = run("demo", "--output", str(out))
+    r = run("demo", "--output", str(out), timeout=1800)  # noise-aware steps: 3-5 interleaved pairs each
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
     assert report["kind"] == "tune-report" and report["steps"][0]["technique"] is None
