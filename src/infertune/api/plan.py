@@ -1,16 +1,13 @@
-"""The verbs that answer without running the model: env, estimate, advise."""
+"""The verbs that answer without running the model: env and estimate (advise: `infertune.api.advice`)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.advise import Advice
-from infertune.api.common import Say, _quiet, input_lengths, parse_tokens
+from infertune.api.common import Say, _quiet, parse_tokens
 from infertune.errors import UserError
 from infertune.estimate import Estimate
 from infertune.hub import REVISION_DOC, revision_of
@@ -104,66 +101,3 @@ def estimate(model: str | None = None, revision: str | None = None, dtype: str =
     results = [run_estimate(prof, base.model_copy(update={"input_len": n}), acc, model=models.command_name(model, path),
                             gpus=gpus, max_memory=budgets, model_revision=rev) for n in lengths]
     return results[0] if len(results) == 1 else EstimateSweep(model_revision=rev, sweep=results)
-
-
-# --- advise -----------------------------------------------------------------------------------------------
-
-
-def advise(workload: str | Path | None = None, model: str | None = None, revision: str | None = None,
-           gpu: str | None = None, gpus: int = 1, vram: str | None = None, cpu_ram: str | None = None,
-           dtype: str | None = None, attn: str | None = None, quantization: str | None = None,
-           kv_cache: str | None = None, compile: bool = False, batching: str | None = None,
-           input_len: str | int | None = None, max_new_tokens: str | int | None = None, batch: int | None = None,
-           concurrency: int | None = None, measured: str | Path | None = None, trust_remote_code: bool = False,
-           ask: Callable[[str, int], int] | None = None, say: Say = _quiet, device_map: str | None = None,
-           tp: int = 1, lib: list[str] | dict[str, str] | None = None) -> Advice:
-    """Diagnose where the workload hurts and propose one compatible change: an `Advice`. Missing details
-    are assumed and listed (or asked through `ask(question, default)` when given). `device_map` and `tp`
-    describe the current placement; `lib` the target's library versions (NAME=VERSION)."""
-    from infertune import intake, models
-    from infertune.advise import advise as run_advise
-    from infertune.config import config_from
-    from infertune.probe.model import profile_model
-    from infertune.workload import load_run
-
-    # the run file is validated exactly as measure validates it: the workload and its config: section
-    wl, cfg_data = load_run(workload, model=model, revision=revision, **input_lengths(input_len),
-                            max_new_tokens=parse_tokens(max_new_tokens)[0] if max_new_tokens else None,
-                            batch=batch, concurrency=concurrency)
-    cfg = config_from(cfg_data, "config")
-    given = wl.model_fields_set
-    n_in = wl.longest_input if given & {"input_len", "input_lens"} else None
-    n_out = wl.max_new_tokens if "max_new_tokens" in given else None
-    conc = wl.concurrency if "concurrency" in given else None
-    model = wl.model if "model" in given else models.DEFAULT_MODEL
-    # the run file's config: describes the current setup where no flag does
-    dtype = dtype or (cfg.dtype if "dtype" in cfg.model_fields_set else None)
-    attn = attn or cfg.attn_implementation
-    kv_cache = kv_cache or cfg.cache_implementation
-    batching = batching or (cfg.batching if "batching" in cfg.model_fields_set else None)
-    if device_map is None and isinstance(cfg.device_map, str):
-        device_map = cfg.device_map
-    tp = tp if tp != 1 else cfg.tp_size
-    libs = lib if isinstance(lib, dict) else intake.parse_libs(lib)
-    path = models.resolve(model, wl.revision, say=say)
-    prof = profile_model(path, trust_remote_code)
-    say("reading the hardware")
-    acc, here = intake.target_hardware(gpu, vram)
-    shown = models.command_name(model, path)  # how snippets and commands name it
-    i = intake.build(prof, shown, acc, here, gpus=gpus, cpu_ram=cpu_ram, input_len=n_in, max_new_tokens=n_out,
-                     batch=wl.batch, concurrency=conc, dtype=dtype, attn=attn,
-                     quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,
-                     gpu_given=gpu is not None, ask=ask, device_map=device_map, tp=tp, libs=libs,
-                     max_memory=cfg.max_memory)
-    trial = None
-    if measured is not None:
-        from infertune.measure.results import TrialResult
-
-        try:
-            trial = TrialResult.model_validate_json(Path(measured).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"--measured: no such file {measured}") from None
-        except ValueError:
-            raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE)") from None
-    advice = run_advise(i.facts, i.current, i.assumptions, i.questions, trial)
-    return advice.model_copy(update={"model_revision": revision_of(path)})

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from infertune.cli.output import err, out, print_advice, print_json
+from infertune.cli.output import err, out, print_advice
+from infertune.cli.quick import print_json
 
 
 class DoctorFormat(str, Enum):

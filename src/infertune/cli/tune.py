@@ -9,8 +9,10 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from infertune.cli.app import BatchOpt, InputLenOpt, MaxNewTokensOpt, ModelOpt, RepeatsOpt, TrustOpt, WarmupOpt
-from infertune.cli.output import Format, FormatOpt, err, ms, out, print_json, say
+from infertune.cli.app import (BatchOpt, FormatOpt, InputLenOpt, MaxNewTokensOpt, ModelOpt, RepeatsOpt, TrustOpt,
+                               WarmupOpt)
+from infertune.cli.output import err, ms, out, say
+from infertune.cli.quick import Format, print_json
 from infertune.errors import UserError
 
 
