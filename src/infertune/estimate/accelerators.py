@@ -8,6 +8,7 @@ from trials on the user's own stack. The CPU entry is probed on the host (see `p
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import time
 
@@ -119,15 +120,13 @@ def _probe_key() -> str:
     """This host's CPU and the torch that measured it: a cached probe answers for them."""
     from importlib.metadata import PackageNotFoundError, version
 
-    import psutil
-
-    from infertune.probe.hardware import _cpu_model
+    from infertune.probe.hardware import _cpu_model, total_ram_bytes
 
     try:
         torch_v = version("torch")
     except PackageNotFoundError:
         torch_v = "?"
-    return f"{_cpu_model()}|{psutil.cpu_count()}|{psutil.virtual_memory().total}|torch {torch_v}"
+    return f"{_cpu_model()}|{os.cpu_count()}|{total_ram_bytes()}|torch {torch_v}"  # os.cpu_count: psutil's count
 
 
 def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True) -> Accelerator:

@@ -262,9 +262,7 @@ BUSY_LOAD = 1.0  # load average per core above which a calibration is taken agai
 
 
 def _load_per_core() -> float | None:
-    import psutil
-
-    return os.getloadavg()[0] / (psutil.cpu_count() or 1) if hasattr(os, "getloadavg") else None
+    return os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else None
 
 
 def _quieter_now(cal: Calibration) -> bool:
