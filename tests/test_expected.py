@@ -158,6 +158,31 @@ def test_calibration_is_measured_once_and_cached(infertune_home, monkeypatch):
     assert calibration.cached("cpu", measure_if_missing=False) is not None
 
 
+def test_the_host_key_is_read_without_torch_once_remembered(infertune_home):
+    """A warm estimate checks its cached calibration without importing torch (seconds): the key torch gives is
+    remembered per fingerprint of what decides it, and a change there (here the thread variable) asks torch."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from infertune.estimate import calibration; "
+            "print(json.dumps([calibration.host_key('cpu'), 'torch' in sys.modules]))")
+
+    def child(**env):
+        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                             timeout=300, check=True)
+        return json.loads(out.stdout)
+
+    key, asked_torch = child()
+    import torch
+
+    assert asked_torch and key.startswith("cpu|") and key.endswith(f"|torch={torch.__version__}")
+    assert child() == [key, False]
+    one_thread = child(OMP_NUM_THREADS="1")
+    assert one_thread[1] and "|threads=1|" in one_thread[0]
+    assert child(OMP_NUM_THREADS="1") == [one_thread[0], False] and child() == [key, False]
+
+
 def test_linear_time_interpolates_between_measured_rows():
     c = cal(s_per_elem=1e-9)
     assert c.linear_s("float32", 1, 100) == pytest.approx(1e-7)

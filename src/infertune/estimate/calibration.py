@@ -113,13 +113,10 @@ def host_fingerprint(device: str = "cpu") -> str:
 def host_key(device: str = "cpu") -> str:
     """CPU model, torch's thread count and torch's version. Reading the last two imports torch (seconds), so
     the key is remembered per `host_fingerprint` in `calibration/host-keys.json`: a warm estimate reads it
-    without torch. Once torch is imported (its thread count may have been set since), torch answers."""
-    import sys
-
+    without torch. (The thread count is the one torch reported in the first process to meet this
+    fingerprint; infertune never changes it in its own process.)"""
     from infertune.paths import home, write_json_atomic
 
-    if "torch" in sys.modules:
-        return _torch_host_key(device)
     memo_file, fingerprint = home() / "calibration" / "host-keys.json", host_fingerprint(device)
     try:
         memo = json.loads(memo_file.read_text(encoding="utf-8"))
