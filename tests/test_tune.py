@@ -84,11 +84,15 @@ def test_report_files(finished):
     r = report.write(run.path, run.spec(), steps, facts)
     assert r["kind"] == "tune-report" and r["best"]["python"].count("from_pretrained") == 2
     md = (run.path / "report.md").read_text()
-    for section in ("## Steps (measured)", "estimate", "## The configuration to ship", "## Environment"):
+    for section in ("## Verdict", "## Steps (measured)", "estimate", "## The configuration to ship", "## Environment"):
         assert section in md
     assert f"Greedy output for prompt 0 (measured): `{r['best']['greedy_output_prompt_0']}`" in md
     html = (run.path / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 5  # memory, latency+throughput, percentiles, quality, context
+    # objective per step, latency and memory, quality, memory versus context (no percentiles at concurrency 1)
+    assert html.count("data:image/svg+xml;base64,") == 4
+    ctx = r["memory_vs_context"]  # the estimate beside what the trials measured, labelled as such
+    assert ctx["kind"] == "estimate" and len(ctx["estimate_bytes"]["baseline"]) == len(ctx["input_tokens"])
+    assert ctx["measured"][0]["setup"] == "baseline" and ctx["measured"][0]["bytes"] > 0
     assert (run.path / "best.yaml").exists()
 
 
@@ -157,7 +161,7 @@ def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_m
     assert [v["chosen"] for v in r["served"]] == [v is winner for v in served]
     assert r["best"]["serve_measured"] and r["best"]["serve"] == winner.trial.shell(str(tiny_model))
     assert "## Served with transformers serve (measured" in (run.path / "report.md").read_text()
-    assert "Served: throughput and TTFT versus concurrency" in (run.path / "report.html").read_text()
+    assert "Served with transformers serve: latency and throughput versus load" in (run.path / "report.html").read_text()
 
 
 def test_report_command_rebuilds_from_finished_trials(finished):
@@ -212,8 +216,8 @@ def test_a_tie_on_the_objective_is_broken_by_a_clear_gain_on_the_other_axis():
     MiB = 2**20
     best = step(trial(1.445, 1 + 903 * MiB))
     why = tie_break("latency", trial(1.456, 1 + 398 * MiB), best)
-    assert why == "latency 1.456 ties 1.445 (within 2%); memory 903 MiB -> 398 MiB (kept on the tie: >= 10% better)"
+    assert why == "latency 1.46 s ties 1.45 s (within 2%); memory 903 MiB -> 398 MiB (kept on the tie: >= 10% better)"
     assert tie_break("latency", trial(1.456, 1 + 880 * MiB), best) is None  # memory: only 2.5 % better
     assert tie_break("latency", trial(1.50, 1 + 398 * MiB), best) is None  # latency 3.8 % worse
     mem_best = best.model_copy(update={"objective": 903.0 * MiB})
-    assert tie_break("memory", trial(1.2, 1 + 910 * MiB), mem_best).startswith("memory")
+    assert tie_break("memory", trial(1.2, 1 + 910 * MiB), mem_best).startswith("memory 910 MiB ties 903 MiB")

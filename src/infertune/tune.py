@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from infertune import human
 from infertune.advise import Expected, _expected, advise
 from infertune.errors import UserError
 from infertune.measure import run_trial
@@ -107,8 +108,8 @@ def tie_break(objective: Objective, new: TrialResult, best: Step) -> str | None:
     worse = value < old * (1 - MIN_GAIN) if objective == "throughput" else value > old * (1 + MIN_GAIN)
     if worse or not a < b * (1 - TIE_GAIN):
         return None
-    shown = (lambda v: f"{v / 2**20:,.0f} MiB") if axis == "memory" else (lambda v: f"{v:.3g} s")
-    return (f"{objective} {value:.4g} ties {old:.4g} (within {MIN_GAIN:.0%}); {axis} {shown(b)} -> {shown(a)} "
+    return (f"{objective} {human.objective(objective, value)} ties {human.objective(objective, old)} (within "
+            f"{MIN_GAIN:.0%}); {axis} {human.objective(axis, b)} -> {human.objective(axis, a)} "
             f"(kept on the tie: >= {TIE_GAIN:.0%} better)")
 
 
@@ -278,9 +279,11 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
             elif not better(spec.objective, value, best.objective):
                 tie = tie_break(spec.objective, t, best)
                 accepted, reason = (True, tie) if tie else (
-                    False, f"{spec.objective} {value:.4g} does not beat {best.objective:.4g} by {MIN_GAIN:.0%}")
+                    False, f"{spec.objective} {human.objective(spec.objective, value)} does not beat "
+                    f"{human.objective(spec.objective, best.objective)} by {MIN_GAIN:.0%}")
             else:
-                accepted, reason = True, f"{spec.objective} {best.objective:.4g} -> {value:.4g}"
+                accepted, reason = True, (f"{spec.objective} {human.objective(spec.objective, best.objective)} -> "
+                                            f"{human.objective(spec.objective, value)}")
         step = Step(index=index, technique=tid, changes=best.setup.changes(setup), setup=setup, expected=expected,
                     trial=t, quality=quality, objective=value, accepted=accepted, reason=reason)
         run.append(step)
