@@ -34,7 +34,7 @@ def test_env_json():
     "args, needle",
     [
         (["measure", "--batch", "abc"], "--batch"),
-        (["measure", "--max-new-tokens", "0"], "max_new_tokens"),
+        (["measure", "--max-new-tokens", "0"], "--max-new-tokens 0: allowed 1 to"),
         (["measure", "--attn", "warp-drive"], "unknown attention implementation"),
         (["measure", "--model", "no-org/no-model-here"], "never downloads"),
         (["measure", "--no-such-flag"], "--no-such-flag"),

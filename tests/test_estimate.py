@@ -159,8 +159,8 @@ def test_several_gpus_share_layers_and_each_pays_overhead():
     p = llama(num_parameters=70_000_000_000, param_groups=None, num_layers=80, num_kv_heads=8, head_dim=128,
               layer_types=["full_attention"] * 80)
     s = EstimateSettings(dtype="bfloat16", input_len=1024, max_new_tokens=256)
-    one = estimate(p, s, find_accelerator("H100"))
-    four = estimate(p, s, find_accelerator("H100"), gpus=4)
+    one = estimate(p, s, find_accelerator("H100 SXM"))
+    four = estimate(p, s, find_accelerator("H100 SXM"), gpus=4)
     assert not all(one.fits.values()) and all(four.fits.values())
     per = four.memory.per_device
     assert sorted(per) == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
@@ -208,7 +208,7 @@ def test_table_is_internally_consistent():
         assert a.fp8 == ("fp8" in a.flops)
         assert not a.flash_attn_3 or a.flash_attn_2
     assert not find_accelerator("T4").bf16 and find_accelerator("A100 80GB").bf16
-    assert find_accelerator("H100").flash_attn_3 and not find_accelerator("A100").flash_attn_3
+    assert find_accelerator("H100 SXM").flash_attn_3 and not find_accelerator("A100 40GB").flash_attn_3
 
 
 def test_prefill_chunking_bounds_the_query_length():

