@@ -191,10 +191,18 @@ def test_roofline_decode_is_bandwidth_bound_at_batch_one_and_turns_compute_bound
     assert points[64].tokens_per_s > 30 * points[1].tokens_per_s  # batching is nearly free while memory-bound
 
 
-@pytest.mark.parametrize("name, expect", [("nvidia h100", "H100 SXM"), ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
+@pytest.mark.parametrize("name, expect", [("nvidia h100 sxm5", "H100 SXM"), ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
                                           ("geforce rtx 4090", "RTX 4090"), ("Tesla T4", "T4"), ("mi300x", "MI300X")])
 def test_gpu_names_are_forgiving(name, expect):
     assert find_accelerator(name).name == expect
+
+
+@pytest.mark.parametrize("name, candidates", [("nvidia a100", "A100 40GB, A100 80GB"), ("H100", "H100 PCIe, H100 SXM"),
+                                              ("rtx", "RTX 3090, RTX 4090")])
+def test_a_name_of_several_gpus_is_answered_with_them_never_picked(name, candidates):
+    """'A100' is a 40 GB and an 80 GB card: which one decides whether a model fits."""
+    with pytest.raises(UserError, match=f"names 2 GPUs: {candidates}; give one of them"):
+        find_accelerator(name)
 
 
 def test_unknown_gpu_suggests_close_names():

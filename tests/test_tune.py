@@ -1,6 +1,7 @@
 """The tuning loop on a tiny model: one change per step, quality-gated, durable, resumable, reported."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -141,7 +142,7 @@ def test_serve_variants_switch_continuous_batching_and_drop_what_serve_refuses(t
     assert serve_variants(facts, Setup(tp=2)) == [] and serve_variants(facts, Setup(engine="vllm")) == []
 
 
-def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_model, tmp_path):
+def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_model, tmp_path, request):
     wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=4, warmup=0,
                   concurrency=2)
     run = Run.create(tmp_path / "r", _spec(tiny_model, workload=wl, max_trials=1, objective="throughput", serve=True))
@@ -162,6 +163,11 @@ def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_m
     assert r["best"]["serve_measured"] and r["best"]["serve"] == winner.trial.shell(str(tiny_model))
     assert "## Served with transformers serve (measured" in (run.path / "report.md").read_text()
     assert "Served with transformers serve: latency and throughput versus load" in (run.path / "report.html").read_text()
+    # concurrency 2: the percentile chart and the served chart join the page; laid out in a browser when here
+    assert (run.path / "report.html").read_text().count("data:image/svg+xml;base64,") == 6
+    if shutil.which("chromium"):
+        seen = request.getfixturevalue("browser").layout(run.path / "report.html")
+        assert seen["wide"] == [] and len(seen["images"]) == 6 and all(i["loaded"] for i in seen["images"])
 
 
 def test_report_command_rebuilds_from_finished_trials(finished):

@@ -45,12 +45,12 @@ def out_of_range(label: str, value: Any, ge: float | None = None, gt: float | No
     u = f" {unit}" if unit else ""
     low = f"{_num(ge)}" if ge is not None else (f"more than {_num(gt)}" if gt is not None else None)
     high = f"{_num(le)}" if le is not None else (f"less than {_num(lt)}" if lt is not None else None)
-    if ge is not None and le is not None:
-        allowed = f"{low} to {high}{u}"
-    elif low and high:
-        allowed = f"{low}{u}, up to {high}{u}"
+    if low is not None and high is not None:
+        allowed = f"{low} to {high}{u}" if ge is not None and le is not None else f"{low}{u}, up to {high}{u}"
+    elif low is not None:
+        allowed = f"at least {low}{u}" if ge is not None else f"{low}{u}"
     else:
-        allowed = f"{'at least ' + low if ge is not None else low or 'at most ' + high if le is not None else high}{u}"
+        allowed = f"at most {high}{u}" if le is not None else f"{high}{u}"
     nearest = None
     try:
         v = float(value)

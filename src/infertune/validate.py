@@ -84,11 +84,14 @@ def choice(name: str, value: Any, choices: Iterable[Any], what: str = "") -> Any
     if value in options:
         return value
     texts = [str(c) for c in options]
+    starting = [t for t in texts if str(value) and t.lower().startswith(str(value).lower())]
+    if len(starting) > 1:  # the start of several names: answered with them, never picked
+        one_of(name, value, {t: t for t in starting}, "option")
     if isinstance(value, (int, float)) and not isinstance(value, bool) and all(
             isinstance(c, (int, float)) for c in options):
         nearest: Any = min(options, key=lambda c: (abs(c - value), -c))
     else:
-        close = difflib.get_close_matches(str(value).lower(), texts, n=1, cutoff=0.4)
+        close = starting or difflib.get_close_matches(str(value).lower(), texts, n=1, cutoff=0.4)
         nearest = close[0] if close else None
     listed = ", ".join(texts[:-1]) + f" or {texts[-1]}" if len(texts) > 1 else texts[0]
     tail = f"; nearest valid: {nearest}" if nearest is not None else ""

@@ -26,11 +26,20 @@ def _legend(ax, verdicts: list[str]) -> None:
     ax.legend(handles=[Patch(color=COLOURS[v], label=v) for v in seen], loc="lower right", framealpha=0.9)
 
 
-def _hbars(ax, steps: list[dict], values: list[float | None], text: list[str], xlabel: str) -> None:
-    """One horizontal bar per step (first step on top), coloured by verdict, labelled with its value."""
+def _hbars(ax, steps: list[dict], values: list[float | None], text: list[str], xlabel: str,
+           spread: list[float | None] | None = None) -> None:
+    """One horizontal bar per step (first step on top), coloured by verdict, labelled with its value; with
+    `spread` (relative half-widths), whiskers, and the labels past them."""
     y = list(range(len(steps)))
-    bars = ax.barh(y, [v or 0 for v in values], color=[COLOURS[step_verdict(s)] for s in steps], height=0.6)
-    ax.bar_label(bars, labels=text, padding=3, fontsize=8)
+    ends = [v or 0 for v in values]
+    bars = ax.barh(y, ends, color=[COLOURS[step_verdict(s)] for s in steps], height=0.6)
+    if spread and any(x is not None for x in spread):
+        half = [(x or 0) * e for x, e in zip(spread, ends, strict=True)]
+        ax.errorbar(ends, y, xerr=half, fmt="none", ecolor="#24292f", capsize=3, lw=1)
+        for yi, e, h, t in zip(y, ends, half, text, strict=True):
+            ax.annotate(t, (e + h, yi), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    else:
+        ax.bar_label(bars, labels=text, padding=3, fontsize=8)
     ax.set_yticks(y, [_label(s) for s in steps])
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
@@ -60,12 +69,8 @@ def objective_chart(r: dict[str, Any]) -> Chart | None:
     fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(steps) + 1.3))
     text = [human.objective(obj, v) if v is not None else s["measured"].get("status", "failed")
             for s, v in zip(steps, raw, strict=True)]
-    _hbars(ax, steps, vals, text, f"{axis} (measured; {better})")
     noise = [s.get("noise") for s in steps]
-    if any(n is not None for n in noise):
-        err = [(n or 0) * (v or 0) for n, v in zip(noise, vals, strict=True)]
-        ax.errorbar([v or 0 for v in vals], range(len(steps)), xerr=err, fmt="none", ecolor="#24292f", capsize=3,
-                    lw=1)
+    _hbars(ax, steps, vals, text, f"{axis} (measured; {better})", spread=noise)
     if vals[0] is not None:
         ax.axvline(vals[0], color="#57606a", ls="--", lw=1)
     _legend(ax, [step_verdict(s) for s in steps])
