@@ -105,6 +105,8 @@ CASES = [
     (["measure", "--workload", "{root}/zero.yaml", "--model", "{tiny}"], "field 'max_new_tokens' 0: allowed 1 to"),
     (["measure", "--workload", "{root}/extra.yaml", "--model", "{tiny}"], "max_new_token"),
     (["measure", "--model", "demo"], "fails its check"),
+    (["measure", "--model", "{tiny}", "--device", "cuda:999"], "--device cuda:999"),
+    (["measure", "--model", "{tiny}", "--device", "gpu0"], "unknown device 'gpu0'"),
     # tune
     (["tune", "--model", "{tiny}", "--output", "{root}/a-file.txt"], "is a file"),
     (["tune", "--model", "{tiny}", "--time-budget", "-10"], "--time-budget -10: allowed more than 0"),
@@ -143,12 +145,14 @@ CASES = [
     (["advise", "--model", "{tiny}", "--cpu-ram", "lots"], "--cpu-ram"),
     (["advise", "--model", "{tiny}", "--kv-cache", "huge"], "--kv-cache huge"),
     (["advise", "{root}/zero.yaml", "--model", "{tiny}", "--gpu", "L4"], "field 'max_new_tokens' 0"),
+    (["advise", "--model", "{tiny}", "--measured", "{root}/a-file.txt"], "not a measure result"),
     # doctor
     (["doctor", "{root}/empty"], "no Python files"),
     (["doctor", "{root}/syntax.py"], "syntax error"),
     (["doctor", "{root}/latin1.py"], "not a UTF-8 text file"),
     (["doctor", "{root}/missing.py"], "no such file or directory"),
     (["doctor", "{root}/syntax.py", "--gpu", "H100"], "H100 PCIe, H100 SXM"),
+    (["doctor", "--env", "--model", "no-org/no-model-here"], "never downloads"),
     # serve-trial: refused before a server starts
     (["serve-trial", "--model", "{tiny}", "--dtype", "float77"], "--dtype float77"),
     (["serve-trial", "--model", "{tiny}", "--attn", "bogus"], "'bogus'"),

@@ -106,6 +106,13 @@ class InferenceConfig(BaseModel):
             return v
         raise ValueError(attn_problem(v))
 
+    @field_validator("device")
+    @classmethod
+    def _device_form(cls, v: str | None) -> str | None:
+        if v is None or re.fullmatch(r"cpu|mps|cuda(:\d+)?", v):
+            return v
+        raise ValueError(f"unknown device {v!r}; use cpu, cuda, cuda:N or mps")
+
     @field_validator("cache_implementation")
     @classmethod
     def _known_cache(cls, v: str | None) -> str | None:

@@ -25,7 +25,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from infertune.errors import UserError
-from infertune.paths import check_output, home, write_json_atomic
+from infertune.paths import home, write_json_atomic
+from infertune.validate import output as check_output
 
 MANIFEST = "infertune-model.json"
 

@@ -36,26 +36,3 @@ def write_atomic(path: Path, text: str) -> None:
 def write_json_atomic(path: Path, obj: object) -> None:
     write_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
-
-def check_output(path: str | Path | None, label: str, kind: str = "file") -> Path | None:
-    """Refuse, before any work, an output that cannot be written: a folder where a file goes (or the
-    reverse), a file in the way of a folder to create, a place that is not writable. Creates nothing."""
-    from infertune.errors import UserError
-
-    if path is None:
-        return None
-    p = Path(path).expanduser()
-    if kind == "file" and p.is_dir():
-        raise UserError(f"{label} {p}: is a folder; give a file path (e.g. {p / 'result.json'})")
-    if kind == "dir" and p.exists() and not p.is_dir():
-        raise UserError(f"{label} {p}: is a file; give a folder (it is created when missing)")
-    base = p if kind == "dir" else p.parent
-    while not base.exists() and base != base.parent:
-        base = base.parent
-    if not base.is_dir():
-        raise UserError(f"{label} {p}: {base} is a file, so nothing can be created under it")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise UserError(f"{label} {p}: {base} is not writable")
-    if kind == "file" and p.exists() and not os.access(p, os.W_OK):
-        raise UserError(f"{label} {p}: the file exists and is not writable")
-    return p

@@ -8,7 +8,9 @@ and on the flags that feed them; `check(**inputs)` validates any verb's keyword 
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -136,6 +138,28 @@ def tokens(text: str | int | None, name: str) -> list[int]:
             _refuse(out_of_range(label, value, ge=lo, le=MAX_TOKENS, unit="tokens").replace(
                 f"{label} {shown(value)}:", f"{label}:"))
     return [v for _, v in parts]
+
+
+def output(path: str | Path | None, label: str, kind: str = "file") -> Path | None:
+    """Refuse, before any work, an output that cannot be written: a folder where a file goes (or the
+    reverse), a file in the way of a folder to create, a place that is not writable. Creates nothing."""
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    if kind == "file" and p.is_dir():
+        raise UserError(f"{label} {p}: is a folder; give a file path (e.g. {p / 'result.json'})")
+    if kind == "dir" and p.exists() and not p.is_dir():
+        raise UserError(f"{label} {p}: is a file; give a folder (it is created when missing)")
+    base = p if kind == "dir" else p.parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise UserError(f"{label} {p}: {base} is a file, so nothing can be created under it")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UserError(f"{label} {p}: {base} is not writable")
+    if kind == "file" and p.exists() and not os.access(p, os.W_OK):
+        raise UserError(f"{label} {p}: the file exists and is not writable")
+    return p
 
 
 def _refuse(message: str):
