@@ -7,6 +7,7 @@ file), with what is allowed and the nearest valid value.
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 
@@ -36,7 +37,9 @@ def shown(value: Any) -> str:
 
 
 def _num(v: float) -> str:
-    return f"{v:,}" if isinstance(v, int) or float(v).is_integer() and abs(v) < 2**53 else f"{v:,.6g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{int(v):,}" if float(v).is_integer() and abs(v) < 2**53 else f"{v:,.6g}"
 
 
 def out_of_range(label: str, value: Any, ge: float | None = None, gt: float | None = None, le: float | None = None,
@@ -51,7 +54,7 @@ def out_of_range(label: str, value: Any, ge: float | None = None, gt: float | No
         allowed = f"at least {low}{u}" if ge is not None else f"{low}{u}"
     else:
         allowed = f"at most {high}{u}" if le is not None else f"{high}{u}"
-    nearest = None
+    nearest = None  # the closest allowed value, where one exists (an open bound on a real number has none)
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -59,12 +62,12 @@ def out_of_range(label: str, value: Any, ge: float | None = None, gt: float | No
     if v is not None:
         if ge is not None and v < ge:
             nearest = ge
-        elif gt is not None and v <= gt:
-            nearest = example if example is not None else (gt + 1 if integer else None)
+        elif gt is not None and v <= gt and integer:
+            nearest = gt + 1
         elif le is not None and v > le:
             nearest = le
-        elif lt is not None and v >= lt:
-            nearest = example if example is not None else (lt - 1 if integer else None)
+        elif lt is not None and v >= lt and integer:
+            nearest = lt - 1
     tail = f"; nearest valid: {_num(nearest)}" if nearest is not None else (
         f"; for example {_num(example)}" if example is not None else "")
     return f"{label} {shown(value)}: allowed {allowed}{tail}"
@@ -82,6 +85,8 @@ def _bounds(model_cls, loc: tuple) -> dict[str, Any]:
         for key in ("ge", "gt", "le", "lt"):
             if getattr(m, key, None) is not None:
                 out[key] = getattr(m, key)
+    kinds = typing.get_args(info.annotation) or (info.annotation,)
+    out["integer"] = int in kinds and float not in kinds
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
     if "unit" in extra:
         out["unit"] = extra["unit"]
@@ -113,8 +118,7 @@ def validation_message(err, source: str, model_cls=None, flags: set[str] | froze
     prefix = "" if label.startswith("--") else f"{source}: "
     b = _bounds(model_cls, loc)
     if first["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal") and b:
-        integer = isinstance(first.get("input"), int) or isinstance(b.get("ge", b.get("gt")), int)
-        return prefix + out_of_range(label, first["input"], integer=integer, **b) + more
+        return prefix + out_of_range(label, first["input"], **b) + more
     msg = first["msg"].removeprefix("Value error, ")
     value = first.get("input")
     said = isinstance(value, (str, int, float)) and (str(value) in msg or repr(value) in msg)
