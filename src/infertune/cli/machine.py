@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from infertune import human
 from infertune.cli.app import ModelOpt, TrustOpt
 from infertune.cli.output import Format, FormatOpt, err, gib, mib, out, print_json, say
 from infertune.schema import SCHEMA_VERSION
@@ -89,5 +91,5 @@ def profile(model: ModelOpt = None, revision: Optional[str] = None, trust_remote
     for key, value in p.model_dump().items():
         if key == "layer_types":
             value = f"{p.num_global_layers} global, {p.num_sliding_layers} sliding-window"
-        t.add_row(key, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))
+        t.add_row(key, escape(human.value(value)))  # numbers with separators, mappings as `name value` pairs
     out.print(t)
