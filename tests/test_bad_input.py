@@ -32,20 +32,23 @@ def work_guarded():
     """Every door to real work (a trial, a tune loop, a server, a load test, a model conversion, a CPU probe)
     raises Started."""
     with contextlib.ExitStack() as stack:
-        for target in ("infertune.measure.run_trial", "infertune.api.run_tune", "infertune.serving.trial.run_serve_trial",
+        for target in ("infertune.measure.run_trial", "infertune.tune.run_trial", "infertune.api.run_tune",
+                       "infertune.api.runs.run_tune", "infertune.serving.trial.run_serve_trial",
                        "infertune.serving.loadtest.loadtest", "infertune.models.prepare",
                        "infertune.estimate.accelerators.probe_cpu"):
             stack.enter_context(mock.patch(target, side_effect=_stop(target)))
         yield
 
 
-def invoke(*args: str, env: dict | None = None) -> tuple[str, int | None, str]:
-    """('started', None, stderr) when work began, else ('exit', code, stderr)."""
+def invoke(*args: str, env: dict | None = None, cwd: Path | None = None) -> tuple[str, int | None, str]:
+    """('started', None, stderr) when work began, else ('exit', code, stderr). `cwd`: where default run
+    folders would be created (never the repository)."""
     from infertune import cli
 
     out, err = io.StringIO(), io.StringIO()
     with (mock.patch.object(sys, "argv", ["infertune", *args]), contextlib.redirect_stdout(out),
-          contextlib.redirect_stderr(err), mock.patch.dict(os.environ, env or {}), work_guarded()):
+          contextlib.redirect_stderr(err), mock.patch.dict(os.environ, env or {}), work_guarded(),
+          contextlib.chdir(cwd or Path.cwd())):
         try:
             cli.main()
         except Started:
@@ -182,7 +185,7 @@ CASES = [
 @pytest.mark.parametrize("args, needle", CASES, ids=[" ".join(a[:3]) for a, _ in CASES])
 def test_every_bad_input_is_one_line_exit_2_before_any_work(places, args, needle):
     filled = [a.format(root=places["root"], tiny=places["tiny"]) for a in args]
-    kind, code, err = invoke(*filled, env={"INFERTUNE_HOME": str(places["home"])})
+    kind, code, err = invoke(*filled, env={"INFERTUNE_HOME": str(places["home"])}, cwd=places["root"])
     assert kind == "exit", f"work started before refusing: {filled}"
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err)
@@ -200,7 +203,8 @@ def test_an_unwritable_home_refuses_models_prepare(tmp_path):
 
 
 def test_a_fresh_home_says_it_is_preparing_the_demo_model(tmp_path, tiny_model):
-    kind, _, err = invoke("estimate", "--model", "demo", "--gpu", "L4", env={"INFERTUNE_HOME": str(tmp_path)})
+    kind, _, err = invoke("estimate", "--model", "demo", "--gpu", "L4", env={"INFERTUNE_HOME": str(tmp_path)},
+                          cwd=tmp_path)
     assert kind == "started"  # the conversion is where work begins...
     assert "demo: preparing smollm2 for its first use" in err  # ...and it was announced first
 
@@ -256,7 +260,8 @@ def test_any_flags_exit_0_or_2_never_a_traceback_never_work_on_a_refusal(places,
     command, args = line
     base = [a.format(syntax=places["root"] / "syntax.py") for a in BASE.get(command, [])]
     model = ["--model", places["tiny"]] if command not in ("loadtest", "doctor") else []
-    kind, code, err = invoke(command, *model, *base, *args, env={"INFERTUNE_HOME": str(places["home"])})
+    kind, code, err = invoke(command, *model, *base, *args, env={"INFERTUNE_HOME": str(places["home"])},
+                             cwd=places["root"])
     assert "Traceback" not in err and "internal error" not in err, err
     if kind == "exit":
         assert code in (0, 2), (code, err)
