@@ -21,8 +21,10 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # click's own help layout: option names are never cut, at any terminal width
 )
-models_app = typer.Typer(help="Models that need no model hub: prepare and list them.", no_args_is_help=True)
+models_app = typer.Typer(help="Models that need no model hub: prepare and list them.", no_args_is_help=True,
+                         rich_markup_mode=None)
 app.add_typer(models_app, name="models")
 engines_app = typer.Typer(help="Serving engines (vLLM, SGLang) in environments infertune manages: install and list "
                                "them.", no_args_is_help=True)
@@ -48,8 +50,8 @@ ModelOpt = Annotated[
     Optional[str], typer.Option("--model", help="'demo', a local model folder, or a hub id in the local HF cache")
 ]
 TrustOpt = Annotated[bool, typer.Option("--trust-remote-code", help="allow the model's own code to run")]
-CbBlockSizeOpt = Annotated[Optional[int], typer.Option(min=1, help="continuous batching: tokens per KV-cache block")]
-CbNumBlocksOpt = Annotated[Optional[int], typer.Option(min=1, help="continuous batching: KV-cache blocks (default: "
+CbBlockSizeOpt = Annotated[Optional[int], typer.Option(help="continuous batching: tokens per KV-cache block")]
+CbNumBlocksOpt = Annotated[Optional[int], typer.Option(help="continuous batching: KV-cache blocks (default: "
                                                        "sized from free memory)")]
 # workload flags shared by measure and tune
 MaxNewTokensOpt = Annotated[Optional[int], typer.Option(help="tokens to generate per request")]
@@ -69,7 +71,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except UserError as e:
-        err.print(f"error: {e}", highlight=False, soft_wrap=True)
+        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
         err.print("interrupted")
@@ -79,11 +81,12 @@ def main() -> None:
             if type(e).__name__ == "NoArgsIsHelpError":
                 e.show()  # type: ignore[attr-defined]
             else:  # a bad flag or value: one line, not a usage box
-                err.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True)  # type: ignore[attr-defined]
+                err.print(f"error: {e.format_message()}", markup=False, highlight=False,  # type: ignore[attr-defined]
+                          soft_wrap=True)
             sys.exit(e.exit_code)  # type: ignore[attr-defined]
         if os.environ.get("INFERTUNE_DEBUG"):
             raise
         err.print(f"internal error: {type(e).__name__}: {e} (set INFERTUNE_DEBUG=1 for the traceback)",
-                  highlight=False, soft_wrap=True)
+                  markup=False, highlight=False, soft_wrap=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)

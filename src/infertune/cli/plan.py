@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from infertune.cli.app import ModelOpt, TrustOpt
-from infertune.cli.output import Format, FormatOpt, err, print_advice, print_estimate, print_json, print_sweep, say
+from infertune.cli.output import (Format, FormatOpt, err, print_advice, print_estimate, print_json, print_sweep, progress,
+                                  say)
 
 
 def estimate(
@@ -27,10 +28,10 @@ def estimate(
     prefill_chunk: Annotated[Optional[str], typer.Option(help="queries per prefill pass (chunked prefill)")] = None,
     input_len: Annotated[str, typer.Option(help="prompt tokens; a list sweeps: 1k,8k,32k")] = "512",
     max_new_tokens: Annotated[str, typer.Option(help="generated tokens")] = "256",
-    batch: Annotated[int, typer.Option(min=1, help="prompts per generate call")] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, help="requests in flight at once")] = 1,
+    batch: Annotated[int, typer.Option(help="prompts per generate call")] = 1,
+    concurrency: Annotated[int, typer.Option(help="requests in flight at once")] = 1,
     gpu: Annotated[Optional[str], typer.Option(help="GPU name (H100 SXM, A100 80GB, L4, ...); default: detected")] = None,
-    gpus: Annotated[int, typer.Option(min=1, help="number of such GPUs (layers spread by device_map)")] = 1,
+    gpus: Annotated[int, typer.Option(help="number of such GPUs (layers spread by device_map)")] = 1,
     max_memory: Annotated[Optional[str], typer.Option(
         help="device_map=auto budgets, e.g. 0=20GiB,1=20GiB,cpu=64GiB: shows what lands where")] = None,
     cpu: Annotated[bool, typer.Option("--cpu", help="estimate for this host's CPU even if a GPU is present")] = False,
@@ -43,7 +44,7 @@ def estimate(
     with err.status("reading the model", spinner="dots") as status:
         result = api.estimate(model, revision, dtype, quantization, kv_cache, kv_nbits, kv_residual_len, max_cache_len,
                               attn, prefill_chunk, input_len, max_new_tokens, batch, concurrency, gpu, gpus,
-                              max_memory, cpu, trust_remote_code, say=status.update)
+                              max_memory, cpu, trust_remote_code, say=progress(status))
     results = result.sweep if isinstance(result, api.EstimateSweep) else [result]
     if fmt is Format.json:
         print_json(result)
@@ -58,8 +59,8 @@ def advise(
     workload: Annotated[Optional[Path], typer.Argument(help="workload file (YAML, TOML or JSON)")] = None,
     model: ModelOpt = None,
     revision: Optional[str] = None,
-    gpu: Annotated[Optional[str], typer.Option(help="target GPU (H100, A100 80GB, L4, T4, RTX 4090, ...)")] = None,
-    gpus: Annotated[int, typer.Option(min=1, help="number of such GPUs")] = 1,
+    gpu: Annotated[Optional[str], typer.Option(help="target GPU (H100 SXM, A100 80GB, L4, T4, RTX 4090, ...)")] = None,
+    gpus: Annotated[int, typer.Option(help="number of such GPUs")] = 1,
     vram: Annotated[Optional[str], typer.Option(help="GPU memory available, e.g. 20GiB (default: the card's)")] = None,
     cpu_ram: Annotated[Optional[str], typer.Option(help="CPU RAM for offloading, e.g. 64GiB (default: this host's)")] = None,
     dtype: Annotated[Optional[str], typer.Option(help="current dtype: auto, float32, bfloat16, float16")] = None,
@@ -75,8 +76,8 @@ def advise(
         help="the target's library version, NAME=VERSION (repeatable), e.g. bitsandbytes=0.39.1")] = None,
     input_len: Annotated[Optional[str], typer.Option(help="prompt tokens (1k, 32k, ...)")] = None,
     max_new_tokens: Annotated[Optional[str], typer.Option(help="generated tokens per request")] = None,
-    batch: Annotated[Optional[int], typer.Option(min=1, help="prompts per generate call")] = None,
-    concurrency: Annotated[Optional[int], typer.Option(min=1, help="requests in flight at once")] = None,
+    batch: Annotated[Optional[int], typer.Option(help="prompts per generate call")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="requests in flight at once")] = None,
     measured: Annotated[Optional[Path], typer.Option(
         help="a trial of the current setup (measure --output FILE): its numbers join the evidence")] = None,
     no_input: Annotated[bool, typer.Option("--no-input", help="never ask; state assumptions instead")] = False,
@@ -99,7 +100,7 @@ def advise(
         advice = run_advise(say)
     else:
         with err.status("reading the model", spinner="dots") as status:
-            advice = run_advise(status.update)
+            advice = run_advise(progress(status))
     if fmt is Format.json:
         print_json(advice)
     else:
