@@ -69,7 +69,8 @@ def infertune_home(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # tests never reach a model hub (child processes read the variable,
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)  # this one read it at import)
     # the host calibration (seconds, minutes on a busy machine) is tested on its own (test_expected.py); elsewhere
     # CPU estimates use the probed rates, so no test waits on it or depends on what it measured
     monkeypatch.setenv("INFERTUNE_NO_CALIBRATION", "1")
@@ -129,3 +130,76 @@ class Started:
             except psutil.Error:
                 pass
         return out
+
+
+# --- a real browser for the report pages -------------------------------------------------------------------
+
+CHECK_JS = """
+window.addEventListener('load', () => {
+  const vw = document.documentElement.clientWidth, wide = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if ((r.width || r.height) && (r.right > vw + 1 || r.left < -1))
+      wide.push(`${el.tagName.toLowerCase()}.${el.className} ${Math.round(r.left)}..${Math.round(r.right)}`);
+  }
+  const top = el => el ? el.getBoundingClientRect().top + window.scrollY : null;
+  const out = {viewport: vw, scroll_width: document.documentElement.scrollWidth, wide: wide.slice(0, 20),
+               images: [...document.images].map(i => ({alt: i.alt, loaded: i.complete && i.naturalWidth > 0,
+                                                       width: i.getBoundingClientRect().width})),
+               verdict_top: top(document.getElementById('verdict')),
+               first_chart_top: top(document.querySelector('figure'))};
+  const pre = document.createElement('pre');
+  pre.id = 'infertune-check';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+"""
+
+
+class Browser:
+    """Headless Chromium: lays a page out at a viewport width and reports what a person would see."""
+
+    def __init__(self, exe: str):
+        self.exe = exe
+
+    def _run(self, *args: str) -> str:
+        import subprocess
+
+        r = subprocess.run([self.exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                            "--no-first-run", "--disable-extensions", *args],
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout
+
+    def layout(self, page: Path, width: int = 1280, height: int = 900) -> dict:
+        """Overflow (elements past the viewport's edges), images loaded, where the verdict and the first
+        chart sit; measured by a script added to a copy of the page (the page itself runs no check)."""
+        import html
+        import json
+        import re
+        import tempfile
+
+        text = Path(page).read_text(encoding="utf-8")
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / "page.html"
+            copy.write_text(text.replace("</body>", f"<script>{CHECK_JS}</script></body>"), encoding="utf-8")
+            dom = self._run(f"--window-size={width},{height}", "--virtual-time-budget=15000", "--dump-dom",
+                            copy.as_uri())
+        found = re.search(r"<pre id=\"infertune-check\">(.*?)</pre>", dom, re.S)
+        assert found, "the check script did not run: " + dom[-500:]
+        return json.loads(html.unescape(found.group(1)))
+
+    def screenshot(self, page: Path, out: Path, width: int = 1280, height: int = 2000) -> Path:
+        self._run(f"--window-size={width},{height}", "--virtual-time-budget=15000", f"--screenshot={out}",
+                  Path(page).absolute().as_uri())
+        return out
+
+
+@pytest.fixture(scope="session")
+def browser() -> Browser:
+    import shutil
+
+    exe = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+    if exe is None:
+        pytest.skip("no Chromium on PATH: scripts/test.sh installs Debian's chromium with apt-get when run as root")
+    return Browser(exe)

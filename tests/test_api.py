@@ -38,6 +38,6 @@ def test_verbs_are_callable_modules_and_the_cli_prints_the_same_json(tiny_model)
     assert cli["memory"] == e.model_dump(mode="json")["memory"] and cli["kind"] == "estimate"
     sweep = infertune.estimate(model=str(tiny_model), input_len="256,1k", cpu=True)
     assert [x.settings.input_len for x in sweep.sweep] == [256, 1024]
-    with pytest.raises(UserError, match="unknown dtype"):
+    with pytest.raises(UserError, match="--dtype int3: takes auto"):
         infertune.estimate(model=str(tiny_model), dtype="int3")
     assert infertune.env().kind == "env"

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -34,7 +35,7 @@ def test_env_json():
     "args, needle",
     [
         (["measure", "--batch", "abc"], "--batch"),
-        (["measure", "--max-new-tokens", "0"], "max_new_tokens"),
+        (["measure", "--max-new-tokens", "0"], "--max-new-tokens 0: allowed 1 to"),
         (["measure", "--attn", "warp-drive"], "unknown attention implementation"),
         (["measure", "--model", "no-org/no-model-here"], "not in the local Hugging Face cache"),
         (["measure", "--no-such-flag"], "--no-such-flag"),
@@ -292,6 +293,8 @@ def test_tune_interrupted_keeps_finished_trials_and_resume_reruns_none(tiny_mode
     assert 1 <= len(done) < 3
     r = run("tune", "--resume", str(out))
     assert r.returncode == 0, r.stderr
+    # no terminal: one progress line per step as it finishes, instead of a live table
+    assert re.search(r"^step \d \([\w-]+\): (kept|rejected|inconclusive|oom|error|timeout); ", r.stderr, re.M), r.stderr
     after = results.read_text().splitlines()
     assert after[: len(done)] == done and len(after) == 3  # finished lines untouched, only the rest measured
     assert (out / "report.json").exists()
@@ -344,3 +347,29 @@ def test_the_advise_prompt_reads_counts_as_the_flags_do(monkeypatch):
     answers = iter(["lots", "2k"])
     monkeypatch.setattr(Prompt, "ask", lambda *a, **k: next(answers))
     assert plan.ask_count("How long are the prompts, in tokens?", 512) == 2048  # the bad answer is asked again
+
+
+def test_advise_terminal_output_keeps_code_in_square_brackets(tiny_model):
+    """Rich markup must not swallow code: `[tok.apply_chat_template(p, ...) for p in prompts]` is Python."""
+    r = run("advise", "--model", str(tiny_model), "--gpu", "A100 80GB", "--concurrency", "32", "--input-len", "64",
+            "--dtype", "bfloat16", env={"COLUMNS": "140"})
+    assert r.returncode == 0, r.stderr
+    assert "inputs = [tok.apply_chat_template(p, add_generation_prompt=True) for p in prompts]" in r.stdout
+
+
+def test_help_at_80_columns_shows_every_option_name_whole():
+    import click
+    import typer
+
+    from infertune.cli import app
+
+    group = typer.main.get_command(app)
+    commands = [(name, c) for name, c in group.commands.items() if not isinstance(c, click.Group)]
+    for name, command in commands:
+        r = run(name, "--help", env={"COLUMNS": "80"})
+        assert r.returncode == 0, r.stderr
+        assert max(len(line) for line in r.stdout.splitlines()) <= 80, name
+        for param in command.params:
+            for opt in param.opts + param.secondary_opts:
+                if opt.startswith("--"):
+                    assert opt in r.stdout, (name, opt)

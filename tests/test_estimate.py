@@ -166,8 +166,8 @@ def test_several_gpus_share_layers_and_each_pays_overhead():
     p = llama(num_parameters=70_000_000_000, param_groups=None, num_layers=80, num_kv_heads=8, head_dim=128,
               layer_types=["full_attention"] * 80)
     s = EstimateSettings(dtype="bfloat16", input_len=1024, max_new_tokens=256)
-    one = estimate(p, s, find_accelerator("H100"))
-    four = estimate(p, s, find_accelerator("H100"), gpus=4)
+    one = estimate(p, s, find_accelerator("H100 SXM"))
+    four = estimate(p, s, find_accelerator("H100 SXM"), gpus=4)
     assert not all(one.fits.values()) and all(four.fits.values())
     per = four.memory.per_device
     assert sorted(per) == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
@@ -198,10 +198,18 @@ def test_roofline_decode_is_bandwidth_bound_at_batch_one_and_turns_compute_bound
     assert points[64].tokens_per_s > 30 * points[1].tokens_per_s  # batching is nearly free while memory-bound
 
 
-@pytest.mark.parametrize("name, expect", [("nvidia h100", "H100 SXM"), ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
+@pytest.mark.parametrize("name, expect", [("nvidia h100 sxm5", "H100 SXM"), ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
                                           ("geforce rtx 4090", "RTX 4090"), ("Tesla T4", "T4"), ("mi300x", "MI300X")])
 def test_gpu_names_are_forgiving(name, expect):
     assert find_accelerator(name).name == expect
+
+
+@pytest.mark.parametrize("name, candidates", [("nvidia a100", "A100 40GB, A100 80GB"), ("H100", "H100 PCIe, H100 SXM"),
+                                              ("rtx", "RTX 3090, RTX 4090")])
+def test_a_name_of_several_gpus_is_answered_with_them_never_picked(name, candidates):
+    """'A100' is a 40 GB and an 80 GB card: which one decides whether a model fits."""
+    with pytest.raises(UserError, match=f"names 2 GPUs: {candidates}; give one of them"):
+        find_accelerator(name)
 
 
 def test_unknown_gpu_suggests_close_names():
@@ -215,7 +223,7 @@ def test_table_is_internally_consistent():
         assert a.fp8 == ("fp8" in a.flops)
         assert not a.flash_attn_3 or a.flash_attn_2
     assert not find_accelerator("T4").bf16 and find_accelerator("A100 80GB").bf16
-    assert find_accelerator("H100").flash_attn_3 and not find_accelerator("A100").flash_attn_3
+    assert find_accelerator("H100 SXM").flash_attn_3 and not find_accelerator("A100 40GB").flash_attn_3
 
 
 def test_prefill_chunking_bounds_the_query_length():

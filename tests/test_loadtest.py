@@ -117,6 +117,20 @@ def test_cli_json_and_report(server, tmp_path):
     assert_load_report(tmp_path, d)
 
 
+def test_load_report_with_an_slo_reads_for_people_in_a_real_browser(server, tmp_path, browser):
+    r = subprocess.run([sys.executable, "-m", "infertune", "loadtest", "--url", server, "--concurrency", "1,2,3",
+                        "--requests", "3", "--max-ttft", "5", "--output", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "load.md").read_text()
+    assert "max_ttft_s" not in md and "{" not in md  # the SLO in words, never a dict
+    assert "Highest load meeting the SLO (TTFT p95 under 5.00 s): concurrency 3." in md
+    seen = browser.layout(tmp_path / "load.html", width=1280)
+    assert seen["wide"] == [] and seen["scroll_width"] <= seen["viewport"]
+    assert len(seen["images"]) == 2 and all(i["loaded"] for i in seen["images"])
+    assert 0 < seen["verdict_top"] < seen["first_chart_top"]
+
+
 def assert_load_report(folder, result):
     """load.json holds the printed result; load.md its table; load.html both plots, embedded."""
     saved = json.loads((folder / "load.json").read_text())
@@ -124,8 +138,9 @@ def assert_load_report(folder, result):
     md = (folder / "load.md").read_text()
     assert md.count("\n| ") == 1 + len(result["levels"])  # header + one row per level
     page = (folder / "load.html").read_text()
-    assert page.count("data:image/png;base64,") == 2
-    assert "Throughput versus load" in page and "Latency percentiles versus load" in page
+    assert page.count("data:image/svg+xml;base64,") == 2
+    assert "Throughput versus load" in page and "Latency versus load" in page
+    assert page.index("id='verdict'") < page.index("<figure")
 
 
 def test_serve_trial_runs_transformers_serve_on_loopback_and_leaves_nothing_behind(tiny_model, tmp_path):

@@ -36,10 +36,16 @@ def test_tools_estimate_advise_and_errors_over_stdio(tiny_model):
         adv = await session.call_tool("advise", {"model": str(tiny_model), "input_len": 512, "concurrency": 4})
         bad = await session.call_tool("estimate", {"model": str(tiny_model), "dtype": "int3"})
         wrong_type = await session.call_tool("estimate", {"model": str(tiny_model), "batch": "many"})
+        # the same validation layer as the CLI's: ranges, ambiguous names, flags that would change a resumed run
+        refused = [await session.call_tool(tool, args) for tool, args in (
+            ("estimate", {"model": str(tiny_model), "kv_nbits": 3}),
+            ("advise", {"model": str(tiny_model), "gpu": "nvidia a100"}),
+            ("tune", {"resume": "tests/data", "max_trials": 2}),
+            ("tune", {"model": str(tiny_model), "time_budget": -10}))]
         after = await session.call_tool("doctor", {"paths": ["tests/data/doctor/good.py"]})
-        return names, est, adv, bad, wrong_type, after
+        return names, est, adv, bad, wrong_type, refused, after
 
-    names, est, adv, bad, wrong_type, after = _with_session(body, tiny_model)
+    names, est, adv, bad, wrong_type, refused, after = _with_session(body, tiny_model)
     assert names == {"env", "estimate", "advise", "measure", "tune", "doctor", "report"}
     e = json.loads(est.content[0].text)
     assert not est.is_error and e["kind"] == "estimate" and e["schema_version"] == schema.SCHEMA_VERSION
@@ -48,8 +54,13 @@ def test_tools_estimate_advise_and_errors_over_stdio(tiny_model):
     assert not adv.is_error and a["kind"] == "advice"
     jsonschema.validate(a, schemas["advice"])
     # bad input: a tool error with the CLI's one-line message, and the server keeps serving
-    assert bad.is_error and "unknown dtype 'int3'" in bad.content[0].text and "\n" not in bad.content[0].text
+    assert bad.is_error and "--dtype int3: takes auto" in bad.content[0].text and "\n" not in bad.content[0].text
     assert wrong_type.is_error
+    said = [r.content[0].text for r in refused]
+    assert all(r.is_error for r in refused) and not any("\n" in x for x in said)
+    for text, needle in zip(said, ("--kv-nbits 3", "A100 40GB, A100 80GB", "--max-trials would change it",
+                                   "--time-budget -10: allowed more than 0"), strict=True):
+        assert needle in text, text
     d = json.loads(after.content[0].text)
     assert not after.is_error and d["kind"] == "doctor" and d["findings"] == []
 

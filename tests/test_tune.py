@@ -1,6 +1,7 @@
 """The tuning loop on a tiny model: one change per step, quality-gated, durable, resumable, reported."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -99,11 +100,16 @@ def test_report_files(finished):
         assert (row["verdict"], row["delta"], row["noise"]) == (s.verdict, s.delta, s.noise)
         assert row["repeats"] == (len(s.pairs) if s.technique else 1) and isinstance(row["busy"], bool)
     md = (run.path / "report.md").read_text()
-    for section in ("## Steps (measured)", "estimate", "## The configuration to ship", "## Environment", "Δ ± noise"):
+    for section in ("## Verdict", "## Steps (measured)", "estimate", "## The configuration to ship", "## Environment",
+                    "interleaved pairs"):
         assert section in md
     assert f"Greedy output for prompt 0 (measured): `{r['best']['greedy_output_prompt_0']}`" in md
     html = (run.path / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 5  # memory, latency+throughput, percentiles, quality, context
+    # objective per step, latency and memory, quality, memory versus context (no percentiles at concurrency 1)
+    assert html.count("data:image/svg+xml;base64,") == 4
+    ctx = r["memory_vs_context"]  # the estimate beside what the trials measured, labelled as such
+    assert ctx["kind"] == "estimate" and len(ctx["estimate_bytes"]["baseline"]) == len(ctx["input_tokens"])
+    assert ctx["measured"][0]["setup"] == "baseline" and ctx["measured"][0]["bytes"] > 0
     assert (run.path / "best.yaml").exists()
 
 
@@ -152,7 +158,7 @@ def test_serve_variants_switch_continuous_batching_and_drop_what_serve_refuses(t
     assert serve_variants(facts, Setup(tp=2)) == [] and serve_variants(facts, Setup(engine="vllm")) == []
 
 
-def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_model, tmp_path):
+def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_model, tmp_path, request):
     wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=4, warmup=0,
                   concurrency=2)
     run = Run.create(tmp_path / "r", _spec(tiny_model, workload=wl, max_trials=1, objective="throughput", serve=True))
@@ -172,7 +178,13 @@ def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_m
     assert [v["chosen"] for v in r["served"]] == [v is winner for v in served]
     assert r["best"]["serve_measured"] and r["best"]["serve"] == winner.trial.shell(str(tiny_model))
     assert "## Served with transformers serve (measured" in (run.path / "report.md").read_text()
-    assert "Served: throughput and TTFT versus concurrency" in (run.path / "report.html").read_text()
+    assert "Served with transformers serve: latency and throughput versus load" in (run.path / "report.html").read_text()
+    # objective, latency and memory, percentiles (concurrency 2), memory vs context, served (no quality chart: the
+    # baseline is the only step); laid out in a browser when one is here
+    assert (run.path / "report.html").read_text().count("data:image/svg+xml;base64,") == 5
+    if shutil.which("chromium"):
+        seen = request.getfixturevalue("browser").layout(run.path / "report.html")
+        assert seen["wide"] == [] and len(seen["images"]) == 5 and all(i["loaded"] for i in seen["images"])
 
 
 def test_report_command_rebuilds_from_finished_trials(finished):

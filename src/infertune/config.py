@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from infertune.errors import validated
+from infertune.errors import UserError, validated
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
@@ -44,6 +44,21 @@ CACHE_IMPLEMENTATIONS = (
     "offloaded_hybrid_chunked",
     "quantized",
 )
+
+
+def attn_problem(name: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, ATTN_IMPLEMENTATIONS, n=1, cutoff=0.5)
+    return (f"unknown attention implementation {name!r}; use one of {', '.join(ATTN_IMPLEMENTATIONS)} or a Hub "
+            "kernel such as kernels-community/flash-attn2" + (f"; nearest valid: {close[0]}" if close else ""))
+
+
+def check_attn(name: str | None, flag: str = "--attn") -> str | None:
+    """An attention implementation transformers knows (or a Hub kernel); else one UserError line."""
+    if name is None or name in ATTN_IMPLEMENTATIONS or _HUB_KERNEL.match(name):
+        return name
+    raise UserError(f"{flag}: {attn_problem(name)}")
 
 
 class InferenceConfig(BaseModel):
@@ -89,8 +104,14 @@ class InferenceConfig(BaseModel):
     def _known_attn(cls, v: str | None) -> str | None:
         if v is None or v in ATTN_IMPLEMENTATIONS or _HUB_KERNEL.match(v):
             return v
-        raise ValueError(f"unknown attention implementation {v!r}; use one of {', '.join(ATTN_IMPLEMENTATIONS)} "
-                         "or a Hub kernel such as kernels-community/flash-attn2")
+        raise ValueError(attn_problem(v))
+
+    @field_validator("device")
+    @classmethod
+    def _device_form(cls, v: str | None) -> str | None:
+        if v is None or re.fullmatch(r"cpu|mps|cuda(:\d+)?", v):
+            return v
+        raise ValueError(f"unknown device {v!r}; use cpu, cuda, cuda:N or mps")
 
     @field_validator("cache_implementation")
     @classmethod

@@ -120,6 +120,21 @@ def placement(profile: ModelProfile, gpus: int, device_map: str | None, tp: int,
     raise UserError(f"--device-map: unknown {device_map!r}; use auto, balanced, sequential, cpu or cuda:N")
 
 
+def check_current(dtype: str | None, quantization: str | None, kv_cache: str | None, batching: str | None) -> None:
+    """The current setup's names, refused before anything is read when unknown (one line, the choices)."""
+    from infertune.config import DTYPE_ALIASES
+    from infertune.validate import choice
+
+    if dtype is not None:
+        choice("dtype", DTYPE_ALIASES.get(dtype.lower(), dtype.lower()), ("auto", "float32", "bfloat16", "float16"))
+    if quantization is not None:
+        choice("quantization", quantization.lower(), QUANTIZATIONS)
+    if kv_cache is not None:
+        choice("kv_cache", kv_cache, ("dynamic", "static", "quantized", "offloaded"))
+    if batching is not None:
+        choice("batching", batching, ("serial", "static", "continuous"))
+
+
 def platform_of(acc: Accelerator) -> str:
     return "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
 
@@ -147,7 +162,7 @@ def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: boo
     if not gpu_given and platform == "cpu":
         if ask is None:
             assumptions.append("hardware = this host's CPU (no GPU detected and none named)")
-            questions.append("Which GPU will run this, if any? (--gpu NAME, e.g. L4, A100 80GB, H100)")
+            questions.append("Which GPU will run this, if any? (--gpu NAME, e.g. L4, A100 80GB, H100 SXM)")
     n_in = detail("input_len", input_len, "How long are the prompts, in tokens?", "--input-len")
     n_out = detail("max_new_tokens", max_new_tokens, "How many tokens does each request generate at most?",
                    "--max-new-tokens")
@@ -163,9 +178,8 @@ def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: boo
     else:
         assumptions.append("CPU RAM of the target unknown: CPU offload budgets left out (--cpu-ram sets it)")
 
+    check_current(dtype, quantization, kv_cache, batching)
     resolved = resolve_dtype(dtype or "auto", profile.native_dtype)
-    if resolved is None or resolved == "fp8":
-        raise UserError(f"--dtype: unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16")
     if dtype is None:
         assumptions.append(f"dtype = auto: transformers 5 loads the checkpoint's dtype ({resolved}); "
                            "say --dtype float32 if your code forces fp32")
@@ -179,11 +193,7 @@ def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: boo
     if quant not in QUANTIZATIONS:
         raise UserError(f"--quantization: unknown {quantization!r}; use one of {', '.join(QUANTIZATIONS)}")
     kv = kv_cache or "dynamic"
-    if kv not in ("dynamic", "static", "quantized", "offloaded"):
-        raise UserError(f"--kv-cache: unknown {kv_cache!r}; use dynamic, static, quantized or offloaded")
     mode = batching or "serial"
-    if mode not in ("serial", "static", "continuous"):
-        raise UserError(f"--batching: unknown {batching!r}; use serial, static or continuous")
     if batching is None and conc > 1:
         assumptions.append("batching = serial: each request is its own generate call (what a plain web handler "
                            "does); --batching static|continuous if not")

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from infertune import hub
 from infertune.errors import UserError
-from infertune.paths import home, write_json_atomic
+from infertune.paths import check_output, home, write_json_atomic
 
 MANIFEST = "infertune-model.json"
 
@@ -179,6 +179,7 @@ def prepare(name: str, say: Callable[[str], None] = lambda _m: None, install: bo
             say(f"{model.name} is already prepared at {final}")
             return final
         say(f"{final} is not usable ({status}); preparing it again")
+    check_output(final.parent, "dir", ("INFERTUNE_HOME: " if os.environ.get("INFERTUNE_HOME") else "") + "model folder")
     gguf = _locate_gguf(model, install)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{model.name}.tmp-{os.getpid()}"
@@ -239,20 +240,28 @@ def list_prepared(checksums: bool = True) -> list[PreparedModel]:
 
 
 def resolve(spec: str, revision: str | None = None, prepare_missing: bool = True,
-            say: Callable[[str], None] = lambda _m: None, weights: bool = False, cache_only: bool = False) -> Path:
+            say: Callable[[str], None] = lambda _m: None, weights: bool = False, cache_only: bool = False,
+            checksums: bool = False) -> Path:
     """A local folder for `spec`: an embedded model name/alias, a folder path, or a hub id (ORG/NAME).
 
     A hub id resolves to its snapshot in the Hugging Face cache: with `weights` (measure, tune, serve-trial)
     the whole model is downloaded; without, only its config files and safetensors headers (see infertune.hub);
-    with `cache_only`, only what the local cache holds (never the network).
+    with `cache_only`, only what the local cache holds (never the network). `checksums`: a prepared embedded
+    model must match its sha256 manifest (the verbs that run it), else it is refused.
     """
     key = ALIASES.get(spec, spec)
     if key in EMBEDDED:
         folder = models_dir() / key
         if folder.is_dir() and verify(folder, checksums=False) == "ok":
+            status = verify(folder) if checksums else "ok"
+            if status != "ok":
+                raise UserError(f"the prepared {spec} model at {folder} fails its check ({status}); rebuild it: "
+                                f"infertune models prepare {key}")
             return folder
         if not prepare_missing:
             raise UserError(f"{spec} is not prepared; run: infertune models prepare {key}")
+        say(f"{spec}: preparing {key} for its first use in {folder} (converting the GGUF shipped on PyPI; about a "
+            "minute and 270 MB)" if not folder.exists() else f"{spec}: {folder} is incomplete; preparing it again")
         return prepare(key, say)
     path = Path(spec).expanduser()
     if path.is_dir():

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from infertune.errors import UserError, validated
+from infertune.validate import MAX_TOKENS, Count, Passes, Seed, Tokens, Untimed
 
 try:  # Python 3.11+
     import tomllib
@@ -57,22 +58,22 @@ class Workload(BaseModel):
     prompts: list[Prompt] | None = Field(
         None, min_length=1, description="raw strings or chat conversations; default: a built-in chat set"
     )
-    input_len: PositiveInt | None = Field(
-        None, description="pad every prompt with filler text to exactly this many input tokens"
+    input_len: int | None = Field(
+        None, ge=1, le=MAX_TOKENS, description="pad every prompt with filler text to exactly this many input tokens"
     )
-    input_lens: list[PositiveInt] | None = Field(
+    input_lens: list[Tokens] | None = Field(
         None, min_length=1, description="mixed prompt lengths: request k is padded to input_lens[k % n] tokens "
         "(the prompt set cycles until every length is used)")
-    max_new_tokens: PositiveInt = 32
+    max_new_tokens: Tokens = 32
     ignore_eos: bool = Field(False, description="always generate max_new_tokens (fixed-length benchmark)")
-    batch: PositiveInt = Field(1, description="prompts per generate call")
-    concurrency: PositiveInt = Field(1, description="requests in flight at once")
+    batch: Count = Field(1, description="prompts per generate call")
+    concurrency: Count = Field(1, description="requests in flight at once")
     arrival: Literal["burst", "poisson"] = Field(
         "burst", description="concurrent requests arrive all at once, or as a Poisson process at `rate` (seeded)")
-    rate: PositiveFloat | None = Field(None, description="requests per second for poisson arrivals")
-    repeats: PositiveInt = Field(1, description="timed passes over all prompts")
-    warmup: NonNegativeInt = Field(1, description="untimed generate calls before timing")
-    seed: int = 0
+    rate: float | None = Field(None, gt=0, le=1e6, examples=[1.0], description="requests per second for poisson arrivals")
+    repeats: Passes = Field(1, description="timed passes over all prompts")
+    warmup: Untimed = Field(1, description="untimed generate calls before timing")
+    seed: Seed = 0
     do_sample: bool = Field(False, description="greedy by default: deterministic and comparable")
 
     @model_validator(mode="after")

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
                                       parse_tokens)
     from infertune.api.advice import advise
     from infertune.api.plan import EnvReport, EstimateSweep, env, estimate
-    from infertune.api.runs import TuneOutcome, host_facts, measure, report, run_tune, tune, tune_spec
+    from infertune.api.runs import (TuneOutcome, check_device, host_facts, measure, report, resume_only, run_tune,
+                                    tune, tune_spec)
 
 # Each name is imported from its module on first use, so a verb loads only what it needs: `estimate` on a
 # model seen before stays clear of the trial runner, the tuner and their libraries (start-up, see
@@ -25,7 +26,8 @@ _HOME = {
     "common": ("OnEvent", "Say", "default_run_dir", "input_lengths", "parse_budgets", "parse_size_flag",
                "parse_tokens"),
     "plan": ("EnvReport", "EstimateSweep", "env", "estimate"),
-    "runs": ("TuneOutcome", "host_facts", "measure", "report", "run_tune", "tune", "tune_spec"),
+    "runs": ("TuneOutcome", "check_device", "host_facts", "measure", "report", "resume_only", "run_tune", "tune",
+             "tune_spec"),
 }
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 
@@ -41,4 +43,5 @@ def __getattr__(name: str):
 
 __all__ = ["DoctorResult", "EnvReport", "EstimateSweep", "OnEvent", "Say", "ScriptAdvice", "TuneOutcome", "advise",
            "default_run_dir", "doctor", "env", "estimate", "host_facts", "input_lengths", "measure",
-           "parse_budgets", "parse_size_flag", "parse_tokens", "report", "run_tune", "tune", "tune_spec"]
+           "parse_budgets", "parse_size_flag", "parse_tokens", "report", "resume_only", "check_device", "run_tune", "tune",
+           "tune_spec"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from infertune import validate
 from infertune.advise import Advice
 from infertune.api.common import Say, _quiet, input_lengths, parse_tokens
 from infertune.errors import UserError
@@ -29,13 +30,24 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
     describe the current placement; `lib` the target's library versions (NAME=VERSION)."""
     from infertune import intake, models
     from infertune.advise import advise as run_advise
-    from infertune.config import config_from
+    from infertune.config import check_attn, config_from
     from infertune.probe.model import profile_model
     from infertune.workload import load_run
 
+    validate.check(batch=batch, concurrency=concurrency, gpus=gpus)
+    check_attn(attn)
+    intake.check_current(dtype, quantization, kv_cache, batching)
+    trial = _measured_trial(measured)
+    if gpu:  # names and sizes first: nothing is read or probed for an input that will be refused
+        from infertune.estimate.accelerators import find_accelerator
+
+        find_accelerator(gpu)
+    for name, size in (("--vram", vram), ("--cpu-ram", cpu_ram)):
+        if size:
+            intake.parse_size(size, name)
     # the run file is validated exactly as measure validates it: the workload and its config: section
     wl, cfg_data = load_run(workload, model=model, revision=revision, **input_lengths(input_len),
-                            max_new_tokens=parse_tokens(max_new_tokens)[0] if max_new_tokens else None,
+                            max_new_tokens=parse_tokens(max_new_tokens, "max_new_tokens")[0] if max_new_tokens else None,
                             batch=batch, concurrency=concurrency)
     cfg = config_from(cfg_data, "config")
     given = wl.model_fields_set
@@ -54,6 +66,7 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
     libs = lib if isinstance(lib, dict) else intake.parse_libs(lib)
     path = models.resolve(model, wl.revision, say=say)
     prof = profile_model(path, trust_remote_code)
+    intake.placement(prof, gpus, device_map, tp)  # a placement that cannot be is refused before any probe
     say("reading the hardware")
     acc, here = intake.target_hardware(gpu, vram)
     shown = models.command_name(model, path)  # how snippets and commands name it
@@ -62,15 +75,19 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
                      quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,
                      gpu_given=gpu is not None, ask=ask, device_map=device_map, tp=tp, libs=libs,
                      max_memory=cfg.max_memory)
-    trial = None
-    if measured is not None:
-        from infertune.measure.results import TrialResult
-
-        try:
-            trial = TrialResult.model_validate_json(Path(measured).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"--measured: no such file {measured}") from None
-        except ValueError:
-            raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE)") from None
     advice = run_advise(i.facts, i.current, i.assumptions, i.questions, trial)
     return advice.model_copy(update={"model_revision": revision_of(path)})
+
+
+def _measured_trial(measured: str | Path | None):
+    """advise --measured FILE: a measure result, read before anything else (a bad file refuses the run)."""
+    if measured is None:
+        return None
+    from infertune.measure.results import TrialResult
+
+    try:
+        return TrialResult.model_validate_json(Path(measured).read_text(encoding="utf-8"))
+    except (FileNotFoundError, IsADirectoryError):
+        raise UserError(f"--measured: no such file {measured}") from None
+    except (ValueError, UnicodeDecodeError):
+        raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE)") from None

@@ -50,6 +50,9 @@ def doctor(paths: list[str | Path] | str | Path | None = None, env: bool = False
         acc = find_accelerator(gpu)
         target.gpu_name, target.gpu_memory_bytes = acc.name, acc.memory_bytes
         target.compute_capability = float(acc.compute_capability) if acc.compute_capability else None
+    scripts, missing = doc.python_files(paths)
+    if paths and not scripts and not missing:
+        raise UserError(f"{' '.join(str(p) for p in paths)}: no Python files to check (doctor reads *.py files)")
     try:
         report = doc.check(paths, target, select, ignore, target_version)
     except ValueError as e:  # an unknown rule, a --target-version that is not a version
@@ -67,16 +70,19 @@ def _environment_findings(model: str | None, say: Say):
     from infertune.doctor.env import check_environment
     from infertune.probe.hardware import detect_hardware
 
-    say("reading the environment")
-    hw = detect_hardware()
-    weights = folder = None
-    if model:
+    prof = folder = None
+    if model:  # resolved first: a model that is not here is refused before anything is read
         from infertune import models
-        from infertune.estimate.memory import EstimateSettings, estimate_memory, resolve_dtype
         from infertune.probe.model import profile_model
 
         folder = models.resolve(model, None, say=say)
         prof = profile_model(folder)
+    say("reading the environment")
+    hw = detect_hardware()
+    weights = None
+    if prof is not None:
+        from infertune.estimate.memory import EstimateSettings, estimate_memory, resolve_dtype
+
         dtype = resolve_dtype("auto", prof.native_dtype) or "float32"
         weights = estimate_memory(prof, EstimateSettings(dtype=dtype, platform="cuda" if hw.gpus else "cpu")).weights_bytes
     return check_environment(hw, model_bytes=weights, model=model), revision_of(folder) if folder else None

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from infertune import validate
 from infertune.errors import UserError
 
 Say = Callable[[str], None]
@@ -20,23 +21,9 @@ def _quiet(_msg: str) -> None:
 # --- shared parsing -----------------------------------------------------------------------------------
 
 
-def parse_tokens(text: str | int) -> list[int]:
-    """'512', '1k', '8k,32k', '1m' -> token counts (k = 1024, as context lengths are quoted)."""
-    if isinstance(text, int):
-        return [text]
-    values = []
-    for part in text.split(","):
-        part = part.strip().lower()
-        mult = {"k": 1024, "m": 1024 * 1024}.get(part[-1:], 1)
-        digits = part[:-1] if mult > 1 else part
-        try:
-            value = int(float(digits) * mult)
-        except ValueError:
-            raise UserError(f"not a token count: {part!r} (use e.g. 512, 4k, 128k)") from None
-        if value <= 0:
-            raise UserError(f"token counts must be positive: {part!r}")
-        values.append(value)
-    return values
+def parse_tokens(text: str | int, name: str = "input_len") -> list[int]:
+    """'512', '1k', '8k,32k', '1m' -> token counts (k = 1024, as context lengths are quoted), in range."""
+    return validate.tokens(text, name)
 
 
 def input_lengths(value: str | int | list[int] | None) -> dict[str, Any]:

@@ -7,12 +7,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from infertune import validate
 from infertune.api.common import Say, _quiet, parse_tokens
 from infertune.errors import UserError
 from infertune.estimate import Estimate
 from infertune.hub import REVISION_DOC, revision_of
 from infertune.probe.hardware import Hardware
 from infertune.schema import SCHEMA_VERSION
+
+KV_NBITS = (2, 4)  # transformers' quantized cache with the quanto backend (the one trials run)
 
 
 # --- env --------------------------------------------------------------------------------------------------
@@ -54,47 +57,46 @@ def estimate(model: str | None = None, revision: str | None = None, dtype: str =
     """Memory by component, roofline speed and what fits, from config.json alone: an `Estimate`, or an
     `EstimateSweep` when `input_len` lists several lengths ("1k,8k,32k")."""
     from infertune import models
+    from infertune.config import DTYPE_ALIASES, check_attn
     from infertune.estimate import estimate as run_estimate
     from infertune.estimate.accelerators import find_accelerator, from_detected_gpu, probe_cpu
     from infertune.estimate.memory import EstimateSettings, Quantization, resolve_dtype
     from infertune.estimate.placement import parse_max_memory
     from infertune.probe.model import profile_model
 
-    if batch < 1 or concurrency < 1 or gpus < 1:
-        raise UserError("batch, concurrency and gpus are at least 1")
+    validate.check(batch=batch, concurrency=concurrency, gpus=gpus, kv_residual_len=kv_residual_len)
     lengths = parse_tokens(input_len)
-    new_tokens = parse_tokens(max_new_tokens)[0]
+    new_tokens = parse_tokens(max_new_tokens, "max_new_tokens")[0]
+    cache_len = parse_tokens(max_cache_len, "max_cache_len")[0] if max_cache_len else None
+    chunk = parse_tokens(prefill_chunk, "prefill_chunk")[0] if prefill_chunk else None
+    validate.choice("dtype", DTYPE_ALIASES.get(dtype, dtype), ("auto", "float32", "bfloat16", "float16", "fp8"))
+    validate.choice("kv_cache", kv_cache, ("dynamic", "static", "quantized", "offloaded"))
+    validate.choice("kv_nbits", kv_nbits, KV_NBITS, "a quantized KV cache (quanto, what the trials run)")
+    check_attn(attn)
+    quant = Quantization.parse(quantization)
     budgets = parse_max_memory(max_memory)
     if budgets:  # the GPUs the budgets name (a CPU-only budget: no GPU at all)
         gpus = max([gpus, *(int(d[5:]) + 1 for d in budgets if d.startswith("cuda:"))])
-    model = model or models.DEFAULT_MODEL
-    path = models.resolve(model, revision, say=say)
-    prof = profile_model(path, trust_remote_code)
-    resolved = resolve_dtype(dtype, prof.native_dtype)
-    if resolved is None:
-        raise UserError(f"--dtype: unknown dtype {dtype!r}; use auto, float32, bfloat16, float16 or fp8")
-    if kv_cache not in ("dynamic", "static", "quantized", "offloaded"):
-        raise UserError(f"--kv-cache: unknown {kv_cache!r}; use dynamic, static, quantized or offloaded")
-    acc = None
-    if gpu:
-        acc = find_accelerator(gpu)
-    elif not cpu:
+    acc = find_accelerator(gpu) if gpu else None
+    if acc is None and not cpu:
         from infertune.probe.hardware import detect_gpus
 
         found = detect_gpus()
         acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes, calibrate=True) if found else None
-    if acc is None:
-        say("probing this CPU's bandwidth and FLOP/s")
-        acc = probe_cpu()
-    platform = "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
+    platform = "cpu" if acc is None or acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
     if budgets and platform == "mps":
         raise UserError("--max-memory: Apple's unified memory is one device; give --gpu NAME for a CUDA card")
     if budgets and platform == "cpu" and any(d.startswith("cuda:") for d in budgets):
         raise UserError("--max-memory names GPUs but none is detected here; give --gpu NAME to estimate for one")
+    model = model or models.DEFAULT_MODEL
+    path = models.resolve(model, revision, say=say)
+    prof = profile_model(path, trust_remote_code)
+    resolved = resolve_dtype(dtype, prof.native_dtype)
+    if acc is None:  # this CPU: measured once (it says so), then read from the cache
+        acc = probe_cpu(say=say)
     base = EstimateSettings(
-        dtype=resolved, quantization=Quantization.parse(quantization), kv_cache=kv_cache, kv_nbits=kv_nbits,
-        kv_residual_len=kv_residual_len, max_cache_len=parse_tokens(max_cache_len)[0] if max_cache_len else None,
-        attn=attn, prefill_chunk=parse_tokens(prefill_chunk)[0] if prefill_chunk else None,
+        dtype=resolved, quantization=quant, kv_cache=kv_cache, kv_nbits=kv_nbits,
+        kv_residual_len=kv_residual_len, max_cache_len=cache_len, attn=attn, prefill_chunk=chunk,
         max_new_tokens=new_tokens, batch=batch, concurrency=concurrency, platform=platform,
     )
     rev = revision_of(path)

@@ -7,9 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from infertune import validate
 from infertune.api.common import OnEvent, Say, _quiet, default_run_dir, input_lengths, parse_budgets, parse_size_flag
-from infertune.errors import UserError
+from infertune.errors import UserError, flag
 from infertune.hub import REVISION_DOC, hub_id, revision_of
+from infertune.paths import check_output
 from infertune.schema import SCHEMA_VERSION
 from infertune.tune import ServeStep, Step
 
@@ -34,6 +36,10 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
     from infertune.predicted import Measurement, compare
     from infertune.workload import load_run
 
+    validate.check(max_new_tokens=max_new_tokens, batch=batch, repeats=repeats, warmup=warmup, seed=seed,
+                   concurrency=concurrency, max_batch_tokens=max_batch_tokens, cb_block_size=cb_block_size,
+                   cb_num_blocks=cb_num_blocks, timeout=timeout, tp=tp)
+    validate.choice("tp_plan", tp_plan, ("auto", "mlp"))
     wl, cfg_data = load_run(
         workload, model=model, revision=revision, max_new_tokens=max_new_tokens, **input_lengths(input_len),
         batch=batch, repeats=repeats, warmup=warmup, seed=seed, concurrency=concurrency,
@@ -46,18 +52,16 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
         cb_block_size=cb_block_size, cb_num_blocks=cb_num_blocks, tp_size=tp if tp != 1 else None,
         device_map=device_map, max_memory=max_memory,
     )
-    if timeout <= 0:
-        raise UserError("--timeout must be positive")
-    if tp_plan not in ("auto", "mlp"):
-        raise UserError(f"--tp-plan: unknown {tp_plan!r}; use auto or mlp")
+    memory_limit_bytes = parse_size_flag(memory_limit, "--memory-limit")
     if tp_plan != "auto" and cfg.tp_size == 1:
         raise UserError("--tp-plan applies to tensor parallelism: give --tp N too")
     if tp_plan == "mlp":  # the flag over the run file's plan
         cfg = cfg.model_copy(update={"tp_plan": "mlp"})
+    check_device(cfg.device)
     remote = hub_id(wl.model)
     if remote:  # huggingface_hub draws its own progress bar: a phase, so a spinner can step aside
         (on_event or (lambda e: None))({"event": "phase", "phase": "download"})
-    path = models.resolve(wl.model, wl.revision, say=say, weights=True)
+    path = models.resolve(wl.model, wl.revision, say=say, weights=True, checksums=True)
     if remote:
         (on_event or (lambda e: None))({"event": "phase", "phase": "start"})
     if cfg.tp_size > 1:  # refuse before launching ranks that cannot split the model
@@ -71,7 +75,7 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
         if cfg.tp_plan == "mlp":  # the rules for this model's own plan keys, in the result
             cfg = cfg.model_copy(update={"tp_plan": mlp_only_tp_plan(str(path), cfg.trust_remote_code)})
     result = run_trial(cfg, wl, path, timeout_s=timeout, on_event=on_event,
-                       memory_limit_bytes=parse_size_flag(memory_limit, "--memory-limit"))
+                       memory_limit_bytes=memory_limit_bytes)
     (on_event or (lambda e: None))({"event": "phase", "phase": "estimate"})
     try:  # the estimate beside the measurement; a failure here never costs the measurement
         comparison = compare(result)
@@ -79,6 +83,23 @@ def measure(workload: str | Path | None = None, model: str | None = None, revisi
         say(f"no estimate for this trial: {type(e).__name__}: {e}")
         comparison = None
     return Measurement(**result.model_dump(), estimate=comparison)
+
+
+def check_device(device: str | None) -> None:
+    """A named device this machine has, or one line before any trial (a trial would only fail inside)."""
+    if device is None or device == "cpu":
+        return
+    from infertune.probe.hardware import _mps_available, detect_gpus
+
+    if device == "mps":
+        if not _mps_available():
+            raise UserError("--device mps: no Apple GPU (MPS) here; use cpu" + (", cuda" if detect_gpus() else ""))
+        return
+    gpus = detect_gpus()
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= len(gpus):
+        have = f"CUDA devices here: {', '.join(f'cuda:{g.index}' for g in gpus)}" if gpus else "no CUDA device here"
+        raise UserError(f"--device {device}: {have}; nearest valid: {f'cuda:{len(gpus) - 1}' if gpus else 'cpu'}")
 
 
 # --- tune -------------------------------------------------------------------------------------------------
@@ -111,13 +132,15 @@ def tune_spec(workload: str | Path | None = None, model: str | None = None, revi
               max_new_tokens: int | None = None, input_len: str | int | list[int] | None = None,
               batch: int | None = None, repeats: int | None = None, warmup: int | None = None,
               seed: int | None = None, dtype: str | None = None, attn: str | None = None, kv_cache: str | None = None,
-              concurrency: int | None = None, batching: str | None = None, max_trials: int = 8,
-              time_budget: float | None = None, objective: str = "latency", max_memory: str | int | None = None,
-              max_ttft: float | None = None, max_tpot: float | None = None, min_quality: float | None = None,
-              max_nll_delta: float | None = None, max_kl: float | None = None, trial_timeout: float = 900.0,
+              concurrency: int | None = None, batching: str | None = None, max_trials: int | None = None,
+              time_budget: float | None = None, objective: str | None = None,
+              max_memory: str | int | None = None, max_ttft: float | None = None, max_tpot: float | None = None,
+              min_quality: float | None = None, max_nll_delta: float | None = None, max_kl: float | None = None,
+              trial_timeout: float | None = None,
               serve: bool | None = None, trust_remote_code: bool = False, trial_memory_limit: str | int | None = None,
-              min_pairs: int = 3, max_pairs: int = 5, say: Say = _quiet):
-    """The validated TuneSpec and host Facts for a new run (refused before any trial when impossible)."""
+              min_pairs: int | None = None, max_pairs: int | None = None, say: Say = _quiet):
+    """The validated TuneSpec and host Facts for a new run (refused before any trial when impossible).
+    Not given (None): max_trials 8, objective latency, trial_timeout 900 s, 3 to 5 interleaved pairs per step."""
     from infertune import models
     from infertune.config import config_from
     from infertune.estimate.memory import resolve_dtype
@@ -127,12 +150,18 @@ def tune_spec(workload: str | Path | None = None, model: str | None = None, revi
     from infertune.tune import Constraints, TuneSpec, precheck
     from infertune.workload import load_run
 
-    if objective not in ("memory", "latency", "throughput"):
-        raise UserError(f"--objective: unknown {objective!r}; use memory, latency or throughput")
-    if min_quality is not None and not 0 <= min_quality <= 1:
-        raise UserError("--min-quality is a share of prompts between 0 and 1")
-    if max_trials < 1:
-        raise UserError("--max-trials is at least 1 (the baseline)")
+    max_trials = 8 if max_trials is None else max_trials  # None: not given (the CLI's way of saying so)
+    objective = objective or "latency"
+    trial_timeout = 900.0 if trial_timeout is None else trial_timeout
+    validate.check(max_new_tokens=max_new_tokens, batch=batch, repeats=repeats, warmup=warmup, seed=seed,
+                   concurrency=concurrency, max_trials=max_trials, time_budget=time_budget, max_ttft=max_ttft,
+                   max_tpot=max_tpot, min_quality=min_quality, max_nll_delta=max_nll_delta, max_kl=max_kl,
+                   trial_timeout=trial_timeout)
+    validate.choice("objective", objective, ("memory", "latency", "throughput"))
+    limits = {"max_memory_bytes": parse_size_flag(max_memory, "--max-memory"),
+              "trial_memory_limit_bytes": parse_size_flag(trial_memory_limit, "--trial-memory-limit")}
+    min_pairs = 3 if min_pairs is None else min_pairs
+    max_pairs = max(5, min_pairs) if max_pairs is None else max_pairs
     if not 2 <= min_pairs <= max_pairs:
         raise UserError("min_pairs and max_pairs: 2 <= min_pairs <= max_pairs (interleaved pairs per step)")
     wl, cfg_data = load_run(workload, model=model, revision=revision, max_new_tokens=max_new_tokens,
@@ -142,7 +171,7 @@ def tune_spec(workload: str | Path | None = None, model: str | None = None, revi
         raise UserError("tune compares greedy outputs against the baseline: set do_sample: false")
     cfg = config_from(cfg_data, "config", dtype=dtype, attn_implementation=attn, cache_implementation=kv_cache,
                       batching=batching)
-    path = models.resolve(wl.model, wl.revision, say=say, weights=True)
+    path = models.resolve(wl.model, wl.revision, say=say, weights=True, checksums=True)
     prof = profile_model(path, trust_remote_code)
     start = Setup(dtype=resolve_dtype(cfg.dtype, prof.native_dtype) or "float32", attn=cfg.attn_implementation or "sdpa",
                   batching=cfg.batching, max_batch_tokens=cfg.max_batch_tokens, cb_block_size=cfg.cb_block_size,
@@ -151,15 +180,25 @@ def tune_spec(workload: str | Path | None = None, model: str | None = None, revi
                   else "dynamic")
     given = {"min_exact_match": min_quality, "max_nll_increase": max_nll_delta, "max_kl": max_kl}
     spec = TuneSpec(model=wl.model, model_path=str(path), workload=wl, start=start, objective=objective,
-                    constraints=Constraints(max_memory_bytes=parse_size_flag(max_memory, "--max-memory"),
-                                            max_ttft_s=max_ttft, max_tpot_s=max_tpot),
+                    constraints=Constraints(max_memory_bytes=limits["max_memory_bytes"], max_ttft_s=max_ttft,
+                                            max_tpot_s=max_tpot),
                     tolerance=Tolerance(**{k: v for k, v in given.items() if v is not None}), max_trials=max_trials,
                     time_budget_s=time_budget, trial_timeout_s=trial_timeout,
-                    trial_memory_limit_bytes=parse_size_flag(trial_memory_limit, "--trial-memory-limit"),
+                    trial_memory_limit_bytes=limits["trial_memory_limit_bytes"],
                     min_pairs=min_pairs, max_pairs=max_pairs, serve=wl.concurrency > 1 if serve is None else serve)
     facts = host_facts(spec, prof)
     precheck(spec, facts)
     return spec, facts
+
+
+def resume_only(resume: str | Path, **given: Any) -> None:
+    """`resume` continues a run exactly as its spec.json describes it: a flag that would change the run is
+    refused (one line naming it), never silently ignored."""
+    changed = [k for k, v in given.items() if v is not None]
+    if changed:
+        names = ", ".join("the workload file" if k == "workload" else flag(k) for k in changed)
+        raise UserError(f"--resume {resume} continues that run as it was specified; {names} would change it: resume "
+                        "without it, or start a new run with --output NEW_FOLDER")
 
 
 def run_tune(run, facts, on_event: OnEvent | None = None) -> TuneOutcome:
@@ -183,13 +222,13 @@ def tune(workload: str | Path | None = None, *, output: str | Path | None = None
     """Baseline, then one change at a time, measured and quality-gated, until nothing improves or the
     budget is spent; results durable in the run directory (`resume` continues one). `options`: the
     arguments of `tune_spec` (model, max_new_tokens, objective, max_trials, max_memory, ...)."""
-    from infertune.paths import check_output
     from infertune.probe.model import profile_model
     from infertune.tune import Run
 
     check_output(output, "dir")
     check_output(resume, "run", "resume")
     if resume is not None:
+        resume_only(resume, workload=workload, output=output, **options)
         run = Run(Path(resume))
         spec = run.spec()
         facts = host_facts(spec, profile_model(spec.model_path, trust_remote_code))
@@ -205,8 +244,6 @@ def report(run_dir: str | Path, rebuild: bool = False) -> dict[str, Any]:
     """A run's report.json; written first from its finished trials when it has none yet (an interrupted
     run) or when `rebuild`."""
     import json
-
-    from infertune.paths import check_output
 
     check_output(run_dir, "run", "report")
     path = Path(run_dir) / "report.json"

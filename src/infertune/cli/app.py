@@ -14,8 +14,10 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # click's own help layout: option names are never cut, at any terminal width
 )
-models_app = typer.Typer(help="Models that need no model hub: prepare and list them.", no_args_is_help=True)
+models_app = typer.Typer(help="Models that need no model hub: prepare and list them.", no_args_is_help=True,
+                         rich_markup_mode=None)
 app.add_typer(models_app, name="models")
 engines_app = typer.Typer(help="Serving engines (vLLM, SGLang) in environments infertune manages: install and list "
                                "them.", no_args_is_help=True)
@@ -44,8 +46,8 @@ ModelOpt = Annotated[
     Optional[str], typer.Option("--model", help="'demo', a local model folder, or a hub id in the local HF cache")
 ]
 TrustOpt = Annotated[bool, typer.Option("--trust-remote-code", help="allow the model's own code to run")]
-CbBlockSizeOpt = Annotated[Optional[int], typer.Option(min=1, help="continuous batching: tokens per KV-cache block")]
-CbNumBlocksOpt = Annotated[Optional[int], typer.Option(min=1, help="continuous batching: KV-cache blocks (default: "
+CbBlockSizeOpt = Annotated[Optional[int], typer.Option(help="continuous batching: tokens per KV-cache block")]
+CbNumBlocksOpt = Annotated[Optional[int], typer.Option(help="continuous batching: KV-cache blocks (default: "
                                                        "sized from free memory)")]
 # workload flags shared by measure and tune
 MaxNewTokensOpt = Annotated[Optional[int], typer.Option(help="tokens to generate per request")]

@@ -8,7 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from infertune.cli.output import err, out, print_advice
+from rich.markup import escape
+
+from infertune.cli.output import err, out, print_advice, progress
 from infertune.cli.quick import print_json
 
 
@@ -23,7 +25,7 @@ def doctor(
     env: Annotated[bool, typer.Option("--env", help="also check this environment (versions, devices, memory)")] = False,
     advise_: Annotated[bool, typer.Option("--advise", help="then advise on each script's model and settings")] = False,
     gpu: Annotated[Optional[str], typer.Option(
-        help="the GPU the scripts target (H100, T4, ...): sharpens the max_memory and FlashAttention rules")] = None,
+        help="the GPU the scripts target (H100 SXM, T4, ...): sharpens the max_memory and FlashAttention rules")] = None,
     model: Annotated[Optional[str], typer.Option(help="with --env: check this model's weights against free memory")] = None,
     fmt: Annotated[DoctorFormat, typer.Option("--format", help="text for people, json for programs, sarif for "
                                               "code scanning")] = DoctorFormat.text,
@@ -37,7 +39,7 @@ def doctor(
     from infertune.doctor.cli import split
 
     with err.status("checking", spinner="dots") as status:
-        result = api.doctor(paths, env, advise_, gpu, model, say=status.update, select=split(select or []),
+        result = api.doctor(paths, env, advise_, gpu, model, say=progress(status), select=split(select or []),
                             ignore=split(ignore or []), target_version=target_version)
     if fmt is DoctorFormat.sarif:
         import json
@@ -49,17 +51,19 @@ def doctor(
         print_json(result)
     else:
         for f in result.findings:
-            out.print(f"{f.path}:{f.line}:{f.col} [bold]{f.rule}[/bold] {f.message}", highlight=False, soft_wrap=True)
-            out.print(f"    fix: {f.fix}", style="dim", highlight=False, soft_wrap=True)
+            out.print(f"{escape(f.path)}:{f.line}:{f.col} [bold]{f.rule}[/bold] {escape(f.message)}", highlight=False,
+                      soft_wrap=True)
+            out.print(f"    fix: {f.fix}", style="dim", markup=False, highlight=False, soft_wrap=True)
         for e in result.errors:
-            err.print(f"error: {e}", highlight=False, soft_wrap=True)
+            err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         n = len(result.findings)
-        scope = " and ".join(([f"{result.files} file{'s' * (result.files != 1)}"] if paths else [])
+        scope = " and ".join(([f"{result.files} file{'s' * (result.files != 1)}"] if result.files else [])
                              + (["the environment"] if env else []))
-        err.print(f"{n} finding{'s' * (n != 1)} in {scope}" if n else f"no findings in {scope}")
+        if scope:  # nothing read (every input an error): the errors above are the whole answer
+            err.print(f"{n} finding{'s' * (n != 1)} in {scope}" if n else f"no findings in {scope}")
         for a in result.advice or []:
             said = " ".join(x for x in (a.command, a.error) if x)
-            err.print(f"[bold]{a.path}[/bold]: {said}", highlight=False, soft_wrap=True)
+            err.print(f"[bold]{escape(a.path)}[/bold]: {escape(said)}", highlight=False, soft_wrap=True)
             if a.advice is not None:
                 print_advice(a.advice)
     if result.errors:

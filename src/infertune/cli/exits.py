@@ -32,7 +32,7 @@ def guard(run: Callable[[], object]) -> NoReturn:
     except UserError as e:
         from infertune.cli.output import err
 
-        err.print(f"error: {e}", highlight=False, soft_wrap=True)
+        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         from infertune.cli.output import err
@@ -49,11 +49,12 @@ def guard(run: Callable[[], object]) -> NoReturn:
             if type(e).__name__ == "NoArgsIsHelpError":
                 e.show()  # type: ignore[attr-defined]
             else:  # a bad flag or value: one line, not a usage box
-                err.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True)  # type: ignore[attr-defined]
+                err.print(f"error: {e.format_message()}", markup=False, highlight=False,  # type: ignore[attr-defined]
+                          soft_wrap=True)
             sys.exit(e.exit_code)  # type: ignore[attr-defined]
         if os.environ.get("INFERTUNE_DEBUG"):
             raise
         err.print(f"internal error: {type(e).__name__}: {e} (set INFERTUNE_DEBUG=1 for the traceback)",
-                  highlight=False, soft_wrap=True)
+                  markup=False, highlight=False, soft_wrap=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)

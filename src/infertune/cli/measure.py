@@ -38,7 +38,7 @@ def measure(
     attn: Annotated[Optional[str], typer.Option(help="attention: sdpa, eager, flash_attention_2, ...")] = None,
     kv_cache: Annotated[Optional[str], typer.Option(help="cache_implementation: dynamic, static, ...")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:N, mps (default: cuda if present)")] = None,
-    concurrency: Annotated[Optional[int], typer.Option(min=1, help="requests arriving together, per round")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="requests arriving together, per round")] = None,
     batching: Annotated[Optional[str], typer.Option(
         help="how concurrent requests run: serial (one generate each), static (one padded batch), continuous "
              "(generate_batch)")] = None,
@@ -49,7 +49,7 @@ def measure(
     timeout: Annotated[float, typer.Option(help="seconds before the trial is stopped (load included)")] = 900.0,
     memory_limit: Annotated[Optional[str], typer.Option(
         help="the most the trial may allocate (512MiB, 8GB): past it the trial is 'oom', not a swapping machine")] = None,
-    tp: Annotated[int, typer.Option(min=1, help="tensor-parallel ranks: torchrun, one process per rank (gloo on "
+    tp: Annotated[int, typer.Option(help="tensor-parallel ranks: torchrun, one process per rank (gloo on "
                                                 "CPU, NCCL on CUDA)")] = 1,
     tp_plan: Annotated[str, typer.Option(
         help="with --tp: auto (the model's plan: heads and MLP split) or mlp (only the MLP split, attention "

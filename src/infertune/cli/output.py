@@ -10,7 +10,11 @@ import sys
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+
+from infertune import human
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -36,7 +40,17 @@ def print_json_list(rows: list[BaseModel]) -> None:
 
 
 def say(msg: str) -> None:
-    err.print(f"[dim]{msg}[/dim]")
+    err.print(escape(msg), style="dim", highlight=False, soft_wrap=True)
+
+
+def progress(status):
+    """A `say` for the API under a spinner: the spinner shows it on a terminal; elsewhere (a log, a CI
+    job, a pipe) it is a line on stderr, so a long step never runs without a word."""
+    def tell(msg: str) -> None:
+        status.update(escape(msg))
+        if not err.is_terminal:
+            say(msg)
+    return tell
 
 
 def print_trial(r, comparison=None) -> None:
@@ -44,7 +58,7 @@ def print_trial(r, comparison=None) -> None:
     out.print(f"[bold]Trial[/bold] ({r.kind}): [{colour}]{r.status}[/{colour}]  config: {r.config.label()}  "
               f"device: {r.device or '?'}  model: {r.model_path}")
     if r.error:
-        out.print(f"[red]{r.error}[/red]")
+        out.print(r.error, style="red", markup=False)
     m = r.metrics
     if m is None:
         return
@@ -116,17 +130,17 @@ def print_trial(r, comparison=None) -> None:
             out.print(f"[dim]decoder layers per device:[/dim] estimate {show(c.predicted_layers)}; "
                       f"loaded {show(c.measured_layers)}")
         for caveat in c.caveats:
-            out.print(f"[dim]note: {caveat}[/dim]")
+            out.print(f"note: {caveat}", style="dim", markup=False)
     for o in r.outputs[:4]:
         text = o.text.strip().replace("\n", " ")
         out.print(f"[dim]prompt {o.prompt_index} ({o.input_tokens} in, {len(o.output_token_ids)} out, {o.finish}):[/dim] "
-                  f"{text[:160]}{'…' if len(text) > 160 else ''}")
+                  f"{escape(text[:160])}{'…' if len(text) > 160 else ''}")
 
 
 def print_profile(path, p) -> None:
     t = Table(title=f"Model profile: {path}", show_header=False)
     for key, value in p.model_dump(exclude={"cache", "layer_types", "layer_mix"}).items():
-        t.add_row(key, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))
+        t.add_row(key, escape(human.value(value)))  # numbers with separators, mappings as `name value` pairs
     for row in profile_summary(p):
         t.add_row(*row)
     out.print(t)
@@ -229,18 +243,18 @@ def print_advice(a) -> None:
 
     d = a.diagnosis
     w = a.workload
-    out.print(f"[bold]Advice[/bold] for {a.model} on {a.hardware['gpus']} x {a.hardware['accelerator']}: "
+    out.print(f"[bold]Advice[/bold] for {escape(a.model)} on {a.hardware['gpus']} x {a.hardware['accelerator']}: "
               f"input {w['input_len']:,} + output {w['max_new_tokens']:,} tokens, batch {w['batch']}, "
               f"concurrency {w['concurrency']}. All numbers are [bold]estimates[/bold] until measured.")
     lines = []
     for k, f in enumerate(d.ranked, 1):
         lines.append(f"{k}. [bold]{f.category}[/bold] ({f.severity})")
-        lines += [f"   {e}" for e in f.evidence]
+        lines += [f"   {escape(e)}" for e in f.evidence]
     out.print(Panel("\n".join(lines), title=f"Diagnosis: {d.bottleneck}", border_style="yellow"))
     if a.next:
         r, x = a.next, a.next.expected
-        body = [f"[bold]{r.technique}[/bold]: {r.title}",
-                "sets " + ", ".join(f"{k}={v}" for k, v in r.settings.items()),
+        body = [f"[bold]{r.technique}[/bold]: {escape(r.title)}",
+                escape("sets " + ", ".join(f"{k}={v}" for k, v in r.settings.items())),
                 f"peak memory {gib(x.peak_bytes_before)} -> {gib(x.peak_bytes_after)} "
                 f"({'fits' if x.fits_after else 'does not fit'}; estimate)",
                 f"time per token {ms(x.tpot_s_before)} -> {ms(x.tpot_s_after)}, TTFT {ms(x.ttft_s_before)} -> "
@@ -248,19 +262,19 @@ def print_advice(a) -> None:
                 + (f"; roofline bound {ms(x.tpot_bound_s_before)} -> {ms(x.tpot_bound_s_after)} per token"
                    if x.tpot_bound_s_after is not None else "")]
         if x.note:
-            body.append(f"note: {x.note}")
-        body += [f"[dim]{label}[/dim]" for label in x.factors_after]
-        body.append(f"quality risk: {r.quality_risk}")
+            body.append(f"note: {escape(x.note)}")
+        body += [f"[dim]{escape(label)}[/dim]" for label in x.factors_after]
+        body.append(f"quality risk: {escape(r.quality_risk)}")
         if r.needs_hardware:
-            body.append(f"[yellow]needs hardware not stated: {r.needs_hardware}[/yellow]")
-        body += [f"trade-off: {t}" for t in r.tradeoffs]
-        body += [f"[yellow]open: {i}[/yellow]" for i in r.compatibility.issues]
-        body += [f"validate: [cyan]{r.validate_cmd}[/cyan]", f"serve: [cyan]{r.snippet.serve}[/cyan]"]
+            body.append(f"[yellow]needs hardware not stated: {escape(r.needs_hardware)}[/yellow]")
+        body += [f"trade-off: {escape(t)}" for t in r.tradeoffs]
+        body += [f"[yellow]open: {escape(i)}[/yellow]" for i in r.compatibility.issues]
+        body += [f"validate: [cyan]{escape(r.validate_cmd)}[/cyan]", f"serve: [cyan]{escape(r.snippet.serve)}[/cyan]"]
         if r.run_file:
-            body.append("run file (infertune-run.yaml):\n" + r.run_file.rstrip())
-        body += [f"docs: {u}" for u in r.docs]
+            body.append("run file (infertune-run.yaml):\n" + escape(r.run_file.rstrip()))
+        body += [f"docs: {escape(u)}" for u in r.docs]
         out.print(Panel("\n".join(body), title="Next: one change", border_style="green"))
-        out.print(Panel(r.snippet.python.rstrip(), title="Python", border_style="dim"))
+        out.print(Panel(Text(r.snippet.python.rstrip()), title="Python", border_style="dim"))
     else:
         out.print(Panel("no compatible technique helps; see the workload trade-offs below", title="Next",
                         border_style="red"))
@@ -278,14 +292,14 @@ def print_advice(a) -> None:
         t.add_column("technique")
         t.add_column("why")
         for r in a.rejected:
-            t.add_row(r.technique, "; ".join(r.reasons))
+            t.add_row(r.technique, escape("; ".join(r.reasons)))
         out.print(t)
     for wt in a.workload_tradeoffs:
-        out.print(f"[magenta]workload trade-off[/magenta] ({wt.change}): {wt.note}")
+        out.print(f"[magenta]workload trade-off[/magenta] ({escape(wt.change)}): {escape(wt.note)}")
     for s in a.assumptions:
-        out.print(f"[dim]assumption: {s}[/dim]")
+        out.print(f"assumption: {s}", style="dim", markup=False)
     for q in a.questions:
-        out.print(f"[dim]question: {q}[/dim]")
+        out.print(f"question: {q}", style="dim", markup=False)
 
 
 def print_load(res) -> None:
@@ -306,7 +320,8 @@ def print_load(res) -> None:
     out.print("TTFT and ITL (inter-token latency) in ms; p99 and the rest in --format json")
     for lv in res.levels:
         if lv.errors:
-            out.print(f"[red]concurrency {lv.concurrency}: failed requests by kind: {lv.errors}[/red]")
+            kinds = ", ".join(f"{k} {n:,}" for k, n in lv.errors.items())
+            out.print(f"concurrency {lv.concurrency}: failed requests by kind: {kinds}", style="red", markup=False)
     if res.slo["max_ttft_s"] is not None or res.slo["max_tpot_s"] is not None:
         knee = (f"rate {res.knee_rate:g}/s" if res.knee_rate else None) if open_loop else (
             f"concurrency {res.knee_concurrency}" if res.knee_concurrency else None)

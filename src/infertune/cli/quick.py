@@ -34,13 +34,19 @@ def print_json(obj: Any) -> None:
 
 
 def say(msg: str) -> None:
+    """A progress line on stderr, as `output.say` writes it; off a terminal a plain message (printable, no
+    colon, so no rich markup, emoji code or tab to render) is the same line written without importing rich."""
+    if not _rich_stderr() and msg.isprintable() and ":" not in msg:
+        sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+        return
     from infertune.cli.output import say as show
 
     show(msg)
 
 
 def _rich_stderr() -> bool:
-    """Whether rich would draw on stderr: a terminal, or one of the variables that make it act as one."""
+    """Whether rich may treat stderr as a terminal: a tty, or one of the variables that make it act as one."""
     if any(os.environ.get(v) is not None for v in ("TTY_COMPATIBLE", "TTY_INTERACTIVE", "FORCE_COLOR")):
         return True
     try:
@@ -51,14 +57,15 @@ def _rich_stderr() -> bool:
 
 @contextmanager
 def reading(what: str = "reading the model") -> Iterator[Callable[[str], None]]:
-    """A spinner on stderr whose text the verb updates; off a terminal rich draws nothing, so nor does this."""
+    """The verb's `say`: a spinner on a terminal (`output.progress`); elsewhere each message is a line on
+    stderr, as `progress` writes it there, and rich is imported only if a message comes."""
     if not _rich_stderr():
-        yield lambda _msg: None
+        yield say
         return
-    from infertune.cli.output import err
+    from infertune.cli.output import err, progress
 
     with err.status(what, spinner="dots") as status:
-        yield status.update
+        yield progress(status)
 
 
 # --- the verbs ----------------------------------------------------------------------------------------
@@ -140,12 +147,12 @@ FLAGS: dict[str, dict[str, Any]] = {  # parameter -> kind: str, int, POSITIVE, b
     "profile": COMMON,
     "estimate": {**COMMON, "dtype": str, "quantization": str, "kv_cache": str, "kv_nbits": int,
                  "kv_residual_len": int, "max_cache_len": str, "attn": str, "prefill_chunk": str, "input_len": str,
-                 "max_new_tokens": str, "batch": POSITIVE, "concurrency": POSITIVE, "gpu": str, "gpus": POSITIVE,
+                 "max_new_tokens": str, "batch": int, "concurrency": int, "gpu": str, "gpus": int,
                  "max_memory": str, "cpu": bool},
-    "advise": {**COMMON, "gpu": str, "gpus": POSITIVE, "vram": str, "cpu_ram": str, "dtype": str, "attn": str,
+    "advise": {**COMMON, "gpu": str, "gpus": int, "vram": str, "cpu_ram": str, "dtype": str, "attn": str,
                "quantization": str, "kv_cache": str, "compile": bool, "batching": str, "device_map": str,
-               "tp": POSITIVE, "lib": list, "input_len": str, "max_new_tokens": str, "batch": POSITIVE,
-               "concurrency": POSITIVE, "measured": Path, "no_input": bool},
+               "tp": POSITIVE, "lib": list, "input_len": str, "max_new_tokens": str, "batch": int,
+               "concurrency": int, "measured": Path, "no_input": bool},
 }
 POSITIONAL = {"advise": "workload"}  # one optional argument (a Path)
 RUN = {"profile": profile, "estimate": estimate, "advise": advise}

@@ -15,24 +15,29 @@ from infertune.errors import UserError
 
 
 def _levels(text: str) -> list[int]:
+    from infertune import validate
+
     try:
         levels = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise UserError(f"--concurrency: not a list of integers: {text!r} (e.g. 1,4,16,64)") from None
-    if not levels or min(levels) < 1:
+    if not levels:
         raise UserError("--concurrency: give positive integers, e.g. 1,4,16")
+    for n in levels:
+        validate.check(concurrency=n)
     return levels
 
 
 def loadtest(
     url: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000")],
     model: Annotated[Optional[str], typer.Option(help="model name to send (servers that host several need it)")] = None,
-    concurrency: Annotated[str, typer.Option(help="levels to sweep, e.g. 1,4,16,64")] = "1,4",
+    concurrency: Annotated[Optional[str], typer.Option(help="levels to sweep, e.g. 1,4,16,64 [default: 1,4]")] = None,
     rate: Annotated[Optional[str], typer.Option(
-        help="open loop instead: offered request rates to sweep, requests/s (Poisson, seeded), e.g. 0.5,1,2")] = None,
-    requests: Annotated[int, typer.Option(min=1, help="requests per level")] = 16,
+        help="open loop instead of --concurrency: offered request rates to sweep, requests/s (Poisson, seeded), "
+             "e.g. 0.5,1,2")] = None,
+    requests: Annotated[int, typer.Option(help="requests per level")] = 16,
     duration: Annotated[Optional[float], typer.Option(help="seconds per level at most")] = None,
-    max_new_tokens: Annotated[int, typer.Option(min=1, help="max_tokens per request")] = 64,
+    max_new_tokens: Annotated[int, typer.Option(help="max_tokens per request")] = 64,
     max_ttft: Annotated[Optional[float], typer.Option(help="SLO: p95 TTFT, seconds")] = None,
     max_tpot: Annotated[Optional[float], typer.Option(help="SLO: p95 inter-token latency, seconds")] = None,
     endpoint: Annotated[str, typer.Option(help="chat (/v1/chat/completions) or completions (/v1/completions)")] = "chat",
@@ -44,6 +49,7 @@ def loadtest(
     """Stream requests at each concurrency level; TTFT and inter-token latency percentiles, throughput."""
     from urllib.parse import urlparse
 
+    from infertune import validate
     from infertune.paths import check_output
     from infertune.serving.loadtest import loadtest as run_load
 
@@ -51,17 +57,21 @@ def loadtest(
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise UserError(f"--url: not an http(s) URL: {url!r} (e.g. http://127.0.0.1:8000)")
-    if endpoint not in ("chat", "completions"):
-        raise UserError("--endpoint: chat or completions")
-    levels = _levels(concurrency)
+    validate.choice("endpoint", endpoint, ("chat", "completions"))
+    validate.check(requests=requests, duration=duration, max_new_tokens=max_new_tokens, max_ttft=max_ttft,
+                   max_tpot=max_tpot, timeout=timeout)
+    if rate is not None and concurrency is not None:
+        raise UserError("--rate sweeps offered request rates (open loop) and --concurrency sweeps requests in "
+                        "flight (closed loop): give one of them")
+    levels = _levels(concurrency or "1,4")
     rates = None
     if rate is not None:
         try:
             rates = [float(x) for x in rate.split(",") if x.strip()]
         except ValueError:
             raise UserError(f"--rate: not a list of numbers: {rate!r} (e.g. 0.5,1,2)") from None
-        if not rates or min(rates) <= 0:
-            raise UserError("--rate: give positive request rates, e.g. 0.5,1,2")
+        if not rates or not all(0 < r <= 1e6 for r in rates):
+            raise UserError(f"--rate {rate}: give request rates above 0, up to 1,000,000 per second, e.g. 0.5,1,2")
 
     def on_level(lv) -> None:
         say(f"concurrency {lv.concurrency}: {lv.requests_ok} ok, {lv.requests_failed} failed, "
@@ -94,17 +104,16 @@ def serve_trial(
     continuous_batching: Annotated[bool, typer.Option("--continuous-batching", help="serve with continuous batching")] = False,
     quantization: Annotated[Optional[str], typer.Option(help="bnb-4bit or bnb-8bit (CUDA)")] = None,
     compile: Annotated[bool, typer.Option("--compile", help="serve with torch.compile")] = False,
-    cb_max_batch_tokens: Annotated[Optional[int], typer.Option(
-        min=1, help="continuous batching: tokens per forward")] = None,
+    cb_max_batch_tokens: Annotated[Optional[int], typer.Option(help="continuous batching: tokens per forward")] = None,
     cb_block_size: CbBlockSizeOpt = None,
     cb_num_blocks: CbNumBlocksOpt = None,
     concurrency: Annotated[str, typer.Option(help="levels to sweep, e.g. 1,4,8")] = "1,4",
-    requests: Annotated[int, typer.Option(min=1, help="requests per level")] = 8,
-    max_new_tokens: Annotated[int, typer.Option(min=1, help="max_tokens per request")] = 32,
+    requests: Annotated[int, typer.Option(help="requests per level")] = 8,
+    max_new_tokens: Annotated[int, typer.Option(help="max_tokens per request")] = 32,
     output: Annotated[Optional[Path], typer.Option(
         help="where the server log and load.json/md/html go (default: ./infertune-runs/serve-TIME)")] = None,
     ready_timeout: Annotated[Optional[float], typer.Option(
-        min=1, help="seconds to wait for the server to come up (default: 300, engines 900: they compile first)")] = None,
+        help="seconds to wait for the server to come up (default: 300, engines 900: they compile first)")] = None,
     host: Annotated[str, typer.Option(help="address the server binds (default loopback: not reachable from other "
                                            "machines)")] = "127.0.0.1",
     fmt: FormatOpt = Format.table,
@@ -114,13 +123,18 @@ def serve_trial(
     import datetime
     import signal
 
-    from infertune import models
-    from infertune.config import serve_flags, vllm_flags
-    from infertune.report import load as load_report
+    from infertune import models, validate
+    from infertune.config import DTYPE_ALIASES, DTYPES, check_attn, serve_flags, vllm_flags
     from infertune.paths import check_output
+    from infertune.report import load as load_report
     from infertune.serving import engines
     from infertune.serving.trial import run_serve_trial
 
+    validate.check(cb_max_batch_tokens=cb_max_batch_tokens, cb_block_size=cb_block_size, cb_num_blocks=cb_num_blocks,
+                   requests=requests, max_new_tokens=max_new_tokens, ready_timeout=ready_timeout)
+    if dtype is not None:
+        dtype = validate.choice("dtype", DTYPE_ALIASES.get(dtype.lower(), dtype.lower()), DTYPES)
+    check_attn(attn)
     check_output(output, "dir")
     if engine != "transformers":
         if not engines.info(engine).ok:  # also refuses an unknown name, with the known ones
@@ -138,10 +152,10 @@ def serve_trial(
     cb = {"max_batch_tokens": cb_max_batch_tokens, "block_size": cb_block_size, "num_blocks": cb_num_blocks}
     if not continuous_batching and any(v is not None for v in cb.values()):
         raise UserError("--cb-* options need --continuous-batching")
-    if engine == "transformers" and quantization and quantization not in ("bnb-4bit", "bnb-8bit"):
-        raise UserError("--quantization: transformers serve supports bnb-4bit or bnb-8bit")
+    if engine == "transformers" and quantization is not None:
+        validate.choice("quantization", quantization, ("bnb-4bit", "bnb-8bit"), "transformers serve")
     levels = _levels(concurrency)
-    path = str(models.resolve(model or models.DEFAULT_MODEL, revision, say=say, weights=True))
+    path = str(models.resolve(model or models.DEFAULT_MODEL, revision, say=say, weights=True, checksums=True))
     run_dir = output or Path("infertune-runs") / datetime.datetime.now().strftime("serve-%Y%m%d-%H%M%S")
     if engine == "transformers":
         flags = serve_flags(dtype=dtype, attn=attn, continuous_batching=continuous_batching,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from infertune.cli.app import (BatchOpt, FormatOpt, InputLenOpt, MaxNewTokensOpt, ModelOpt, RepeatsOpt, TrustOpt,
@@ -16,13 +17,29 @@ from infertune.cli.quick import Format, print_json
 from infertune.errors import UserError
 
 
+def _step_line(s, objective: str) -> str:
+    """One line for a finished tune step (what a log shows instead of the live table)."""
+    from infertune import human
+
+    m = s.trial.metrics
+    verdict = getattr(s, "verdict", None) or ("kept" if s.accepted else "rejected")
+    shown = "" if m is None else (f"; {human.objective(objective, s.objective)}, peak {human.size(m.peak_memory_bytes)}"
+                                  f", TTFT {human.duration(m.ttft_s)}, {human.rate(m.tokens_per_s)}")
+    return (f"step {s.index} ({s.technique or 'baseline'}): "
+            f"{verdict if s.trial.status == 'ok' else s.trial.status}{shown}: {s.reason}")
+
+
 def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
     """`start(on_event)` runs api.tune; this shows the table so far and the trial in flight, then the result.
     Ctrl-C (or SIGTERM) stops the trial cleanly and says how to resume."""
+    import contextlib
     import signal
 
     from rich.live import Live
 
+    from infertune import human
+
+    lines = not err.is_terminal  # a log, a pipe, CI: one line per finished step instead of a live table
     title = f"tune: {spec.objective} (measured; {spec.max_trials} trials at most)" if spec else "tune (measured)"
     state: dict = {"now": "starting", "rows": [], "run": None, "title": title}
 
@@ -63,15 +80,22 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
             state["now"] = state["now"].split(" [")[0] + f" [generate {e['done']}/{e['total']}]"
         elif e.get("event") == "serve":
             state["now"] = f"transformers serve {' '.join(e['flags'])} ({e['label']}): load test"
-        live.update(view())
+            if lines:
+                say(state["now"])
+        if lines and e.get("event") == "step":
+            say(_step_line(e["step"], spec.objective if spec else "latency"))
+        elif not lines:
+            live.update(view())
 
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
     try:
-        with Live(view(), console=err, refresh_per_second=4, transient=False) as live:
+        live = contextlib.nullcontext() if lines else Live(view(), console=err, refresh_per_second=4, transient=False)
+        with live:
             outcome = start(on_event)
             state["now"] = f"done: {len(outcome.steps)} trials" + (f", {len(outcome.served)} served"
                                                                     if outcome.served else "")
-            live.update(view())
+            if not lines:
+                live.update(view())
         err.print()
     except KeyboardInterrupt:
         if state["run"]:
@@ -81,31 +105,33 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
     finally:
         signal.signal(signal.SIGTERM, previous)
     for w in outcome.warnings:
-        err.print(f"[yellow]warning: {w}[/yellow]")
+        err.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     if fmt is Format.json:
         print_json(outcome)
         return
     r = outcome.report
     for s in outcome.steps:
         out.print(f"step {s.index} ({s.technique or 'baseline'}): {s.verdict or ('kept' if s.accepted else 'rejected')}"
-                  f"{' (adopted on the tie)' if s.accepted and s.verdict == 'inconclusive' else ''}: {s.reason}")
+                  f"{' (adopted on the tie)' if s.accepted and s.verdict == 'inconclusive' else ''}: {s.reason}",
+                  markup=False, highlight=False)
         m = s.trial.metrics
         if s.expected is not None and m is not None and m.tpot_s:  # the estimate it was chosen on, beside the trial
             x = s.expected
             out.print(f"  time per token expected {ms(x.tpot_s_after)} vs measured {ms(m.tpot_s)} (expected/measured "
-                      f"{x.tpot_s_after / m.tpot_s:.2f}); TTFT expected {ms(x.ttft_s_after)} vs measured {ms(m.ttft_s)}")
+                      f"{x.tpot_s_after / m.tpot_s:.2f}); TTFT expected {ms(x.ttft_s_after)} vs measured {ms(m.ttft_s)}",
+                      markup=False, highlight=False)
     for v in outcome.served:
-        out.print(f"served {v.label}: " + (f"{r['objective']} {v.objective:.4g}" if v.objective is not None
-                                           else f"failed: {v.error}"))
+        out.print(f"served {v.label}: " + (f"{r['objective']} {human.objective(r['objective'], v.objective)}"
+                                           if v.objective is not None else f"failed: {v.error}"), markup=False)
     env = r.get("environment") or {}
     if env.get("busy"):
-        out.print(f"[yellow]the machine was busy during this run ({'; '.join(env['busy_reasons'])}): steps were "
-                  "decided only on differences above the noise they measured[/yellow]")
+        out.print(f"[yellow]the machine was busy during this run ({escape('; '.join(env['busy_reasons']))}): steps "
+                  "were decided only on differences above the noise they measured[/yellow]")
     best = r["best"]
     if best:
         kept = ", ".join(s["technique"] for s in r["steps"] if s["accepted"] and s["technique"])
         out.print(f"accepted: {kept or 'none (the baseline stays)'}")
-        out.print(f"ship it: [cyan]{best['serve']}[/cyan]")
+        out.print(f"ship it: [cyan]{escape(best['serve'])}[/cyan]")
     out.print(f"report: {Path(outcome.run_dir) / 'report.md'} (also report.html, report.json)")
 
 
@@ -122,22 +148,23 @@ def tune(
     dtype: Annotated[Optional[str], typer.Option(help="starting dtype (default: the checkpoint's)")] = None,
     attn: Annotated[Optional[str], typer.Option(help="starting attention (default: sdpa)")] = None,
     kv_cache: Annotated[Optional[str], typer.Option(help="starting KV cache: dynamic, static, quantized, offloaded")] = None,
-    concurrency: Annotated[Optional[int], typer.Option(min=1, help="requests arriving together, per round")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="requests arriving together, per round")] = None,
     batching: Annotated[Optional[str], typer.Option(
         help="how concurrent requests run at the start: serial (default), static or continuous")] = None,
     output: Annotated[Optional[Path], typer.Option(help="run directory (default: ./infertune-runs/tune-TIME)")] = None,
     resume: Annotated[Optional[Path], typer.Option(help="continue the run in this directory")] = None,
-    max_trials: Annotated[int, typer.Option(min=1, help="steps at most, baseline included (each later step runs "
-                                                        "3-5 interleaved pairs of trials)")] = 8,
+    max_trials: Annotated[Optional[int], typer.Option(help="steps at most, baseline included (each later step runs "
+                                                           "3-5 interleaved pairs of trials) [default: 8]")] = None,
     time_budget: Annotated[Optional[float], typer.Option(help="seconds of trials at most")] = None,
-    objective: Annotated[str, typer.Option(help="memory, latency or throughput")] = "latency",
+    objective: Annotated[Optional[str], typer.Option(help="memory, latency or throughput [default: latency]")] = None,
     max_memory: Annotated[Optional[str], typer.Option(help="peak memory limit: 512MiB, 20GB, or bytes")] = None,
     max_ttft: Annotated[Optional[float], typer.Option(help="TTFT limit, seconds")] = None,
     max_tpot: Annotated[Optional[float], typer.Option(help="time per output token limit, seconds")] = None,
     min_quality: Annotated[Optional[float], typer.Option(help="least share of prompts with the baseline's greedy output")] = None,
     max_nll_delta: Annotated[Optional[float], typer.Option(help="most reference NLL increase, nats/token (0.05)")] = None,
     max_kl: Annotated[Optional[float], typer.Option(help="most next-token KL vs the baseline, nats (0.5)")] = None,
-    trial_timeout: Annotated[float, typer.Option(help="seconds per trial before it is stopped")] = 900.0,
+    trial_timeout: Annotated[Optional[float], typer.Option(
+        help="seconds per trial before it is stopped [default: 900]")] = None,
     trial_memory_limit: Annotated[Optional[str], typer.Option(
         help="the most one trial may allocate (8GB): past it that trial is 'oom' and the run goes on")] = None,
     serve: Annotated[Optional[bool], typer.Option(
@@ -153,9 +180,16 @@ def tune(
     check_output(output, "dir")
     check_output(resume, "run", "--resume")
 
-    if resume is not None:
+    if resume is not None:  # the run goes on as specified: a flag that would change it is refused
         from infertune.tune import Run
 
+        given = dict(model=model, revision=revision, max_new_tokens=max_new_tokens, input_len=input_len, batch=batch,
+                     repeats=repeats, warmup=warmup, seed=seed, dtype=dtype, attn=attn, kv_cache=kv_cache,
+                     concurrency=concurrency, batching=batching, max_trials=max_trials, time_budget=time_budget,
+                     objective=objective, max_memory=max_memory, max_ttft=max_ttft, max_tpot=max_tpot,
+                     min_quality=min_quality, max_nll_delta=max_nll_delta, max_kl=max_kl, trial_timeout=trial_timeout,
+                     trial_memory_limit=trial_memory_limit, serve=serve)
+        api.resume_only(resume, workload=workload, output=output, **given)
         _run_tune(lambda on_event: api.tune(resume=resume, trust_remote_code=trust_remote_code, on_event=on_event),
                   fmt, Run(resume).spec())
         return

@@ -58,13 +58,13 @@ ACCELERATORS: list[Accelerator] = [
     _gpu("H200", "NVIDIA", 141, 4.8, 67, 989, fp8=1979, int8=1979, fa3=True, link="NVLink 4", link_gbs=900,
          cc="9.0", aliases=("h200 sxm", "gh200")),
     _gpu("H100 SXM", "NVIDIA", 80, 3.35, 67, 989, fp8=1979, int8=1979, fa3=True, link="NVLink 4", link_gbs=900,
-         cc="9.0", aliases=("h100", "h100 sxm5", "h100 80gb hbm3")),
+         cc="9.0", aliases=("h100 sxm5", "h100 80gb hbm3")),
     _gpu("H100 PCIe", "NVIDIA", 80, 2.0, 51, 756, fp8=1513, int8=1513, fa3=True, link="PCIe 5.0 x16", link_gbs=64,
          cc="9.0", aliases=("h100 pcie 80gb",)),
     _gpu("A100 80GB", "NVIDIA", 80, 2.039, 19.5, 312, int8=624, link="NVLink 3", link_gbs=600,
          cc="8.0", aliases=("a100 sxm4 80gb", "a100-80gb", "a100 80gb pcie")),
     _gpu("A100 40GB", "NVIDIA", 40, 1.555, 19.5, 312, int8=624, link="NVLink 3", link_gbs=600,
-         cc="8.0", aliases=("a100", "a100 sxm4 40gb", "a100-40gb", "a100 pcie 40gb")),
+         cc="8.0", aliases=("a100 sxm4 40gb", "a100-40gb", "a100 pcie 40gb")),
     _gpu("L40S", "NVIDIA", 48, 0.864, 91.6, 362, fp8=733, int8=733, cc="8.9", aliases=("l40s",)),
     _gpu("L4", "NVIDIA", 24, 0.300, 30.3, 121, fp8=242, int8=242, cc="8.9", aliases=("l4",)),
     # NVIDIA publishes A10 figures; AWS's A10G is the same GA102 chip with 24 GB at 600 GB/s.
@@ -93,7 +93,10 @@ def _norm(s: str) -> str:
 
 
 def find_accelerator(name: str) -> Accelerator:
-    """Look up a GPU by name or alias, forgiving case, spaces and vendor prefixes."""
+    """Look up a GPU by name or alias, forgiving case, spaces and vendor prefixes. A name that starts
+    several cards' names ('A100': 40GB and 80GB) is refused with the candidates, never picked."""
+    from infertune.validate import one_of
+
     key = _norm(name)
     names: dict[str, Accelerator] = {}
     for acc in ACCELERATORS:
@@ -101,6 +104,9 @@ def find_accelerator(name: str) -> Accelerator:
             names.setdefault(_norm(alias), acc)
     if key in names:
         return names[key]
+    starting = {acc.name: acc for alias, acc in names.items() if key and alias.startswith(key)}
+    if starting:
+        return one_of("gpu", name, starting, "GPU")
     close = difflib.get_close_matches(name, [a.name for a in ACCELERATORS], n=3, cutoff=0.3)
     hint = f"; closest: {', '.join(close)}" if close else ""
     raise UserError(f"unknown GPU {name!r}{hint} (known: {', '.join(a.name for a in ACCELERATORS)})")
@@ -129,11 +135,11 @@ def _probe_key() -> str:
     return f"{_cpu_model()}|{os.cpu_count()}|{total_ram_bytes()}|torch {torch_v}"  # os.cpu_count: psutil's count
 
 
-def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True) -> Accelerator:
+def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True, say=None) -> Accelerator:
     """This host's CPU as an 'accelerator', measured once per CPU and torch version and kept in
     INFERTUNE_HOME/cpu-probe.json (a later estimate reads it without importing torch; delete the file
     to measure again); with `calibrate`, its cached calibration (measured once: per-step overhead, F.linear
-    speed per dtype and rows)."""
+    speed per dtype and rows). `say` hears of each measurement as it starts (a cached answer says nothing)."""
     import json
 
     from infertune.estimate import calibration
@@ -149,12 +155,14 @@ def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True)
         except (OSError, ValueError, KeyError, TypeError):
             pass
     if acc is None:
+        if say:
+            say("probing this CPU's bandwidth and FLOP/s")
         acc = measure_cpu(seconds)
         try:
             write_json_atomic(file, {"key": key, "accelerator": acc.model_dump(mode="json")})
         except OSError:
             pass
-    return acc.model_copy(update={"calibration": calibration.cached("cpu") if calibrate else None})
+    return acc.model_copy(update={"calibration": calibration.cached("cpu", say=say) if calibrate else None})
 
 
 def measure_cpu(seconds: float = 0.5) -> Accelerator:

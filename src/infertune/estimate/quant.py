@@ -71,6 +71,13 @@ class Quantization(BaseModel):
         try:
             return cls(method=method, **kw)
         except Exception:
+            from typing import get_args
+
+            from infertune.validate import one_of
+
+            starting = {m: m for m in get_args(cls.model_fields["method"].annotation) if m.startswith(method) and method}
+            if len(starting) > 1:
+                one_of("quantization", text, starting, "method")
             raise UserError(
                 f"unknown quantization {text!r}; use auto, none, bnb-int8, bnb-nf4[-dq], bnb-fp4[-dq], "
                 "gptq[-4bit][-g128], awq[-4bit][-g128], int8, int4[-g128], fp8, mxfp4 or gguf-TYPE (gguf-q4_k_m)"

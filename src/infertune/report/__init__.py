@@ -1,5 +1,6 @@
 """A tune run's report: report.json (for programs), report.md (for people), report.html (self-contained,
-plots embedded). Measured numbers and estimates carry their labels; what was not run is "unverified"."""
+charts embedded). Measured numbers and estimates carry their labels; what was not run is "unverified".
+Everything the pages show is read from report.json, so a rebuilt report says the same thing."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from infertune.measure.machine import combine
 from infertune.models import command_name
 from infertune.paths import write_atomic
 from infertune.render import config_for, estimate_setup, serve_command
-from infertune.report.render import html_page, png, pyplot
+from infertune.report.markdown import markdown
+from infertune.report.page import tune_page
 from infertune.schema import SCHEMA_VERSION
 from infertune.techniques import REGISTRY, Facts
+from infertune.techniques.serving import vllm_command
 from infertune.tune import ServeStep, Step, TuneSpec, best_served, best_step, measurable
 
-MiB = 2**20
+CONTEXT_LENGTHS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
 
 def reproduce_snippet(spec: TuneSpec, step: Step, bf16: bool) -> str:
@@ -31,6 +34,25 @@ def reproduce_snippet(spec: TuneSpec, step: Step, bf16: bool) -> str:
     return config_for(step.setup, bf16).python_snippet(
         spec.model_path, wl.max_new_tokens, prompt if isinstance(prompt, str) else [m.model_dump() for m in prompt],
         seed=wl.seed, generate=gen, tp=step.setup.tp)
+
+
+def memory_vs_context(facts: Facts, steps: list[Step], best: Step) -> dict[str, Any]:
+    """The estimator's peak (above the process baseline) at growing prompt lengths for the baseline and the
+    shipped setups, with what their trials measured (kind: estimate, measured points beside it)."""
+    longest = facts.profile.max_position_embeddings or CONTEXT_LENGTHS[-1]
+    lengths = [n for n in CONTEXT_LENGTHS if n <= longest] or [CONTEXT_LENGTHS[0]]
+    named = {"baseline": steps[0]} if best is steps[0] else {"baseline": steps[0], "shipped": best}
+    measured = []
+    for name, s in named.items():
+        m = s.trial.metrics
+        if m is not None:
+            measured.append({"setup": name, "input_tokens": round(m.input_tokens_mean),
+                             "bytes": m.peak_memory_generate_bytes - m.baseline_memory_bytes})
+    return {"kind": "estimate", "input_tokens": lengths,
+            "estimate_bytes": {name: [estimate_setup(facts, s.setup, input_len=n).memory.total_bytes for n in lengths]
+                               for name, s in named.items()},
+            "measured": measured, "capacity_bytes": facts.accelerator.memory_bytes,
+            "capacity_name": "RAM" if facts.platform == "cpu" else "device memory"}
 
 
 def _metrics_row(s: Step) -> dict[str, Any]:
@@ -83,7 +105,6 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
     best = best_step(steps)
     served = served or []
     winner = best_served(spec.objective, served)
-    base = steps[0] if steps else None
     accepted = [s for s in steps if s.accepted and s.technique]
     tradeoffs = [t for s in accepted for t in REGISTRY[s.technique].tradeoffs]
     docs = sorted({d for s in accepted for d in REGISTRY[s.technique].docs})
@@ -120,188 +141,15 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
             "serve": winner.trial.shell(shown) if winner else serve_command(facts, best.setup),
             "serve_measured": winner is not None,
             "greedy_output_prompt_0": out_text,
+            "engine": None if best.setup.engine == "vllm" else vllm_command(
+                shown, best.setup, facts.input_len + facts.max_new_tokens, max(facts.concurrency * facts.batch, 1)),
             "validate": f"infertune measure --workload {run_dir / 'best.yaml' if run_dir else 'best.yaml'}",
         },
+        "memory_vs_context": None if best is None else memory_vs_context(facts, steps, best),
         "served": [_served_row(v, shown, spec.workload.concurrency, v is winner) for v in served],
         "tradeoffs": tradeoffs, "docs": docs, "open_questions": open_q, "unverified": unverified,
         "warnings": list(warnings or []),
     }
-
-
-# --- rendering -----------------------------------------------------------------------------------------
-
-
-def _fmt(v: Any, unit: str = "") -> str:
-    if v is None:
-        return "-"
-    if unit == "MiB":
-        return f"{v / MiB:,.0f} MiB"
-    if unit == "ms":
-        return f"{v * 1e3:,.1f} ms"
-    return f"{v:,.2f}" if isinstance(v, float) else str(v)
-
-
-def markdown(r: dict[str, Any]) -> str:
-    w = r["workload"]
-    lines = [f"# infertune tune report: {r['model']}", "",
-             f"Objective: **{r['objective']}**. Workload: {len(w.get('prompts') or []) or 'default'} prompts, "
-             f"max_new_tokens {w['max_new_tokens']}, input_len {w.get('input_len') or w.get('input_lens') or 'natural'}, "
-             f"batch {w['batch']}, concurrency {w['concurrency']}. "
-             "Numbers under *measured* come from trials on this machine; *estimate* numbers from the estimator.", "",
-             "## Steps (measured)", ""]
-    env = r.get("environment") or {}
-    if env.get("busy"):
-        lines += [f"**The machine was busy while these trials ran** ({'; '.join(env.get('busy_reasons') or [])}): "
-                  "timings swing with other work, so differences are judged against the noise the interleaved "
-                  "repeats measured; inconclusive steps may be decided on a quiet machine.", ""]
-    lines += ["Each candidate was measured against the incumbent in interleaved pairs; Δ is the median paired "
-              f"change of the {r['objective']}, ± the half-width of its band (docs/tuning.md). The trial columns "
-              "show the candidate's first trial.", "",
-              "| # | change | status | peak memory | TTFT | time/token | tokens/s | exact match | NLL delta | Δ ± noise | "
-              "pairs | busy | verdict | adopted | why |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for s in r["steps"]:
-        m, q = s["measured"], s["quality"] or {}
-        change = s["technique"] or "baseline"
-        band = "-" if s.get("delta") is None else (f"{s['delta']:+.1%} ± {s['noise']:.1%}" if s.get("noise") is not None
-                                                   else f"{s['delta']:+.1%}")
-        lines.append(f"| {s['index']} | {change} {s['changes'] or ''} | {m['status']} | {_fmt(m.get('peak_memory_bytes'), 'MiB')} | "
-                     f"{_fmt(m.get('ttft_s'), 'ms')} | {_fmt(m.get('tpot_s'), 'ms')} | {_fmt(m.get('tokens_per_s'))} | "
-                     f"{_fmt(q.get('exact_match_rate'))} | {_fmt(q.get('nll_delta'))} | {band} | "
-                     f"{s.get('repeats', 1)} | {'yes' if s.get('busy') else ''} | {s.get('verdict') or '-'} | "
-                     f"{'yes' if s['accepted'] else 'no'} | {s['reason']} |")
-    lines += ["", "Each change was chosen on an estimate (before -> after, *estimate*):", ""]
-    for s in r["steps"]:
-        e = s["expected"]
-        if e:
-            measured = s["measured"].get("tpot_s")
-            side = (f"; measured {_fmt(measured, 'ms')}, expected/measured {e['tpot_s_after'] / measured:.2f}"
-                    if measured else "")
-            lines.append(f"- step {s['index']} `{s['technique']}`: peak {_fmt(e['peak_bytes_before'], 'MiB')} -> "
-                         f"{_fmt(e['peak_bytes_after'], 'MiB')}, time/token {_fmt(e['tpot_s_before'], 'ms')} -> "
-                         f"{_fmt(e['tpot_s_after'], 'ms')} (expected, estimate{side}"
-                         f"{'; ' + e['note'] if e.get('note') else ''})")
-    b = r["best"]
-    if b:
-        lines += ["", "## The configuration to ship", "", "```python", b["python"].rstrip(), "```", "",
-                  "Serve it" + (" (the served variant measured best, below):" if b.get("serve_measured") else
-                                " (not load-tested in this run: unverified):"), "", "```bash", b["serve"], "```", ""]
-        if b["greedy_output_prompt_0"] is not None:
-            lines += [f"Greedy output for prompt 0 (measured): `{b['greedy_output_prompt_0']}`", ""]
-    if r.get("served"):
-        lines += _served_markdown(r)
-    if r["tradeoffs"]:
-        lines += ["## Trade-offs", ""] + [f"- {t}" for t in r["tradeoffs"]] + [""]
-    if r["unverified"]:
-        lines += ["## Not run here (unverified)", ""] + [f"- `{u['technique']}`: {u['why']}" for u in r["unverified"]] + [""]
-    if r["open_questions"]:
-        lines += ["## Open compatibility questions", ""] + [f"- {q}" for q in r["open_questions"]] + [""]
-    if r["docs"]:
-        lines += ["## Documentation", ""] + [f"- {d}" for d in r["docs"]] + [""]
-    lines += ["## Environment", "", "```json", json.dumps(env, indent=2), "```", ""]
-    if b:
-        lines += [f"Re-validate the accepted configuration on the same workload: `{b['validate']}`", ""]
-    if r["warnings"]:
-        lines += ["## Warnings", ""] + [f"- {x}" for x in r["warnings"]]
-    return "\n".join(lines) + "\n"
-
-
-def _served_markdown(r: dict[str, Any]) -> list[str]:
-    def ms(p: dict, key: str) -> str:
-        v = p[key]
-        return "-" if v is None else f"{v * 1e3:,.1f}"
-
-    conc = r["workload"]["concurrency"]
-    lines = [f"## Served with transformers serve (measured, concurrency {conc}, the workload's prompts at their "
-             "natural length)", "",
-             "| variant | TTFT p50/p95/p99 ms | ITL p50/p95/p99 ms | e2e p50 ms | tok/s | req/s | server peak RSS | chosen |",
-             "|---|---|---|---|---|---|---|---|"]
-    for v in r["served"]:
-        if v["status"] != "ok":
-            lines.append(f"| {v['label']} `{' '.join(v['flags'])}` | failed: {v['error']} | | | | | | |")
-            continue
-        lv = v["at_concurrency"]
-        t, i = lv["ttft_s"], lv["itl_s"]
-        lines.append(f"| {v['label']} `{' '.join(v['flags'])}` | {ms(t, 'p50')} / {ms(t, 'p95')} / {ms(t, 'p99')} | "
-                     f"{ms(i, 'p50')} / {ms(i, 'p95')} / {ms(i, 'p99')} | {ms(lv['e2e_s'], 'p50')} | "
-                     f"{lv['output_tokens_per_s']:,.1f} | {lv['requests_per_s']:,.2f} | "
-                     f"{_fmt(v['server_peak_rss_bytes'], 'MiB')} | {'yes' if v['chosen'] else ''} |")
-    return lines + [""]
-
-
-def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) -> list[tuple[str, str]]:
-    plt = pyplot()
-    ok = [s for s in r["steps"] if s["measured"].get("status") == "ok"]
-    labels = [s["technique"] or "baseline" for s in ok]
-    out = []
-    fig, ax = plt.subplots(figsize=(6, 3))
-    ax.bar(labels, [s["measured"]["peak_memory_bytes"] / MiB for s in ok], color="#4c72b0")
-    ax.set_ylabel("peak memory, MiB (measured)")
-    ax.tick_params(axis="x", rotation=20)
-    out.append(("Peak memory per trial (measured)", png(fig)))
-
-    fig, ax = plt.subplots(1, 2, figsize=(9, 3))
-    ax[0].bar(labels, [s["measured"]["ttft_s"] * 1e3 for s in ok], color="#dd8452", label="TTFT")
-    ax[0].set_ylabel("TTFT, ms (measured)")
-    ax[1].bar(labels, [s["measured"]["tokens_per_s"] for s in ok], color="#55a868")
-    ax[1].set_ylabel("tokens/s (measured)")
-    for a in ax:
-        a.tick_params(axis="x", rotation=20)
-    out.append(("Latency and throughput per trial (measured)", png(fig)))
-
-    # per-request percentiles: under concurrency the tail (queueing) is what users feel
-    fig, ax = plt.subplots(1, 2, figsize=(9, 3))
-    x = range(len(ok))
-    for a, key, name in ((ax[0], "ttft_percentiles_s", "TTFT"), (ax[1], "tpot_percentiles_s", "inter-token latency")):
-        for k, (p, color) in enumerate((("p50", "#4c72b0"), ("p95", "#dd8452"), ("p99", "#c44e52"))):
-            a.bar([i + (k - 1) * 0.27 for i in x], [(s["measured"][key][p] or 0) * 1e3 for s in ok], 0.27,
-                  color=color, label=p)
-        a.set_xticks(list(x), labels, rotation=20)
-        a.set_ylabel(f"{name}, ms (measured)")
-        a.legend(fontsize=8)
-    conc = ok[0]["measured"]["concurrency"] if ok else 1
-    out.append((f"Latency percentiles per trial, concurrency {conc} (measured)", png(fig)))
-
-    fig, ax = plt.subplots(figsize=(6, 3))
-    q = [(s["technique"], s["quality"]) for s in ok if s["quality"]]
-    if q:
-        ax.bar([t for t, _ in q], [x["exact_match_rate"] for _, x in q], color="#8172b3", label="greedy exact match")
-        ax.plot([t for t, _ in q], [x["nll_delta"] or 0 for _, x in q], "ko-", label="NLL delta (nats/token)")
-        ax.legend(fontsize=8)
-        ax.tick_params(axis="x", rotation=20)
-    ax.set_title("quality vs baseline (measured)", fontsize=9)
-    out.append(("Quality per trial (measured)", png(fig)))
-
-    served = [v for v in r.get("served", []) if v["status"] == "ok"]
-    if served:
-        fig, ax = plt.subplots(1, 2, figsize=(9, 3))
-        for v in served:
-            xs = [lv["concurrency"] for lv in v["levels"]]
-            ax[0].plot(xs, [lv["output_tokens_per_s"] for lv in v["levels"]], "o-", label=v["label"])
-            ax[1].plot(xs, [(lv["ttft_s"]["p95"] or 0) * 1e3 for lv in v["levels"]], "o-", label=v["label"])
-        ax[0].set_ylabel("output tokens/s (measured)")
-        ax[1].set_ylabel("TTFT p95, ms (measured)")
-        for a in ax:
-            a.set_xlabel("concurrency")
-            a.legend(fontsize=8)
-        out.append(("Served: throughput and TTFT versus concurrency (measured)", png(fig)))
-
-    best = best_step(steps)
-    if best is not None:
-        lengths = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
-        est = [estimate_setup(facts, best.setup, input_len=n).memory.total_bytes / MiB for n in lengths]
-        fig, ax = plt.subplots(figsize=(6, 3))
-        ax.plot(lengths, est, "b-", label="estimate (peak above the process baseline)")
-        m = best.trial.metrics
-        if m is not None:
-            ax.plot([m.input_tokens_mean], [(m.peak_memory_generate_bytes - m.baseline_memory_bytes) / MiB], "ro",
-                    label="measured (this run)")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("input tokens")
-        ax.set_ylabel("MiB")
-        ax.legend(fontsize=8)
-        out.append(("Memory versus context length: estimate, with the measured point", png(fig)))
-    return out
 
 
 def write(run_dir: Path, spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None,
@@ -315,8 +163,6 @@ def write(run_dir: Path, spec: TuneSpec, steps: list[Step], facts: Facts, warnin
                     "config": r["best"]["config"]}
         write_atomic(run_dir / "best.yaml", yaml.safe_dump(run_file, sort_keys=False))
     write_atomic(run_dir / "report.json", json.dumps(r, indent=2))
-    md = markdown(r)
-    write_atomic(run_dir / "report.md", md)
-    page = html_page("infertune report", plots(r, spec, facts, steps), md)
-    write_atomic(run_dir / "report.html", page)
+    write_atomic(run_dir / "report.md", markdown(r))
+    write_atomic(run_dir / "report.html", tune_page(r))
     return r

@@ -1,5 +1,6 @@
-"""A load test's report (loadtest, serve-trial): load.json, load.md and load.html with throughput versus
-load and the latency percentiles per level. Every number here was measured against the server."""
+"""A load test's report (loadtest, serve-trial): load.json, load.md and load.html. The page leads with what
+the server sustained, then the levels as a table, then latency versus load and throughput versus load.
+Every number here was measured against the server."""
 
 from __future__ import annotations
 
@@ -7,69 +8,147 @@ import json
 from pathlib import Path
 from typing import Any
 
+from infertune import human
 from infertune.paths import write_atomic
-from infertune.report.render import html_page, png, pyplot
-from infertune.serving.loadtest import LoadTestResult
+from infertune.report.render import (SERIES, bullets, code, document, esc, figure, from_zero, integer_ticks, pyplot,
+                                     svg_uri, table, tag, time_scale)
+from infertune.serving.loadtest import LevelResult, LoadTestResult
+
+
+def _open_loop(res: LoadTestResult) -> bool:
+    return any(lv.rate is not None for lv in res.levels)
 
 
 def _x(res: LoadTestResult) -> tuple[list[float], str]:
     """The load axis: offered rate (open loop) or concurrency (closed loop)."""
-    if any(lv.rate is not None for lv in res.levels):
-        return [lv.rate or 0.0 for lv in res.levels], "offered rate, requests/s"
-    return [float(lv.concurrency) for lv in res.levels], "concurrency (requests in flight)"
+    if _open_loop(res):
+        return [lv.rate or 0.0 for lv in res.levels], "offered load, requests per second"
+    return [float(lv.concurrency) for lv in res.levels], "concurrent requests"
 
 
-def plots(res: LoadTestResult) -> list[tuple[str, str]]:
+def _load_name(res: LoadTestResult, lv: LevelResult) -> str:
+    return f"{human.number(lv.rate)} requests/s offered" if lv.rate is not None else f"concurrency {lv.concurrency}"
+
+
+def slo_text(slo: dict[str, float | None]) -> str:
+    parts = [f"TTFT p95 under {human.duration(slo['max_ttft_s'])}" if slo.get("max_ttft_s") is not None else "",
+             f"inter-token latency p95 under {human.duration(slo['max_tpot_s'])}"
+             if slo.get("max_tpot_s") is not None else ""]
+    return " and ".join(p for p in parts if p)
+
+
+def _axes(ax, res: LoadTestResult, xs: list[float]) -> None:
+    """Values from zero; concurrency levels as whole-number ticks."""
+    from_zero(ax)
+    if not _open_loop(res):
+        integer_ticks(ax, xs)
+        ax.set_xlim(0, max(xs) * 1.08)
+
+
+def plots(res: LoadTestResult) -> list[tuple[str, str, str]]:
     plt = pyplot()
     xs, xlabel = _x(res)
-    fig, ax = plt.subplots(figsize=(6, 3))
-    ax.plot(xs, [lv.output_tokens_per_s for lv in res.levels], "o-", color="#55a868", label="output tokens/s")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("output tokens/s (measured)")
-    ax2 = ax.twinx()
-    ax2.plot(xs, [lv.requests_per_s for lv in res.levels], "s--", color="#4c72b0", label="requests/s")
-    ax2.set_ylabel("requests/s (measured)")
-    fig.legend(fontsize=8, loc="upper left")
-    out = [("Throughput versus load (measured)", png(fig))]
-
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3))
-    for ax, key, name in ((axes[0], "ttft_s", "TTFT"), (axes[1], "itl_s", "inter-token latency")):
-        for p, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
-            ys = [getattr(getattr(lv, key), p) for lv in res.levels]
-            ax.plot(xs, [None if y is None else y * 1e3 for y in ys], style, label=p)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    far = []
+    for ax, key, name in ((axes[0], "ttft_s", "time to first token"), (axes[1], "itl_s", "inter-token latency")):
+        per = [getattr(lv, key) for lv in res.levels]
+        seen = [v for p in per for v in (p.p50, p.p95, p.p99) if v is not None]
         limit = res.slo.get("max_ttft_s" if key == "ttft_s" else "max_tpot_s")
-        if limit is not None:
-            ax.axhline(limit * 1e3, color="red", lw=0.8, label="SLO (p95)")
+        drawn = limit is not None and (not seen or limit <= 3 * max(seen))  # a far-off SLO would flatten the data
+        f, unit = time_scale(seen + ([limit] if drawn else []))
+        for k, (p, style) in enumerate((("p50", "o-"), ("p95", "s--"), ("p99", "^:"))):
+            ys = [getattr(x, p) for x in per]
+            ax.plot(xs, [None if y is None else y * f for y in ys], style, color=SERIES[k], label=p)
+        if drawn:
+            ax.axhline(limit * f, color="#d55e00", lw=1, label=f"SLO, p95 ({human.duration(limit)})")
+        elif limit is not None:
+            far.append(f"the {name} SLO ({human.duration(limit)}) is far above every level")
         ax.set_xlabel(xlabel)
-        ax.set_ylabel(f"{name}, ms (measured)")
-        ax.legend(fontsize=8)
-    out.append(("Latency percentiles versus load (measured)", png(fig)))
+        ax.set_ylabel(f"{name}, {unit}")
+        _axes(ax, res, xs)
+        ax.legend(loc="best")
+    out = [("Latency versus load (measured)", svg_uri(fig),
+            "p50: the typical request; p95 and p99: the slow tail. Lower is better."
+            + "".join(f" Not drawn: {x}." for x in far))]
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
+    axes[0].plot(xs, [lv.output_tokens_per_s for lv in res.levels], "o-", color=SERIES[2])
+    axes[0].set_ylabel("output tokens per second")
+    axes[1].plot(xs, [lv.requests_per_s for lv in res.levels], "o-", color=SERIES[0])
+    axes[1].set_ylabel("completed requests per second")
+    for ax in axes:
+        ax.set_xlabel(xlabel)
+        _axes(ax, res, xs)
+    out.append(("Throughput versus load (measured)", svg_uri(fig),
+                "Throughput that stops growing with load marks the server's capacity. Higher is better."))
     return out
 
 
-def markdown(res: LoadTestResult, meta: dict[str, Any]) -> str:
-    def ms(v: float | None) -> str:
-        return "-" if v is None else f"{v * 1e3:,.1f}"
+def summary(res: LoadTestResult) -> str:
+    """One sentence: what the server sustained, and where it stopped meeting the SLO."""
+    ok = [lv for lv in res.levels if lv.requests_ok]
+    if not ok:
+        return "No request succeeded at any load level."
+    top = max(ok, key=lambda lv: lv.output_tokens_per_s)
+    text = (f"Highest throughput {human.rate(top.output_tokens_per_s, 'output tokens/s')} at {_load_name(res, top)} "
+            f"(TTFT p95 {human.duration(top.ttft_s.p95)}, inter-token latency p95 {human.duration(top.itl_s.p95)}).")
+    slo = slo_text(res.slo)
+    if slo:
+        knee = next((lv for lv in reversed(res.levels) if lv.meets_slo), None)
+        text += (f" Highest load meeting the SLO ({slo}): {_load_name(res, knee)}." if knee
+                 else f" No level meets the SLO ({slo}).")
+    failed = sum(lv.requests_failed for lv in res.levels)
+    if failed:
+        text += f" {failed:,} request{'s' * (failed != 1)} failed (by kind in the table)."
+    return text
 
-    lines = [f"# infertune load test: {res.url}{res.endpoint}", ""]
+
+def _rows(res: LoadTestResult) -> list[list[str]]:
+    rows = []
+    for lv in res.levels:
+        load = f"{human.number(lv.rate)}/s (peak {lv.concurrency})" if lv.rate is not None else f"{lv.concurrency:,}"
+        slo = "-" if lv.meets_slo is None else ("met" if lv.meets_slo else "missed")
+        errors = ", ".join(f"{k} {n:,}" for k, n in lv.errors.items()) or "-"
+        rows.append([load, f"{lv.requests_ok:,}", f"{lv.requests_failed:,}", errors,
+                     *(human.duration(getattr(lv.ttft_s, p)) for p in ("p50", "p95", "p99")),
+                     *(human.duration(getattr(lv.itl_s, p)) for p in ("p50", "p95", "p99")),
+                     human.rate(lv.output_tokens_per_s, "tok/s"), human.rate(lv.requests_per_s, "req/s"), slo])
+    return rows
+
+
+HEADERS = ["concurrency", "ok", "failed", "failures", "TTFT p50", "TTFT p95", "TTFT p99", "ITL p50", "ITL p95", "ITL p99",
+           "throughput", "requests", "SLO"]
+
+
+def headers(res: LoadTestResult) -> list[str]:
+    return (["offered rate"] if _open_loop(res) else []) + HEADERS[int(_open_loop(res)):]
+
+
+def markdown(res: LoadTestResult, meta: dict[str, Any]) -> str:
+    lines = [f"# infertune load test: {res.url}{res.endpoint}", "", f"**{summary(res)}**", ""]
     if meta.get("command"):
         lines += [f"Server: `{meta['command']}`", ""]
-    lines += [f"{res.max_new_tokens} tokens per request. All numbers measured; latencies in ms.", "",
-              "| load | ok | failed | TTFT p50 | TTFT p95 | TTFT p99 | ITL p50 | ITL p95 | ITL p99 | tok/s | req/s | SLO |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for lv in res.levels:
-        load = f"{lv.rate:g}/s (peak {lv.concurrency})" if lv.rate is not None else f"{lv.concurrency}"
-        slo = "-" if lv.meets_slo is None else ("met" if lv.meets_slo else "missed")
-        lines.append(f"| {load} | {lv.requests_ok} | {lv.requests_failed} | {ms(lv.ttft_s.p50)} | {ms(lv.ttft_s.p95)} | "
-                     f"{ms(lv.ttft_s.p99)} | {ms(lv.itl_s.p50)} | {ms(lv.itl_s.p95)} | {ms(lv.itl_s.p99)} | "
-                     f"{lv.output_tokens_per_s:,.1f} | {lv.requests_per_s:,.2f} | {slo} |")
-    errors = [f"- load {lv.rate or lv.concurrency}: {lv.errors}" for lv in res.levels if lv.errors]
-    if errors:
-        lines += ["", "Failed requests by kind:", ""] + errors
-    knee = res.knee_rate or res.knee_concurrency
-    if res.slo.get("max_ttft_s") is not None or res.slo.get("max_tpot_s") is not None:
-        lines += ["", f"Knee (highest load meeting the p95 SLO {res.slo}): {knee if knee else 'none'}"]
+    lines += [f"{res.max_new_tokens:,} tokens per request; every number measured. TTFT: time to first token; ITL: "
+              "inter-token latency.", "",
+              "| " + " | ".join(headers(res)) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(row) + " |" for row in _rows(res)]
     return "\n".join(lines) + "\n"
+
+
+def page(res: LoadTestResult, meta: dict[str, Any]) -> str:
+    body = (f"<h1>infertune load test</h1><p class='sub'>{esc(res.url + res.endpoint)}, "
+            f"{res.max_new_tokens:,} tokens per request. {tag('measured')} every number.</p>"
+            f"<section id='verdict' class='verdict'><h2>Verdict</h2><p class='headline'>{esc(summary(res))}</p>"
+            "</section><section id='levels'><h2>Load levels</h2>"
+            + table(headers(res), _rows(res), num=set(range(1, 12)) - {3})
+            + "<p class='legend'>TTFT: time to first token; ITL: inter-token latency.</p></section>"
+            + "<section id='charts'><h2>Charts</h2>" + "".join(figure(*c) for c in plots(res)) + "</section>")
+    if meta.get("command"):
+        body += "<section id='ship'><h2>The server</h2>" + code(meta["command"], "Command", "bash")
+        if meta.get("server_peak_rss_bytes"):
+            body += bullets([f"server peak memory (RSS): {human.size(meta['server_peak_rss_bytes'])}"])
+        body += "</section>"
+    return document("infertune load test", body)
 
 
 def write(out_dir: Path, res: LoadTestResult, **meta: Any) -> dict[str, Any]:
@@ -77,7 +156,6 @@ def write(out_dir: Path, res: LoadTestResult, **meta: Any) -> dict[str, Any]:
     out_dir = Path(out_dir)
     data = {**meta, **res.model_dump(mode="json")}
     write_atomic(out_dir / "load.json", json.dumps(data, indent=2))
-    md = markdown(res, meta)
-    write_atomic(out_dir / "load.md", md)
-    write_atomic(out_dir / "load.html", html_page("infertune load test", plots(res), md))
+    write_atomic(out_dir / "load.md", markdown(res, meta))
+    write_atomic(out_dir / "load.html", page(res, meta))
     return data

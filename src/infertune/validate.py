@@ -1,0 +1,142 @@
+"""The one validation layer: every verb's inputs (CLI flags, Python API arguments, MCP tool arguments, run
+file fields) are checked here, before any work starts, against one table of limits. A refusal is one
+UserError line that names the input as the user gave it, what is allowed and the nearest valid value.
+
+The limits are pydantic types, so the same bounds hold on the models themselves (`Workload`, `TuneSpec`)
+and on the flags that feed them; `check(**inputs)` validates any verb's keyword arguments at once."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from infertune.errors import UserError, flag, out_of_range, shown, validated
+
+MAX_TOKENS = 2**24  # 16,777,216: above every model's context today (the longest published is 10M tokens)
+MAX_COUNT = 65_536  # requests, prompts per call, requests in flight
+MAX_SECONDS = 7 * 24 * 3600  # a week
+MAX_SEED = 2**32 - 1  # numpy's and torch's generators both take it
+
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+Passes = Annotated[int, Field(ge=1, le=10_000)]
+Untimed = Annotated[int, Field(ge=0, le=10_000)]
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+Ranks = Annotated[int, Field(ge=1, le=1024)]
+
+
+def seconds(example: float) -> Any:
+    """A duration in seconds: more than zero, at most a week."""
+    return Field(None, gt=0, le=MAX_SECONDS, examples=[example], json_schema_extra={"unit": "s"})
+
+
+def bounded(ge: int, le: int) -> Any:
+    return Field(None, ge=ge, le=le)
+
+
+class Inputs(BaseModel):
+    """Every numeric input a verb takes, by its keyword name, with its bounds. Unknown names are ignored:
+    `check` is handed a verb's whole keyword set."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    max_new_tokens: int | None = bounded(1, MAX_TOKENS)
+    input_len: int | None = bounded(1, MAX_TOKENS)
+    max_cache_len: int | None = bounded(1, MAX_TOKENS)
+    prefill_chunk: int | None = bounded(1, MAX_TOKENS)
+    kv_residual_len: int | None = bounded(0, MAX_TOKENS)
+    batch: int | None = bounded(1, MAX_COUNT)
+    concurrency: int | None = bounded(1, MAX_COUNT)
+    requests: int | None = bounded(1, MAX_COUNT)
+    gpus: int | None = bounded(1, 4096)
+    tp: int | None = bounded(1, 1024)
+    repeats: int | None = bounded(1, 10_000)
+    warmup: int | None = bounded(0, 10_000)
+    seed: int | None = bounded(0, MAX_SEED)
+    max_trials: int | None = bounded(1, 1000)
+    max_batch_tokens: int | None = bounded(1, MAX_TOKENS)
+    cb_max_batch_tokens: int | None = bounded(1, MAX_TOKENS)
+    cb_block_size: int | None = bounded(1, MAX_TOKENS)
+    cb_num_blocks: int | None = bounded(1, 2**31)
+    timeout: float | None = seconds(900)
+    trial_timeout: float | None = seconds(900)
+    ready_timeout: float | None = seconds(300)
+    time_budget: float | None = seconds(600)
+    duration: float | None = seconds(60)
+    max_ttft: float | None = seconds(2)
+    max_tpot: float | None = seconds(0.1)
+    min_quality: float | None = Field(None, ge=0, le=1)
+    max_nll_delta: float | None = Field(None, ge=0, le=100)
+    max_kl: float | None = Field(None, ge=0, le=100)
+
+
+def check(source: str = "input", **inputs: Any) -> None:
+    """Refuse the first out-of-bounds input (None: not given). Named as its flag in the message."""
+    validated(Inputs, {}, source, {k: v for k, v in inputs.items() if k in Inputs.model_fields})
+
+
+def choice(name: str, value: Any, choices: Iterable[Any], what: str = "") -> Any:
+    """`value` when it is one of `choices`; else one line with the choices and the nearest one."""
+    options = list(choices)
+    if value in options:
+        return value
+    texts = [str(c) for c in options]
+    starting = [t for t in texts if str(value) and t.lower().startswith(str(value).lower())]
+    if len(starting) > 1:  # the start of several names: answered with them, never picked
+        one_of(name, value, {t: t for t in starting}, "option")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and all(
+            isinstance(c, (int, float)) for c in options):
+        nearest: Any = min(options, key=lambda c: (abs(c - value), -c))
+    else:
+        close = starting or difflib.get_close_matches(str(value).lower(), texts, n=1, cutoff=0.4)
+        nearest = close[0] if close else None
+    listed = ", ".join(texts[:-1]) + f" or {texts[-1]}" if len(texts) > 1 else texts[0]
+    tail = f"; nearest valid: {nearest}" if nearest is not None else ""
+    return _refuse(f"{flag(name)} {shown(value)}: {what + ' ' if what else ''}takes {listed}{tail}")
+
+
+def one_of(name: str, value: str, candidates: dict[str, Any], kind: str) -> Any:
+    """Resolve a name that may be ambiguous: exactly one candidate is taken; several are listed, never
+    picked (`candidates`: the matches already found for `value`)."""
+    if len(candidates) == 1:
+        return next(iter(candidates.values()))
+    names = ", ".join(sorted(candidates))
+    return _refuse(f"{flag(name)} {shown(value)} names {len(candidates)} {kind}s: {names}; give one of them")
+
+
+def tokens(text: str | int | None, name: str) -> list[int]:
+    """'512', '1k', '8k,32k', '1m' -> token counts (k = 1024, as context lengths are quoted), each within
+    1..MAX_TOKENS."""
+    if text is None:
+        return []
+    if isinstance(text, int) and not isinstance(text, bool):
+        parts = [(str(text), text)]
+    else:
+        parts = []
+        for part in str(text).split(","):
+            part = part.strip().lower()
+            mult = {"k": 1024, "m": 1024 * 1024}.get(part[-1:], 1)
+            digits = part[:-1] if mult > 1 else part
+            try:
+                value = int(digits) * mult if digits.isdigit() else float(digits) * mult
+            except ValueError:
+                _refuse(f"{flag(name)} {shown(part)}: not a token count (use e.g. 512, 4k, 128k)")
+            if isinstance(value, float) and (value != value or abs(value) == float("inf") or not value.is_integer()):
+                _refuse(f"{flag(name)} {shown(part)}: not a whole number of tokens (use e.g. 512, 4k, 128k)")
+            parts.append((part, int(value)))
+    if not parts:
+        _refuse(f"{flag(name)}: give a token count (e.g. 512, 4k, 128k)")
+    lo = 0 if name == "kv_residual_len" else 1
+    for part, value in parts:
+        if not lo <= value <= MAX_TOKENS:
+            label = f"{flag(name)} {part}" + (f" ({value:,} tokens)" if str(value) != part else "")
+            _refuse(out_of_range(label, value, ge=lo, le=MAX_TOKENS, unit="tokens").replace(
+                f"{label} {shown(value)}:", f"{label}:"))
+    return [v for _, v in parts]
+
+
+def _refuse(message: str):
+    raise UserError(message)
