@@ -11,10 +11,12 @@ from infertune.measure.machine import combine
 from infertune.models import command_name
 from infertune.paths import write_atomic
 from infertune.render import config_for, estimate_setup, serve_command
+from infertune.report import served as serving
 from infertune.report.render import html_page, png, pyplot
 from infertune.schema import SCHEMA_VERSION
+from infertune.served import ServeStep, choose
 from infertune.techniques import REGISTRY, Facts
-from infertune.tune import ServeStep, Step, TuneSpec, best_served, best_step, measurable
+from infertune.tune import Step, TuneSpec, best_step, measurable
 
 MiB = 2**20
 
@@ -67,22 +69,14 @@ def _step_row(s: Step) -> dict[str, Any]:
             "expected": s.expected.model_dump(mode="json") if s.expected else None}
 
 
-def _served_row(v: ServeStep, model: str, concurrency: int, chosen: bool) -> dict[str, Any]:
-    row: dict[str, Any] = {"label": v.label, "flags": v.flags, "objective": v.objective, "chosen": chosen,
-                           "status": "ok" if v.trial else "error", "error": v.error}
-    if v.trial:
-        level = next((lv for lv in v.trial.load.levels if lv.concurrency == concurrency), v.trial.load.levels[-1])
-        row.update(command=v.trial.shell(model), log=v.trial.log, server_peak_rss_bytes=v.trial.server_peak_rss_bytes,
-                   at_concurrency=level.model_dump(mode="json"),
-                   levels=[lv.model_dump(mode="json") for lv in v.trial.load.levels])
-    return row
-
-
 def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None,
           run_dir: Path | None = None, served: list[ServeStep] | None = None) -> dict[str, Any]:
     best = best_step(steps)
     served = served or []
-    winner = best_served(spec.objective, served)
+    winner, comparisons = choose(spec.objective, served)
+    shown = command_name(spec.model, spec.model_path)  # how the serve commands name the model
+    rows = [serving.row(v, shown, spec.workload.concurrency, c, v is winner) for v, c in zip(served, comparisons)]
+    evidence = serving.engine_evidence(rows, spec.objective, spec.workload.concurrency)
     base = steps[0] if steps else None
     accepted = [s for s in steps if s.accepted and s.technique]
     tradeoffs = [t for s in accepted for t in REGISTRY[s.technique].tradeoffs]
@@ -92,6 +86,8 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
     if best is not None:
         # Compatible with the accepted setup but not measured in this run: say why, mark unverified.
         tried = {s.technique for s in steps}
+        if evidence:
+            tried.add("serving-engine")  # measured in the serve stage: its evidence is in "serving_engine"
         for tid, t in REGISTRY.items():
             if tid in tried or t.applied(best.setup):
                 continue
@@ -103,7 +99,6 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
                                           if not measurable(after) else "not tried (trial or time budget)")
             unverified.append({"technique": tid, "why": why})
         open_q = sorted({i for u in unverified for i in u["why"].split("; ") if "?" in i})
-    shown = command_name(spec.model, spec.model_path)  # how the serve commands name the model
     out_text = None
     if best is not None and best.trial.outputs:
         out_text = best.trial.outputs[0].text
@@ -122,10 +117,24 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
             "greedy_output_prompt_0": out_text,
             "validate": f"infertune measure --workload {run_dir / 'best.yaml' if run_dir else 'best.yaml'}",
         },
-        "served": [_served_row(v, shown, spec.workload.concurrency, v is winner) for v in served],
+        "served": rows,
+        "serve_decision": _decision(spec.objective, winner, rows),
+        "serving_engine": evidence,
         "tradeoffs": tradeoffs, "docs": docs, "open_questions": open_q, "unverified": unverified,
         "warnings": list(warnings or []),
     }
+
+
+def _decision(objective: str, winner: ServeStep | None, rows: list[dict[str, Any]]) -> str | None:
+    if not rows:
+        return None
+    if winner is None:
+        return "no served variant met the limits: the serve command is the accepted setup's, unverified"
+    inconclusive = [r["label"] for r in rows if r["verdict"].startswith("within the spread")]
+    why = (f"; within the spread of it (inconclusive, the simpler stack stays): {', '.join(inconclusive)}"
+           if inconclusive else "")
+    return f"ship {winner.label}: the {objective} measured best under the limits, clear of the spread{why}" \
+        if len([r for r in rows if r["status"] == "ok"]) > 1 else f"ship {winner.label}: the only variant measured"
 
 
 # --- rendering -----------------------------------------------------------------------------------------
@@ -189,7 +198,7 @@ def markdown(r: dict[str, Any]) -> str:
         if b["greedy_output_prompt_0"] is not None:
             lines += [f"Greedy output for prompt 0 (measured): `{b['greedy_output_prompt_0']}`", ""]
     if r.get("served"):
-        lines += _served_markdown(r)
+        lines += serving.markdown(r) + ([f"Decision: {r['serve_decision']}.", ""] if r.get("serve_decision") else [])
     if r["tradeoffs"]:
         lines += ["## Trade-offs", ""] + [f"- {t}" for t in r["tradeoffs"]] + [""]
     if r["unverified"]:
@@ -204,29 +213,6 @@ def markdown(r: dict[str, Any]) -> str:
     if r["warnings"]:
         lines += ["## Warnings", ""] + [f"- {x}" for x in r["warnings"]]
     return "\n".join(lines) + "\n"
-
-
-def _served_markdown(r: dict[str, Any]) -> list[str]:
-    def ms(p: dict, key: str) -> str:
-        v = p[key]
-        return "-" if v is None else f"{v * 1e3:,.1f}"
-
-    conc = r["workload"]["concurrency"]
-    lines = [f"## Served with transformers serve (measured, concurrency {conc}, the workload's prompts at their "
-             "natural length)", "",
-             "| variant | TTFT p50/p95/p99 ms | ITL p50/p95/p99 ms | e2e p50 ms | tok/s | req/s | server peak RSS | chosen |",
-             "|---|---|---|---|---|---|---|---|"]
-    for v in r["served"]:
-        if v["status"] != "ok":
-            lines.append(f"| {v['label']} `{' '.join(v['flags'])}` | failed: {v['error']} | | | | | | |")
-            continue
-        lv = v["at_concurrency"]
-        t, i = lv["ttft_s"], lv["itl_s"]
-        lines.append(f"| {v['label']} `{' '.join(v['flags'])}` | {ms(t, 'p50')} / {ms(t, 'p95')} / {ms(t, 'p99')} | "
-                     f"{ms(i, 'p50')} / {ms(i, 'p95')} / {ms(i, 'p99')} | {ms(lv['e2e_s'], 'p50')} | "
-                     f"{lv['output_tokens_per_s']:,.1f} | {lv['requests_per_s']:,.2f} | "
-                     f"{_fmt(v['server_peak_rss_bytes'], 'MiB')} | {'yes' if v['chosen'] else ''} |")
-    return lines + [""]
 
 
 def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) -> list[tuple[str, str]]:
@@ -272,7 +258,7 @@ def plots(r: dict[str, Any], spec: TuneSpec, facts: Facts, steps: list[Step]) ->
     ax.set_title("quality vs baseline (measured)", fontsize=9)
     out.append(("Quality per trial (measured)", png(fig)))
 
-    served = [v for v in r.get("served", []) if v["status"] == "ok"]
+    served = [v for v in r.get("served", []) if v["status"] == "ok" and v.get("levels")]
     if served:
         fig, ax = plt.subplots(1, 2, figsize=(9, 3))
         for v in served:

@@ -1,0 +1,119 @@
+"""The serve stage in a tune report: every served variant (transformers serve both ways, each engine) on the
+same load, with its start-up time and peak memory beside its throughput and latency percentiles, the verdict
+against the chosen one, and the serving-engine move's measured evidence. All of it measured, except the rows
+of engines that were not installed, which say so and how to install them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from infertune.served import Comparison, ServeStep
+
+
+def _median_level(v: ServeStep, concurrency: int) -> dict[str, Any] | None:
+    if v.trial is None:
+        return None
+    level = next((lv for lv in v.trial.load.levels if lv.concurrency == concurrency), v.trial.load.levels[-1])
+    return level.model_dump(mode="json")
+
+
+def row(v: ServeStep, model: str, concurrency: int, cmp: Comparison, chosen: bool) -> dict[str, Any]:
+    r: dict[str, Any] = {
+        "label": v.label, "engine": v.engine, "flags": v.flags, "status": v.status, "objective": v.objective,
+        "rounds": v.rounds, "spread": v.spread, "slo_missed": v.slo_missed, "chosen": chosen,
+        "ratio_to_chosen": None if math.isnan(cmp.ratio) else cmp.ratio, "band": cmp.noise, "verdict": cmp.verdict,
+        "error": v.error, "install": v.install, "startup_s": None, "peak_memory_bytes": None}
+    if v.trial:
+        t = v.trial
+        r.update(command=t.shell(model), log=t.log, startup_s=t.startup_s,
+                 peak_memory_bytes=t.peak_memory_bytes or t.server_peak_rss_bytes,
+                 server_peak_rss_bytes=t.server_peak_rss_bytes, at_concurrency=_median_level(v, concurrency),
+                 levels=[lv.model_dump(mode="json") for lv in t.load.levels])
+    return r
+
+
+def engine_evidence(rows: list[dict[str, Any]], objective: str, concurrency: int) -> list[dict[str, Any]]:
+    """Each measured engine against the best measured transformers serve variant, on the same load (measured):
+    the ratios the advisor's serving-engine move carries."""
+    ok = [r for r in rows if r["status"] == "ok" and r.get("at_concurrency")]
+    base = [r for r in ok if r["engine"] == "transformers"]
+    if not base:
+        return []
+    tps = lambda r: r["at_concurrency"]["output_tokens_per_s"]
+    ref = max(base, key=tps)
+    out = []
+    for r in ok:
+        if r["engine"] == "transformers":
+            continue
+        a, b = r["at_concurrency"], ref["at_concurrency"]
+        band = (r["spread"] + ref["spread"]) if r["spread"] is not None and ref["spread"] is not None else None
+        ratio = r["objective"] / ref["objective"] if r["objective"] and ref["objective"] else None
+        gain = None if ratio is None else (ratio - 1 if objective == "throughput" else 1 - ratio)
+        out.append({
+            "kind": "measured", "technique": "serving-engine", "engine": r["engine"], "against": ref["label"],
+            "concurrency": concurrency, "objective": objective, "objective_ratio": ratio, "band": band,
+            "clear": bool(gain is not None and band is not None and abs(gain) > band),
+            "better": bool(gain is not None and band is not None and gain > band),
+            "throughput_ratio": tps(r) / tps(ref) if tps(ref) else None,
+            "ttft_p50_ratio": (a["ttft_s"]["p50"] / b["ttft_s"]["p50"]) if a["ttft_s"]["p50"] and b["ttft_s"]["p50"]
+            else None,
+            "startup_s": r["startup_s"], "peak_memory_bytes": r["peak_memory_bytes"],
+            "reference_startup_s": ref["startup_s"], "reference_peak_memory_bytes": ref["peak_memory_bytes"],
+            "chosen": r["chosen"]})
+    return out
+
+
+def evidence_line(e: dict[str, Any]) -> str:
+    def x(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}x"
+
+    band = f" ± {e['band']:.0%}" if e["band"] is not None else " (no spread: one round)"
+    verdict = ("clearly better" if e["better"] else "clearly worse" if e["clear"] else "within the spread")
+    mem = (f"; peak memory {e['peak_memory_bytes'] / 2**20:,.0f} MiB vs {e['reference_peak_memory_bytes'] / 2**20:,.0f}"
+           " MiB" if e["peak_memory_bytes"] and e["reference_peak_memory_bytes"] else "")
+    start = f"; start-up {e['startup_s']:,.0f} s" if e["startup_s"] else ""
+    return (f"{e['engine']} against {e['against']} at concurrency {e['concurrency']} (measured): {e['objective']} "
+            f"{x(e['objective_ratio'])}{band}, {verdict}; throughput {x(e['throughput_ratio'])}, TTFT p50 "
+            f"{x(e['ttft_p50_ratio'])}{mem}{start}")
+
+
+def markdown(r: dict[str, Any]) -> list[str]:
+    def ms(p: dict, key: str) -> str:
+        v = p[key]
+        return "-" if v is None else f"{v * 1e3:,.1f}"
+
+    def mib(v: int | None) -> str:
+        return "-" if v is None else f"{v / 2**20:,.0f} MiB"
+
+    conc = r["workload"]["concurrency"]
+    lines = [f"## Served (measured, concurrency {conc}, the same requests for every server: the workload's prompts "
+             "at their natural length)", "",
+             f"The {r['objective']} is the median of each server's rounds at concurrency {conc}, ± their spread; a "
+             "variant replaces the simpler one only when the ratio clears both spreads added (docs/tuning.md).", "",
+             "| variant | start-up | peak memory | TTFT p50/p95/p99 ms | ITL p50/p95/p99 ms | e2e p50 ms | tok/s | "
+             f"{r['objective']} ± spread | vs chosen | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for v in r["served"]:
+        name = f"{v['label']} `{' '.join(v['flags'])}`" if v["flags"] else v["label"]
+        if v["status"] == "not measured":
+            lines.append(f"| {name} | not measured | | | | | | | | {v['error']}: `{v['install']}` |")
+            continue
+        if v["status"] != "ok":
+            lines.append(f"| {name} | failed | | | | | | | | {v['error']} |")
+            continue
+        lv = v["at_concurrency"]
+        t, i = lv["ttft_s"], lv["itl_s"]
+        obj = "-" if v["objective"] is None else f"{v['objective']:,.4g}" + (
+            f" ± {v['spread']:.0%}" if v["spread"] is not None else "")
+        vs = "-" if v["ratio_to_chosen"] is None else f"{v['ratio_to_chosen']:.2f}x" + (
+            f" ± {v['band']:.0%}" if v["band"] is not None else "")
+        verdict = v["verdict"] + (f" ({'; '.join(v['slo_missed'])})" if v["slo_missed"] else "")
+        lines.append(f"| {name} | {v['startup_s']:,.1f} s | {mib(v['peak_memory_bytes'])} | {ms(t, 'p50')} / "
+                     f"{ms(t, 'p95')} / {ms(t, 'p99')} | {ms(i, 'p50')} / {ms(i, 'p95')} / {ms(i, 'p99')} | "
+                     f"{ms(lv['e2e_s'], 'p50')} | {lv['output_tokens_per_s']:,.1f} | {obj} | {vs} | {verdict} |")
+    lines.append("")
+    if r.get("serving_engine"):
+        lines += ["Serving-engine move, measured on this workload:", ""]
+        lines += [f"- {evidence_line(e)}" for e in r["serving_engine"]] + [""]
+    return lines
