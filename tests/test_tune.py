@@ -202,6 +202,14 @@ def test_serve_stage_compares_both_batching_modes_lists_missing_engines_and_ship
     text = io.StringIO()
     Console(file=text, width=250).print(served_table(r))
     assert "not measured: infertune engines install vllm" in text.getvalue() and "start-up s" in text.getvalue()
+    # the run is evidence for the advisor (`advise --measured RUN`): here no engine was measured, so none is carried
+    from infertune import api
+    from infertune.errors import UserError
+
+    a = api.advise(model=str(tiny_model), measured=run.path, concurrency=2)
+    assert all(not r.measured for r in a.recommendations)
+    with pytest.raises(UserError, match="measured .* not demo"):
+        api.advise(model="demo", measured=run.path)
 
 
 def test_report_command_rebuilds_from_finished_trials(finished):

@@ -235,6 +235,7 @@ def print_advice(a) -> None:
         if x.note:
             body.append(f"note: {x.note}")
         body += [f"[dim]{label}[/dim]" for label in x.factors_after]
+        body += [f"[green]measured: {e.line()}[/green]" for e in r.measured]
         body.append(f"quality risk: {r.quality_risk}")
         if r.needs_hardware:
             body.append(f"[yellow]needs hardware not stated: {r.needs_hardware}[/yellow]")

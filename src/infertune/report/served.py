@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from infertune.served import Comparison, ServeStep
+from infertune.techniques.base import EngineEvidence
 
 
 def _median_level(v: ServeStep, concurrency: int) -> dict[str, Any] | None:
@@ -64,20 +65,6 @@ def engine_evidence(rows: list[dict[str, Any]], objective: str, concurrency: int
     return out
 
 
-def evidence_line(e: dict[str, Any]) -> str:
-    def x(v: float | None) -> str:
-        return "-" if v is None else f"{v:.2f}x"
-
-    band = f" ± {e['band']:.0%}" if e["band"] is not None else " (no spread: one round)"
-    verdict = ("clearly better" if e["better"] else "clearly worse" if e["clear"] else "within the spread")
-    mem = (f"; peak memory {e['peak_memory_bytes'] / 2**20:,.0f} MiB vs {e['reference_peak_memory_bytes'] / 2**20:,.0f}"
-           " MiB" if e["peak_memory_bytes"] and e["reference_peak_memory_bytes"] else "")
-    start = f"; start-up {e['startup_s']:,.0f} s" if e["startup_s"] else ""
-    return (f"{e['engine']} against {e['against']} at concurrency {e['concurrency']} (measured): {e['objective']} "
-            f"{x(e['objective_ratio'])}{band}, {verdict}; throughput {x(e['throughput_ratio'])}, TTFT p50 "
-            f"{x(e['ttft_p50_ratio'])}{mem}{start}")
-
-
 def markdown(r: dict[str, Any]) -> list[str]:
     def ms(p: dict, key: str) -> str:
         v = p[key]
@@ -115,5 +102,5 @@ def markdown(r: dict[str, Any]) -> list[str]:
     lines.append("")
     if r.get("serving_engine"):
         lines += ["Serving-engine move, measured on this workload:", ""]
-        lines += [f"- {evidence_line(e)}" for e in r["serving_engine"]] + [""]
+        lines += [f"- {EngineEvidence.model_validate(e).line()}" for e in r["serving_engine"]] + [""]
     return lines
