@@ -137,11 +137,15 @@ def _measure(spec: Any, label: str, engine: str, flags: list[str], log, rounds: 
     except UserError as e:  # the server did not come up: that variant's result, the run goes on
         return ServeStep(label=label, engine=engine, flags=flags, trial=None, error=str(e), objective=None)
     at_c = [lv for lv in t.load.levels if lv.concurrency == c][-rounds:]
-    first = [lv for k, lv in enumerate(t.load.levels) if lv.concurrency not in {x.concurrency for x in t.load.levels[:k]}]
     values = [v for v in (level_objective(spec.objective, lv, t) for lv in at_c) if v is not None]
     if spec.objective == "memory":  # one reading per server: the server's peak over the whole load test
         values = values[:1]
-    t = t.model_copy(update={"load": t.load.model_copy(update={"levels": first})})
+    # the trial shows one level per concurrency: at the workload's, the round whose objective is the median
+    shown = min(at_c, key=lambda lv: abs((level_objective(spec.objective, lv, t) or 0) - float(np.median(values)))
+                ) if values else at_c[0]
+    levels = [lv for lv in t.load.levels if lv.concurrency != c]
+    levels = sorted([*levels[:1], shown] if c != 1 else [shown], key=lambda lv: lv.concurrency)
+    t = t.model_copy(update={"load": t.load.model_copy(update={"levels": levels})})
     return ServeStep(label=label, engine=engine, flags=flags, trial=t, rounds=values,
                      objective=float(np.median(values)) if values else None, spread=spread(values),
                      slo_missed=slo_misses(spec.constraints, t, at_c))
@@ -165,7 +169,8 @@ def serve_stage(run: Any, facts: Facts, best: Any, on_event: Callable[[dict[str,
         if old is not None and (old.status != "not measured" or info is None or not info.ok):
             continue
         if info is not None and (not info.ok or flags is None):
-            why = (f"not installed: {info.install}" if not info.ok
+            why = (("not installed" if engines.engine(engine).cpu_packages or engines.has_gpu() else
+                    "not installed (it has no CPU build: a host with an NVIDIA GPU)") if not info.ok
                    else f"installed ({info.version}), but the serve stage cannot start {engine} yet")
             step = ServeStep(label=label, engine=engine, flags=flags or [], trial=None, error=why, objective=None,
                              install=info.install if not info.ok else None)
@@ -181,10 +186,10 @@ def serve_stage(run: Any, facts: Facts, best: Any, on_event: Callable[[dict[str,
 
 
 def latest(steps: list[ServeStep]) -> list[ServeStep]:
-    """One record per variant: the last one written (a resumed run may measure an engine installed since)."""
+    """One record per variant, in the order first written: the last one written (a resumed run may measure an
+    engine installed since)."""
     by_label: dict[str, ServeStep] = {}
     for s in steps:
-        by_label.pop(s.label, None)
         by_label[s.label] = s
     return list(by_label.values())
 
@@ -232,7 +237,7 @@ def choose(objective: Objective, served: list[ServeStep]) -> tuple[ServeStep | N
                                    verdict="not measured" if s.status == "not measured" else "failed"))
             continue
         ratio = s.objective / chosen.objective if chosen else float("nan")  # type: ignore[operator]
-        noise = gain(objective, chosen, s)[1] if chosen else None
+        noise = gain(objective, chosen, s)[1] if chosen and s is not chosen else None
         if s is chosen:
             verdict = "chosen"
         elif s.slo_missed:

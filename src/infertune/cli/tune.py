@@ -119,7 +119,8 @@ def served_table(r: dict) -> Table:
         t.add_column(col, justify="left" if col in ("variant", "verdict") else "right")
     for v in r["served"]:
         if v["status"] != "ok":
-            what = f"{v['error']}" if v["status"] == "failed" else f"not measured: {v['install']}"
+            what = v["error"] if v["status"] == "failed" else f"not measured: {v['install']}" + (
+                "" if v["error"] == "not installed" else f" ({v['error']})")
             t.add_row(v["label"], "-", "-", "-", "-", "-", "-", what)
             continue
         lv = v["at_concurrency"]

@@ -14,7 +14,7 @@ from infertune.render import config_for, estimate_setup, serve_command
 from infertune.report import served as serving
 from infertune.report.render import html_page, png, pyplot
 from infertune.schema import SCHEMA_VERSION
-from infertune.served import ServeStep, choose
+from infertune.served import ServeStep, choose, latest
 from infertune.techniques import REGISTRY, Facts
 from infertune.tune import Step, TuneSpec, best_step, measurable
 
@@ -72,7 +72,7 @@ def _step_row(s: Step) -> dict[str, Any]:
 def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None,
           run_dir: Path | None = None, served: list[ServeStep] | None = None) -> dict[str, Any]:
     best = best_step(steps)
-    served = served or []
+    served = latest(served or [])  # serve.jsonl as written: a variant measured on resume replaces its old row
     winner, comparisons = choose(spec.objective, served)
     shown = command_name(spec.model, spec.model_path)  # how the serve commands name the model
     rows = [serving.row(v, shown, spec.workload.concurrency, c, v is winner) for v, c in zip(served, comparisons)]
