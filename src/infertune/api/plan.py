@@ -194,5 +194,5 @@ def _read_measured(measured: str | Path, model: str):
     try:
         return TrialResult.model_validate(data), []
     except ValueError:
-        raise UserError(f"--measured: {measured} is neither a measure result (infertune measure --output FILE) nor "
+        raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE) nor "
                         "a tune run (its directory or report.json)") from None

@@ -88,8 +88,9 @@ class EngineEvidence(BaseModel):
         if self.peak_memory_bytes and self.reference_peak_memory_bytes:
             extra += f"; peak memory {self.peak_memory_bytes / 2**20:,.0f} vs {self.reference_peak_memory_bytes / 2**20:,.0f} MiB"
         return (f"{self.engine} vs {self.against} at concurrency {self.concurrency} (measured{', ' + self.source if self.source else ''}): "
-                f"{self.objective} {x(self.objective_ratio)}{band}, {verdict}; throughput {x(self.throughput_ratio)}, "
-                f"TTFT p50 {x(self.ttft_p50_ratio)}{extra}")
+                f"{self.objective} {x(self.objective_ratio)}{band}, {verdict}; "
+                + ("" if self.objective == "throughput" else f"throughput {x(self.throughput_ratio)}, ")
+                + f"TTFT p50 {x(self.ttft_p50_ratio)}{extra}")
 
 
 @dataclass
