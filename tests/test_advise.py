@@ -178,3 +178,38 @@ def test_a_model_beyond_one_machine_gets_a_multi_machine_serving_engine(llama8b)
     assert any("4 machines" in i for i in engine.compatibility.issues)
     one_machine = advise(facts(llama8b, "L4", gpus=2), Setup(dtype="bfloat16"))
     assert "serving-engine" not in proposed(one_machine) | {r.technique for r in one_machine.recommendations}
+
+
+def _engine_evidence(better: bool):
+    """vLLM against transformers serve as a tune run's serve stage records it (report.json `serving_engine`); the
+    figures are issue 22's measurement on this project's CPU (2.45x the throughput at concurrency 4)."""
+    from infertune.techniques.base import EngineEvidence
+
+    ratio = 2.45 if better else 0.8
+    return EngineEvidence(engine="vllm", against="transformers serve, continuous batching", concurrency=4,
+                          objective="throughput", objective_ratio=ratio, band=0.12, clear=True, better=better,
+                          throughput_ratio=ratio, ttft_p50_ratio=0.6, startup_s=240.0, peak_memory_bytes=3_700 * 2**20,
+                          reference_peak_memory_bytes=700 * 2**20, source="runs/tune-1")
+
+
+def test_the_serving_engine_move_carries_what_a_tune_run_measured(llama8b):
+    """On a CPU at concurrency 4 the rule of thumb rejects an engine (CUDA, concurrency < 16); a serve stage that
+    measured vLLM clearly better on this workload outranks it: the move is proposed first for concurrency, with
+    its evidence; measured clearly worse, it is rejected with the measurement as the reason."""
+    plain = facts(llama8b, None, concurrency=4, platform="cpu")
+    assert "serving-engine" not in proposed(advise(plain, Setup(dtype="bfloat16")))
+    won = facts(llama8b, None, concurrency=4, platform="cpu")
+    won.engines_measured = [_engine_evidence(True)]
+    a = advise(won, Setup(dtype="bfloat16"))
+    engine = next(r for r in a.recommendations if r.technique == "serving-engine")
+    assert engine.settings["engine"] == "vllm" and engine.measured == [_engine_evidence(True)]
+    assert "2.45x" in engine.measured[0].line() and "clearly better" in engine.measured[0].line()
+    concurrency = [r for r in a.recommendations if "concurrency" in r.addresses]
+    assert concurrency[0].technique == "serving-engine"
+    assert json.loads(engine.model_dump_json())["measured"][0]["kind"] == "measured"
+    lost = facts(llama8b, None, concurrency=4, platform="cpu")
+    lost.engines_measured = [_engine_evidence(False)]
+    b = advise(lost, Setup(dtype="bfloat16"))
+    assert "serving-engine" not in proposed(b)
+    why = next(r for r in b.rejected if r.technique == "serving-engine").reasons
+    assert why[0].startswith("measured here: vllm") and "clearly worse" in why[0]

@@ -92,3 +92,41 @@ def test_vllm_serves_the_embedded_model_under_load_and_leaves_nothing_behind(dem
     assert t.peak_memory_bytes and t.peak_memory_bytes > 200 * 2**20  # the model alone is ~270 MB in bf16
     assert t.shell(str(demo_model)).startswith("vllm serve ")
     assert not psutil.Process().children(recursive=True)  # the engine's whole tree is gone
+
+
+@pytest.mark.engine
+@vllm_installed
+def test_tune_serve_stage_measures_vllm_beside_transformers_and_ships_the_measured_choice(demo_model, tmp_path):
+    """The serve stage of a real tune run on the embedded model: transformers serve both ways and vLLM on the same
+    load, each with its start-up time and peak memory; the ship-it command is the chosen variant's, and the run
+    is evidence the advisor's serving-engine move carries. Which one wins is the machine's business (no timing
+    is asserted): only that the choice, the report and the advice agree."""
+    from infertune import api, report
+    from infertune.probe.model import profile_model
+    from infertune.techniques import Setup
+    from infertune.tune import Run, TuneSpec, serve_stage, tune
+    from infertune.workload import Workload
+
+    wl = Workload(model="demo", max_new_tokens=16, concurrency=4, warmup=0)
+    run = Run.create(tmp_path / "r", TuneSpec(model="demo", model_path=str(demo_model), workload=wl,
+                                              start=Setup(dtype="bfloat16"), objective="throughput", max_trials=1,
+                                              serve=True))
+    facts = api.host_facts(run.spec(), profile_model(demo_model))
+    steps = tune(run, facts)
+    served = serve_stage(run, facts, steps[0])
+    assert [v.engine for v in served] == ["transformers", "transformers", "vllm", "sglang"]
+    vllm = served[2]
+    assert vllm.status == "ok" and vllm.trial.startup_s > 0 and vllm.trial.peak_memory_bytes > 200 * 2**20
+    assert vllm.flags[vllm.flags.index("--max-num-seqs") + 1] == "4" and len(vllm.rounds) == 3
+    assert all(lv.requests_failed == 0 for v in served[:3] for lv in v.trial.load.levels)
+    r = report.write(run.path, run.spec(), steps, facts, served=run.serve_steps())
+    chosen = [row for row in r["served"] if row["chosen"]]
+    assert len(chosen) == 1 and r["best"]["serve"] == chosen[0]["command"] and r["best"]["serve_measured"]
+    (e,) = r["serving_engine"]
+    assert e["engine"] == "vllm" and e["throughput_ratio"] > 0 and e["startup_s"] == vllm.trial.startup_s
+    a = api.advise(model="demo", measured=run.path, concurrency=4)
+    moved = [x for x in a.recommendations if x.technique == "serving-engine" and x.measured]
+    refused = [x for x in a.rejected if x.technique == "serving-engine"]
+    assert (moved and moved[0].measured[0].engine == "vllm") if e["better"] else \
+        refused[0].reasons[0].startswith("measured here: vllm")
+    assert not psutil.Process().children(recursive=True)  # every server's whole tree is gone

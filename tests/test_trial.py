@@ -62,10 +62,10 @@ def test_greedy_outputs_are_reproducible_across_trials(tiny_model):
 
 
 def test_timeout_is_a_result_and_kills_the_child(tiny_model):
-    t = time.perf_counter()
     r = run_trial(InferenceConfig(), Workload(model=str(tiny_model)), tiny_model, timeout_s=1)
     assert r.status == "timeout" and "timed out after 1 s" in r.error
-    assert time.perf_counter() - t < 10
+    workers = [c for c in psutil.Process().children(recursive=True) if "infertune.measure.worker" in " ".join(c.cmdline())]
+    assert workers == []  # the timed-out worker was killed, not left running
 
 
 def test_an_exception_in_the_child_is_an_error_result(tiny_model):

@@ -148,7 +148,7 @@ def test_serve_variants_switch_continuous_batching_and_drop_what_serve_refuses(t
     plain = Setup(dtype="bfloat16", attn="sdpa", compile=True, kv_cache="static")
     (l1, f1), (l2, f2) = serve_variants(facts, plain)
     assert f1 == ["--dtype", "bfloat16", "--attn-implementation", "sdpa", "--compile"]
-    assert l2 == "with continuous batching" and "--compile" not in f2
+    assert l2 == "transformers serve, continuous batching" and "--compile" not in f2
     # the paged cache is sized to the workload: 4 requests x (2 blocks of 256 for 320 tokens + 1 spare)
     assert f2[f2.index("--continuous-batching"):] == ["--continuous-batching", "--cb-max-batch-tokens", "1200",
                                                       "--cb-block-size", "256", "--cb-num-blocks", "12"]
@@ -158,33 +158,72 @@ def test_serve_variants_switch_continuous_batching_and_drop_what_serve_refuses(t
     assert serve_variants(facts, Setup(tp=2)) == [] and serve_variants(facts, Setup(engine="vllm")) == []
 
 
-def test_serve_stage_load_tests_the_result_resumes_and_reports_the_winner(tiny_model, tmp_path, request):
+def test_serve_stage_compares_both_batching_modes_lists_missing_engines_and_ships_the_measured_choice(
+        tiny_model, tmp_path, infertune_home, request):
+    """transformers serve without and with continuous batching on the same load, measured in rounds; with no
+    engine installed (INFERTUNE_HOME is empty) vLLM and SGLang are rows that say "not measured" and how to install
+    them; the ship-it command is the command of the variant the noise-aware choice picked, and nothing re-runs
+    on resume."""
+    import io
+
+    from rich.console import Console
+
+    from infertune.cli.tune import served_table
+    from infertune.served import choose
+
     wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=4, warmup=0,
                   concurrency=2)
     run = Run.create(tmp_path / "r", _spec(tiny_model, workload=wl, max_trials=1, objective="throughput", serve=True))
     facts = _host_facts(run.spec(), profile_model(tiny_model))
     steps = tune(run, facts)
     events = []
-    served = serve_stage(run, facts, steps[0], events.append)
-    assert [v.label for v in served] == ["as accepted", "with continuous batching"]
-    for v in served:
-        assert v.error is None and v.trial.kind == "measured" and "--host 127.0.0.1" in v.trial.command
-        assert [lv.concurrency for lv in v.trial.load.levels] == [1, 2]
+    served = serve_stage(run, facts, steps[0], events.append, rounds=2)
+    assert [v.label for v in served] == ["transformers serve (as accepted)", "transformers serve, continuous batching",
+                                         "vllm", "sglang"]
+    measured, missing = served[:2], served[2:]
+    assert "--continuous-batching" in measured[1].flags and "--continuous-batching" not in measured[0].flags
+    for v in measured:
+        assert v.status == "ok" and v.engine == "transformers" and v.trial.kind == "measured"
+        assert "--host 127.0.0.1" in v.trial.command and v.trial.startup_s > 0 and v.trial.peak_memory_bytes > 0
+        assert [lv.concurrency for lv in v.trial.load.levels] == [1, 2]  # the rounds are not extra levels
         assert all(lv.requests_ok == 4 and lv.requests_failed == 0 for lv in v.trial.load.levels)
-        assert v.objective == v.trial.load.levels[1].output_tokens_per_s  # throughput at the workload's concurrency
-    assert serve_stage(run, facts, steps[0], events.append) == served and sum(e["event"] == "serve" for e in events) == 2
+        assert len(v.rounds) == 2 and v.objective == float(np.median(v.rounds)) and v.spread is not None
+        # the level shown at the workload's concurrency is the median round (of 2: the one nearer the median)
+        assert v.trial.load.levels[1].output_tokens_per_s in v.rounds
+    for v, name in zip(missing, ("vllm", "sglang")):
+        assert v.engine == name and v.status == "not measured" and v.trial is None and v.objective is None
+        assert v.install == f"infertune engines install {name}" and "not installed" in v.error
+    assert serve_stage(run, facts, steps[0], events.append) == served  # resumed: nothing re-runs
+    assert sum(e["event"] == "serve" for e in events) == 2
     r = report.write(run.path, run.spec(), steps, facts, served=Run(run.path).serve_steps())
-    winner = max(served, key=lambda v: v.objective)
+    winner, _ = choose("throughput", served)
+    assert winner in measured
     assert [v["chosen"] for v in r["served"]] == [v is winner for v in served]
     assert r["best"]["serve_measured"] and r["best"]["serve"] == winner.trial.shell(str(tiny_model))
-    assert "## Served with transformers serve (measured" in (run.path / "report.md").read_text()
-    assert "Served with transformers serve: latency and throughput versus load" in (run.path / "report.html").read_text()
+    rows = {v["label"]: v for v in r["served"]}
+    assert rows["vllm"]["status"] == "not measured" and rows["vllm"]["install"] == "infertune engines install vllm"
+    assert rows[winner.label]["verdict"] == "chosen" and r["serving_engine"] == []  # no engine measured
+    md = (run.path / "report.md").read_text()
+    assert "## Served (measured" in md and "infertune engines install vllm" in md and "start-up" in md
+    page = (run.path / "report.html").read_text()
+    assert "Served: latency and throughput versus load" in page and "infertune engines install vllm" in page
     # objective, latency and memory, percentiles (concurrency 2), memory vs context, served (no quality chart: the
     # baseline is the only step); laid out in a browser when one is here
-    assert (run.path / "report.html").read_text().count("data:image/svg+xml;base64,") == 5
+    assert page.count("data:image/svg+xml;base64,") == 5
     if shutil.which("chromium"):
         seen = request.getfixturevalue("browser").layout(run.path / "report.html")
         assert seen["wide"] == [] and len(seen["images"]) == 5 and all(i["loaded"] for i in seen["images"])
+    text = io.StringIO()
+    Console(file=text, width=250).print(served_table(r))
+    assert "not measured: infertune engines install vllm" in text.getvalue() and "start-up s" in text.getvalue()
+    # the run is evidence for the advisor (`advise --measured RUN`): here no engine was measured, so none is carried
+    from infertune import api
+    from infertune.errors import UserError
+
+    a = api.advise(model=str(tiny_model), measured=run.path, concurrency=2)
+    assert all(not r.measured for r in a.recommendations)
+    with pytest.raises(UserError, match="measured .* not demo"):
+        api.advise(model="demo", measured=run.path)
 
 
 def test_report_command_rebuilds_from_finished_trials(finished):
@@ -262,3 +301,32 @@ def test_a_tie_on_the_objective_is_broken_by_a_clear_gain_on_the_other_axis():
     mem = decide("memory", [Pair(incumbent=903.0 * MiB, candidate=(903.0 + k) * MiB, incumbent_tie=1.4 + k / 100,
                                  candidate_tie=1.0 + k / 100) for k in range(3)])
     assert mem.accepted and mem.reason.startswith("memory") and "latency" in mem.reason
+
+
+def test_the_served_choice_never_switches_on_a_difference_within_the_spread():
+    """The decision rule alone, on given figures: the simpler stack stays unless a later variant meets the limits
+    and its ratio clears both spreads added (and MIN_GAIN); a variant with no spread (one round) cannot win."""
+    from infertune.served import ServeStep, choose
+
+    def v(label, rounds, slo=(), engine="transformers"):
+        from infertune.measure.stats import spread
+
+        return ServeStep(label=label, engine=engine, flags=[], trial=None, objective=float(np.median(rounds)),
+                         rounds=rounds, spread=spread(rounds), slo_missed=list(slo))
+
+    plain, cb = v("plain", [10.0, 11.0, 12.0]), v("cb", [11.5, 12.0, 12.5])  # +9 %, spreads 9 % + 4 %
+    assert choose("throughput", [plain, cb])[0] is plain
+    rows = choose("throughput", [plain, cb])[1]
+    assert rows[1].verdict.startswith("within the spread") and rows[1].ratio == pytest.approx(12 / 11)
+    assert rows[1].noise == pytest.approx(plain.spread + cb.spread)
+    vllm = v("vllm", [24.0, 25.0, 26.0], engine="vllm")  # 2.3x: clear of any spread here
+    chosen, rows = choose("throughput", [plain, cb, vllm])
+    assert chosen is vllm and [r.verdict for r in rows][:1] == ["clearly worse"]
+    assert choose("throughput", [plain, v("vllm", [24.0, 25.0, 26.0], ["TTFT p95 2 s > 1 s"])])[0] is plain
+    assert choose("throughput", [plain, v("one round", [40.0])])[0] is plain  # no spread: no verdict
+    slow = v("slow", [2.0, 2.1, 2.2])  # latency: lower is better
+    assert choose("latency", [slow, v("fast", [1.0, 1.05, 1.1])])[0].label == "fast"
+    missing = ServeStep(label="sglang", engine="sglang", flags=[], trial=None, objective=None,
+                        error="not installed", install="infertune engines install sglang")
+    chosen, rows = choose("throughput", [plain, missing])
+    assert chosen is plain and rows[1].verdict == "not measured"

@@ -23,7 +23,7 @@ from infertune.moves import expected as _expected  # noqa: F401  (the tuner's na
 from infertune.render import config_for, estimate_setup, python_snippet, serve_command
 from infertune.schema import SCHEMA_VERSION
 from infertune.techniques import REGISTRY, Facts, Setup, Technique
-from infertune.techniques.base import Risk
+from infertune.techniques.base import EngineEvidence, Risk
 from infertune.techniques.upgrade import KNOWN_PROBLEMS, Upgrade
 
 
@@ -53,8 +53,15 @@ class Recommendation(BaseModel):
     validate_cmd: str = Field(serialization_alias="validate")
     run_file: str | None = None  # when the command needs a run file: its YAML
     snippet: Snippet
+    # the move measured on this workload and host (a tune run's serve stage: advise --measured RUN): it outranks
+    # the estimate above
+    measured: list[EngineEvidence] = Field(default_factory=list)
 
     model_config = ConfigDict(serialize_by_alias=True)
+
+    @property
+    def measured_better(self) -> bool:
+        return any(e.better for e in self.measured)
 
 
 class Rejected(BaseModel):
@@ -140,6 +147,7 @@ def _recommend(f: Facts, t: Technique, current: Setup, after: Setup, base: Estim
         needs_hardware=needs, tradeoffs=list(t.tradeoffs), docs=list(t.docs),
         compatibility=Compatibility(ok=True, issues=issues), validate_cmd=cmd, run_file=run_file,
         snippet=Snippet(python=python_snippet(f, after), serve=serve_command(f, after)),
+        measured=[e for e in f.engines_measured if e.engine == after.engine] if t.id == "serving-engine" else [],
     )
 
 
@@ -207,10 +215,12 @@ def advise(f: Facts, current: Setup, assumptions: list[str] | None = None,
     kept = []
     for finding in diag.ranked:
         cat, sev = finding.category, finding.severity
-        helping = sorted((r for r in candidates if cat in r.addresses and helps(r.technique, r.expected, cat, sev)),
-                         key=lambda r: rank_key(f, r.technique, r.expected, r.quality_risk,
-                                                r.needs_hardware is not None,
-                                                sum("?" in i for i in r.compatibility.issues), cat, sev))
+        # a move measured better on this workload helps whatever the estimate says, and comes first
+        helping = sorted((r for r in candidates if cat in r.addresses and (
+            r.measured_better or helps(r.technique, r.expected, cat, sev))),
+                         key=lambda r: (not r.measured_better, rank_key(
+                             f, r.technique, r.expected, r.quality_risk, r.needs_hardware is not None,
+                             sum("?" in i for i in r.compatibility.issues), cat, sev)))
         if finding.severity == "minor" and not helping:
             continue  # room to improve only if something compatible improves it
         kept.append(finding)

@@ -27,8 +27,8 @@ from infertune.measure.quality import REFERENCE_TEXT, Quality, Tolerance, compar
 from infertune.measure.results import TrialResult
 from infertune.measure.stats import Paired
 from infertune.paths import write_json_atomic
-from infertune.render import config_for, estimate_setup, serve_flags_for
-from infertune.serving.trial import ServeTrial, run_serve_trial
+from infertune.render import config_for, estimate_setup
+from infertune.served import ServeStep, best_served, choose, serve_stage, serve_variants  # noqa: F401 (served.py)
 from infertune.techniques import REGISTRY, Facts, Setup
 from infertune.workload import Workload
 
@@ -54,7 +54,7 @@ class TuneSpec(BaseModel):
     trial_memory_limit_bytes: int | None = None  # past it a trial is "oom" (worker.limit_memory)
     min_pairs: int = Field(3, ge=2, description="interleaved incumbent/candidate pairs before a verdict")
     max_pairs: int = Field(5, ge=2, description="pairs at most: then the step is inconclusive if still unclear")
-    serve: bool = False  # after the loop, serve the accepted setup (and its batching variant) and load-test both
+    serve: bool = False  # after the loop, serve the accepted setup (both batching modes, installed engines): served.py
 
 
 class Step(BaseModel):
@@ -76,17 +76,6 @@ class Step(BaseModel):
     tie: Paired | None = None  # the other axis, when the tie rule was weighed
     machine: MachineLoad | None = None  # how busy the machine was over this step's trials
     duration_s: float | None = None  # all of this step's trials
-
-
-class ServeStep(BaseModel):
-    """The accepted setup served by `transformers serve`, one flag variant, load-tested (measured)."""
-
-    kind: Literal["serve-step"] = "serve-step"
-    label: str
-    flags: list[str]
-    trial: ServeTrial | None  # None: the server did not come up (error says why)
-    error: str | None = None
-    objective: float | None  # at the workload's concurrency: e2e p50 s, output tokens/s, or server peak RSS
 
 
 def violations(c: Constraints, t: TrialResult) -> list[str]:
@@ -315,67 +304,3 @@ def best_step(steps: list[Step]) -> Step | None:
     accepted = [s for s in steps if s.accepted]
     return accepted[-1] if accepted else None
 
-
-# --- serving the result -----------------------------------------------------------------------------------
-
-
-def serve_variants(f: Facts, s: Setup) -> list[tuple[str, list[str]]]:
-    """The accepted setup's `transformers serve` flags, and the same with continuous batching switched
-    (on as the technique applies it: no torch.compile, which serve refuses with it, and a paged cache sized
-    to the workload). Empty when serve cannot run the setup."""
-    if s.engine != "transformers" or s.tp > 1 or s.device_map is not None:
-        return []
-    if s.batching == "continuous":
-        other = ("without continuous batching", s.model_copy(update={
-            "batching": "serial", "max_batch_tokens": None, "cb_block_size": None, "cb_num_blocks": None}))
-    else:
-        other = ("with continuous batching", REGISTRY["continuous-batching"].apply(f, s))
-    return [("as accepted", serve_flags_for(s)), (other[0], serve_flags_for(other[1]))]
-
-
-def served_objective(objective: Objective, t: ServeTrial, concurrency: int) -> float | None:
-    level = next((lv for lv in t.load.levels if lv.concurrency == concurrency), None)
-    if level is None or level.requests_ok == 0:
-        return None
-    return {"memory": t.server_peak_rss_bytes, "latency": level.e2e_s.p50,
-            "throughput": level.output_tokens_per_s}[objective]
-
-
-def conversations(wl: Workload) -> list[list[dict]]:
-    """The workload's prompts as chat requests (at their natural length: a server pads nothing)."""
-    return [[{"role": "user", "content": p}] if isinstance(p, str) else [m.model_dump() for m in p]
-            for p in wl.prompt_list()]
-
-
-def serve_stage(run: Run, facts: Facts, best: Step, on_event: Callable[[dict[str, Any]], None] | None = None,
-                ready_timeout_s: float = 300.0) -> list[ServeStep]:
-    """Serve `best` (and its batching variant) at the workload's concurrency; each result appended to
-    serve.jsonl as it comes; finished variants are not re-run on resume."""
-    spec = run.spec()
-    wl = spec.workload
-    emit = on_event or (lambda e: None)
-    done = run.serve_steps()
-    for k, (label, flags) in enumerate(serve_variants(facts, best.setup)):
-        if any(d.flags == flags for d in done):
-            continue
-        emit({"event": "serve", "label": label, "flags": flags})
-        try:
-            t = run_serve_trial(spec.model_path, flags, run.path / "serve" / f"server-{k}.log",
-                                sorted({1, wl.concurrency}), wl.concurrency * max(2, wl.repeats), wl.max_new_tokens,
-                                conversations(wl), ready_timeout_s=ready_timeout_s)
-            step = ServeStep(label=label, flags=flags, trial=t, objective=served_objective(spec.objective, t,
-                                                                                          wl.concurrency))
-        except UserError as e:  # the server did not come up: that variant's result, the run goes on
-            step = ServeStep(label=label, flags=flags, trial=None, error=str(e), objective=None)
-        run.append(step)
-        done.append(step)
-        emit({"event": "served", "step": step})
-    return done
-
-
-def best_served(objective: Objective, served: list[ServeStep]) -> ServeStep | None:
-    ok = [s for s in served if s.objective is not None]
-    if not ok:
-        return None
-    pick = max if objective == "throughput" else min
-    return pick(ok, key=lambda s: s.objective)

@@ -37,7 +37,6 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
     validate.check(batch=batch, concurrency=concurrency, gpus=gpus)
     check_attn(attn)
     intake.check_current(dtype, quantization, kv_cache, batching)
-    trial = _measured_trial(measured)
     if gpu:  # names and sizes first: nothing is read or probed for an input that will be refused
         from infertune.estimate.accelerators import find_accelerator
 
@@ -55,6 +54,7 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
     n_out = wl.max_new_tokens if "max_new_tokens" in given else None
     conc = wl.concurrency if "concurrency" in given else None
     model = wl.model if "model" in given else models.DEFAULT_MODEL
+    trial, engines = _read_measured(measured, model) if measured is not None else (None, [])  # before any work
     # the run file's config: describes the current setup where no flag does
     dtype = dtype or (cfg.dtype if "dtype" in cfg.model_fields_set else None)
     attn = attn or cfg.attn_implementation
@@ -75,19 +75,43 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
                      quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,
                      gpu_given=gpu is not None, ask=ask, device_map=device_map, tp=tp, libs=libs,
                      max_memory=cfg.max_memory)
-    advice = run_advise(i.facts, i.current, i.assumptions, i.questions, trial)
+    i.facts.engines_measured = engines
+    assumptions = i.assumptions + [f"serving engine {e.line()}" for e in engines]
+    advice = run_advise(i.facts, i.current, assumptions, i.questions, trial)
     return advice.model_copy(update={"model_revision": revision_of(path)})
 
 
-def _measured_trial(measured: str | Path | None):
-    """advise --measured FILE: a measure result, read before anything else (a bad file refuses the run)."""
-    if measured is None:
-        return None
-    from infertune.measure.results import TrialResult
+def _same_model(a: str, b: str) -> bool:
+    from infertune import models
 
+    a, b = models.ALIASES.get(a, a), models.ALIASES.get(b, b)
+    return a == b or (Path(a).expanduser().is_dir() and Path(a).expanduser().resolve() == Path(b).expanduser().resolve())
+
+
+def _read_measured(measured: str | Path, model: str):
+    """`--measured`: a measure result (a trial of the current setup), or a tune run (its directory or report.json)
+    whose serve stage measured serving engines against transformers serve on this workload."""
+    import json
+
+    from infertune.measure.results import TrialResult
+    from infertune.techniques.base import EngineEvidence
+
+    path = Path(measured)
+    if path.is_dir():
+        path = path / "report.json"
     try:
-        return TrialResult.model_validate_json(Path(measured).read_text(encoding="utf-8"))
-    except (FileNotFoundError, IsADirectoryError):
-        raise UserError(f"--measured: no such file {measured}") from None
-    except (ValueError, UnicodeDecodeError):
-        raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE)") from None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"--measured: no such file {path}") from None
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("kind") == "tune-report":
+        if not _same_model(str(data.get("model")), model):
+            raise UserError(f"--measured: {measured} measured {data.get('model')}, not {model}")
+        return None, [EngineEvidence.model_validate({**e, "source": str(measured)})
+                      for e in data.get("serving_engine") or []]
+    try:
+        return TrialResult.model_validate(data), []
+    except ValueError:
+        raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE) nor "
+                        "a tune run (its directory or report.json)") from None

@@ -264,6 +264,7 @@ def print_advice(a) -> None:
         if x.note:
             body.append(f"note: {escape(x.note)}")
         body += [f"[dim]{escape(label)}[/dim]" for label in x.factors_after]
+        body += [f"[green]measured: {escape(e.line())}[/green]" for e in r.measured]
         body.append(f"quality risk: {escape(r.quality_risk)}")
         if r.needs_hardware:
             body.append(f"[yellow]needs hardware not stated: {escape(r.needs_hardware)}[/yellow]")

@@ -69,7 +69,8 @@ def advise(
     batch: Annotated[Optional[int], typer.Option(help="prompts per generate call")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="requests in flight at once")] = None,
     measured: Annotated[Optional[Path], typer.Option(
-        help="a trial of the current setup (measure --output FILE): its numbers join the evidence")] = None,
+        help="a trial of the current setup (measure --output FILE), or a tune run (its directory or "
+             "report.json) whose serve stage measured serving engines: its numbers join the evidence")] = None,
     no_input: Annotated[bool, typer.Option("--no-input", help="never ask; state assumptions instead")] = False,
     trust_remote_code: TrustOpt = False,
     fmt: FormatOpt = Format.table,

@@ -37,8 +37,6 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
 
     from rich.live import Live
 
-    from infertune import human
-
     lines = not err.is_terminal  # a log, a pipe, CI: one line per finished step instead of a live table
     title = f"tune: {spec.objective} (measured; {spec.max_trials} trials at most)" if spec else "tune (measured)"
     state: dict = {"now": "starting", "rows": [], "run": None, "title": title}
@@ -79,7 +77,8 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
         elif e.get("event") == "progress":
             state["now"] = state["now"].split(" [")[0] + f" [generate {e['done']}/{e['total']}]"
         elif e.get("event") == "serve":
-            state["now"] = f"transformers serve {' '.join(e['flags'])} ({e['label']}): load test"
+            state["now"] = (f"{e['label']}: start-up and load test (an engine compiles first: minutes)"
+                            if e.get("engine", "transformers") != "transformers" else f"{e['label']}: load test")
             if lines:
                 say(state["now"])
         if lines and e.get("event") == "step":
@@ -120,9 +119,10 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
             out.print(f"  time per token expected {ms(x.tpot_s_after)} vs measured {ms(m.tpot_s)} (expected/measured "
                       f"{x.tpot_s_after / m.tpot_s:.2f}); TTFT expected {ms(x.ttft_s_after)} vs measured {ms(m.ttft_s)}",
                       markup=False, highlight=False)
-    for v in outcome.served:
-        out.print(f"served {v.label}: " + (f"{r['objective']} {human.objective(r['objective'], v.objective)}"
-                                           if v.objective is not None else f"failed: {v.error}"), markup=False)
+    if r.get("served"):
+        out.print(served_table(r))
+        if r.get("serve_decision"):
+            out.print(f"serve stage: {r['serve_decision']}", markup=False, highlight=False)
     env = r.get("environment") or {}
     if env.get("busy"):
         out.print(f"[yellow]the machine was busy during this run ({escape('; '.join(env['busy_reasons']))}): steps "
@@ -133,6 +133,33 @@ def _run_tune(start, fmt: Format = Format.table, spec=None) -> None:
         out.print(f"accepted: {kept or 'none (the baseline stays)'}")
         out.print(f"ship it: [cyan]{escape(best['serve'])}[/cyan]")
     out.print(f"report: {Path(outcome.run_dir) / 'report.md'} (also report.html, report.json)")
+
+
+def served_table(r: dict) -> Table:
+    """The serve stage on the terminal: every variant on the same load (measured), engines not installed with
+    their install command."""
+    from infertune import human
+
+    conc = r["workload"]["concurrency"]
+    t = Table(title=f"served at concurrency {conc}, same requests for each (measured)")
+    for col in ("variant", "start-up s", "peak MiB", "tok/s", "TTFT p50/p95", "e2e p50",
+                f"{r['objective']} ± spread", "verdict"):
+        t.add_column(col, justify="left" if col in ("variant", "verdict") else "right")
+    for v in r["served"]:
+        if v["status"] != "ok":
+            what = v["error"] if v["status"] == "failed" else f"not measured: {v['install']}" + (
+                "" if v["error"] == "not installed" else f" ({v['error']})")
+            t.add_row(v["label"], "-", "-", "-", "-", "-", "-", what)
+            continue
+        lv = v["at_concurrency"]
+        obj = "-" if v["objective"] is None else human.objective(r["objective"], v["objective"]) + (
+            f" ± {v['spread']:.0%}" if v["spread"] is not None else "")
+        verdict = v["verdict"] + (f" ({'; '.join(v['slo_missed'])})" if v["slo_missed"] else "")
+        t.add_row(v["label"], f"{v['startup_s']:,.1f}" if v["startup_s"] is not None else "-",
+                  f"{v['peak_memory_bytes'] / 2**20:,.0f}" if v["peak_memory_bytes"] else "-",
+                  f"{lv['output_tokens_per_s']:,.1f}", f"{ms(lv['ttft_s']['p50'])} / {ms(lv['ttft_s']['p95'])}",
+                  ms(lv["e2e_s"]["p50"]), obj, verdict)
+    return t
 
 
 def tune(
@@ -169,7 +196,8 @@ def tune(
         help="the most one trial may allocate (8GB): past it that trial is 'oom' and the run goes on")] = None,
     serve: Annotated[Optional[bool], typer.Option(
         "--serve/--no-serve", help="then serve the result with transformers serve, with and without continuous "
-        "batching, and load-test both (default: when concurrency > 1)")] = None,
+        "batching, and with every installed engine (vLLM), load-test each on the same requests and ship the measured "
+        "winner (default: when concurrency > 1)")] = None,
     trust_remote_code: TrustOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:

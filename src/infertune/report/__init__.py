@@ -12,12 +12,14 @@ from infertune.measure.machine import combine
 from infertune.models import command_name
 from infertune.paths import write_atomic
 from infertune.render import config_for, estimate_setup, serve_command
+from infertune.report import served as serving
 from infertune.report.markdown import markdown
 from infertune.report.page import tune_page
 from infertune.schema import SCHEMA_VERSION
+from infertune.served import ServeStep, choose, latest
 from infertune.techniques import REGISTRY, Facts
 from infertune.techniques.serving import vllm_command
-from infertune.tune import ServeStep, Step, TuneSpec, best_served, best_step, measurable
+from infertune.tune import Step, TuneSpec, best_step, measurable
 
 CONTEXT_LENGTHS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -89,22 +91,14 @@ def _step_row(s: Step) -> dict[str, Any]:
             "expected": s.expected.model_dump(mode="json") if s.expected else None}
 
 
-def _served_row(v: ServeStep, model: str, concurrency: int, chosen: bool) -> dict[str, Any]:
-    row: dict[str, Any] = {"label": v.label, "flags": v.flags, "objective": v.objective, "chosen": chosen,
-                           "status": "ok" if v.trial else "error", "error": v.error}
-    if v.trial:
-        level = next((lv for lv in v.trial.load.levels if lv.concurrency == concurrency), v.trial.load.levels[-1])
-        row.update(command=v.trial.shell(model), log=v.trial.log, server_peak_rss_bytes=v.trial.server_peak_rss_bytes,
-                   at_concurrency=level.model_dump(mode="json"),
-                   levels=[lv.model_dump(mode="json") for lv in v.trial.load.levels])
-    return row
-
-
 def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None,
           run_dir: Path | None = None, served: list[ServeStep] | None = None) -> dict[str, Any]:
     best = best_step(steps)
-    served = served or []
-    winner = best_served(spec.objective, served)
+    served = latest(served or [])  # serve.jsonl as written: a variant measured on resume replaces its old row
+    winner, comparisons = choose(spec.objective, served)
+    shown = command_name(spec.model, spec.model_path)  # how the serve commands name the model
+    rows = [serving.row(v, shown, spec.workload.concurrency, c, v is winner) for v, c in zip(served, comparisons)]
+    evidence = serving.engine_evidence(rows, spec.objective, spec.workload.concurrency)
     accepted = [s for s in steps if s.accepted and s.technique]
     tradeoffs = [t for s in accepted for t in REGISTRY[s.technique].tradeoffs]
     docs = sorted({d for s in accepted for d in REGISTRY[s.technique].docs})
@@ -113,6 +107,8 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
     if best is not None:
         # Compatible with the accepted setup but not measured in this run: say why, mark unverified.
         tried = {s.technique for s in steps}
+        if evidence:
+            tried.add("serving-engine")  # measured in the serve stage: its evidence is in "serving_engine"
         for tid, t in REGISTRY.items():
             if tid in tried or t.applied(best.setup):
                 continue
@@ -124,7 +120,6 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
                                           if not measurable(after) else "not tried (trial or time budget)")
             unverified.append({"technique": tid, "why": why})
         open_q = sorted({i for u in unverified for i in u["why"].split("; ") if "?" in i})
-    shown = command_name(spec.model, spec.model_path)  # how the serve commands name the model
     out_text = None
     if best is not None and best.trial.outputs:
         out_text = best.trial.outputs[0].text
@@ -141,15 +136,29 @@ def build(spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] |
             "serve": winner.trial.shell(shown) if winner else serve_command(facts, best.setup),
             "serve_measured": winner is not None,
             "greedy_output_prompt_0": out_text,
-            "engine": None if best.setup.engine == "vllm" else vllm_command(
+            "engine": None if best.setup.engine == "vllm" or (winner and winner.engine != "transformers") else vllm_command(
                 shown, best.setup, facts.input_len + facts.max_new_tokens, max(facts.concurrency * facts.batch, 1)),
             "validate": f"infertune measure --workload {run_dir / 'best.yaml' if run_dir else 'best.yaml'}",
         },
         "memory_vs_context": None if best is None else memory_vs_context(facts, steps, best),
-        "served": [_served_row(v, shown, spec.workload.concurrency, v is winner) for v in served],
+        "served": rows,
+        "serve_decision": _decision(spec.objective, winner, rows),
+        "serving_engine": evidence,
         "tradeoffs": tradeoffs, "docs": docs, "open_questions": open_q, "unverified": unverified,
         "warnings": list(warnings or []),
     }
+
+
+def _decision(objective: str, winner: ServeStep | None, rows: list[dict[str, Any]]) -> str | None:
+    if not rows:
+        return None
+    if winner is None:
+        return "no served variant met the limits: the serve command is the accepted setup's, unverified"
+    inconclusive = [r["label"] for r in rows if r["verdict"].startswith("within the spread")]
+    why = (f"; within the spread of it (inconclusive, the simpler stack stays): {', '.join(inconclusive)}"
+           if inconclusive else "")
+    return f"ship {winner.label}: the {objective} measured best under the limits, clear of the spread{why}" \
+        if len([r for r in rows if r["status"] == "ok"]) > 1 else f"ship {winner.label}: the only variant measured"
 
 
 def write(run_dir: Path, spec: TuneSpec, steps: list[Step], facts: Facts, warnings: list[str] | None = None,

@@ -220,7 +220,7 @@ def served_chart(r: dict[str, Any]) -> Chart | None:
         from_zero(ax)
         ax.set_xlim(left=0)
         ax.legend(loc="best")
-    return ("Served with transformers serve: latency and throughput versus load (measured)", svg_uri(fig),
+    return ("Served: latency and throughput versus load (measured)", svg_uri(fig),
             "Each point is one load level of a closed-loop test against the running server.")
 
 

@@ -57,8 +57,8 @@ def markdown(r: dict[str, Any]) -> str:
     if b:
         lines += ["## The configuration to ship", "", "Python (loads and generates exactly as the trial did):", "",
                   "```python", b["python"].rstrip(), "```", "",
-                  "Serve it with transformers serve" + (" (measured best in this run, below):" if b.get("serve_measured")
-                                                        else " (not load-tested in this run: unverified):"), "",
+                  "Serve it" + (" (the served variant measured best in this run, below):" if b.get("serve_measured")
+                                else " with transformers serve (not load-tested in this run: unverified):"), "",
                   "```bash", b["serve"], "```", ""]
         if b.get("engine"):
             lines += ["The same configuration on a dedicated engine (not run here: unverified):", "",
@@ -82,27 +82,46 @@ def markdown(r: dict[str, Any]) -> str:
 
 
 def served_rows(r: dict[str, Any]) -> list[list[str]]:
+    """Every served variant as text cells: measured ones with start-up, peak memory, percentiles, throughput
+    and the verdict against the chosen one; an engine that is not installed says how to install it."""
     def pct(p: dict) -> str:
         return " / ".join(human.duration(p[k]) for k in ("p50", "p95", "p99"))
 
     rows = []
     for v in r["served"]:
         name = f"{v['label']}: {' '.join(v['flags']) or 'no flags'}"
+        if v["status"] == "not measured":
+            rows.append([name, "not measured", "", "", "", "", "", "", f"{v['error']}: {v['install']}"])
+            continue
         if v["status"] != "ok":
-            rows.append([name, f"failed: {v['error']}", "", "", "", "", "", ""])
+            rows.append([name, "failed", "", "", "", "", "", "", v["error"] or ""])
             continue
         lv = v["at_concurrency"]
-        rows.append([name, pct(lv["ttft_s"]), pct(lv["itl_s"]), human.duration(lv["e2e_s"]["p50"]),
-                     human.rate(lv["output_tokens_per_s"], "tok/s"), human.rate(lv["requests_per_s"], "req/s"),
-                     human.size(v["server_peak_rss_bytes"]), "yes" if v["chosen"] else ""])
+        vs = "-" if v.get("ratio_to_chosen") is None else f"{v['ratio_to_chosen']:.2f}x" + (
+            f" ± {human.share(v['band'])}" if v.get("band") is not None else "")
+        verdict = v["verdict"] + (f" ({'; '.join(v['slo_missed'])})" if v.get("slo_missed") else "")
+        rows.append([name, human.duration(v.get("startup_s")), human.size(v.get("peak_memory_bytes")),
+                     pct(lv["ttft_s"]), pct(lv["itl_s"]), human.duration(lv["e2e_s"]["p50"]),
+                     human.rate(lv["output_tokens_per_s"], "tok/s"), vs, verdict])
     return rows
 
 
-SERVED_HEADERS = ["variant", "TTFT p50 / p95 / p99", "ITL p50 / p95 / p99", "end-to-end p50", "throughput",
-                  "requests", "server peak RSS", "chosen"]
+SERVED_HEADERS = ["variant", "start-up", "peak memory (all processes)", "TTFT p50 / p95 / p99",
+                  "ITL p50 / p95 / p99", "end-to-end p50", "throughput", "vs chosen", "verdict"]
 
 
 def _served(r: dict[str, Any]) -> list[str]:
+    from infertune.techniques.base import EngineEvidence
+
     conc = r["workload"]["concurrency"]
-    return ([f"## Served with transformers serve (measured at concurrency {conc}, the workload's prompts at their "
-             "natural length)", ""] + _table(SERVED_HEADERS, served_rows(r)) + [""])
+    lines = [f"## Served (measured at concurrency {conc}, the same requests for every server: the workload's "
+             "prompts at their natural length)", "",
+             f"Each server's {r['objective']} is the median of its rounds at concurrency {conc}; a variant replaces the "
+             "simpler one only when the ratio clears both spreads added (docs/tuning.md).", ""]
+    lines += _table(SERVED_HEADERS, served_rows(r)) + [""]
+    if r.get("serve_decision"):
+        lines += [f"Decision: {r['serve_decision']}.", ""]
+    if r.get("serving_engine"):
+        lines += ["Serving-engine move, measured on this workload:", ""]
+        lines += [f"- {EngineEvidence.model_validate(e).line()}" for e in r["serving_engine"]] + [""]
+    return lines

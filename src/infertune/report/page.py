@@ -64,7 +64,7 @@ def _code(r: dict[str, Any]) -> str:
     parts = [code(b["python"], "Python: loads and generates exactly as the trial did", "python")]
     served = "measured in this run (see the served table)" if b.get("serve_measured") else \
         "not load-tested in this run: unverified"
-    parts.append(code(b["serve"], f"transformers serve ({served})", "bash"))
+    parts.append(code(b["serve"], f"Serve it ({served})", "bash"))
     if b.get("engine"):
         parts.append(code(b["engine"], "The same configuration on a dedicated engine (not run here: unverified)",
                           "bash"))
@@ -77,9 +77,11 @@ def _code(r: dict[str, Any]) -> str:
 def _served(r: dict[str, Any]) -> str:
     if not r.get("served"):
         return ""
-    return (f"<section id='served'><h2>Served with transformers serve {tag('measured')}</h2>"
-            f"<p>At concurrency {r['workload']['concurrency']}, the workload's prompts at their natural length.</p>"
-            + table(SERVED_HEADERS, served_rows(r), num={1, 2, 3, 4, 5, 6}) + "</section>")
+    decision = f"<p><b>Decision:</b> {esc(r['serve_decision'])}.</p>" if r.get("serve_decision") else ""
+    return (f"<section id='served'><h2>Served {tag('measured')}</h2>"
+            f"<p>At concurrency {r['workload']['concurrency']}, the same requests for every server (the workload's "
+            "prompts at their natural length); each figure is the median of the server's rounds.</p>"
+            + table(SERVED_HEADERS, served_rows(r), num={1, 2, 3, 4, 5, 6, 7}) + decision + "</section>")
 
 
 def _unverified(r: dict[str, Any]) -> str:

@@ -55,6 +55,44 @@ class Setup(BaseModel):
         return {k: v for k, v in theirs.items() if mine[k] != v}
 
 
+class EngineEvidence(BaseModel):
+    """A serving engine against transformers serve on the user's own workload, measured on this host by a tune
+    run's serve stage (report.json's `serving_engine`): the ratios the serving-engine move carries."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["measured"] = "measured"
+    engine: str
+    against: str  # the transformers serve variant it was compared with (the best measured one)
+    concurrency: int
+    objective: str  # the tune's objective: throughput, latency or memory
+    objective_ratio: float | None  # engine / transformers on that objective (median of the rounds)
+    band: float | None  # the ratio's band: both spreads added (None: one round)
+    clear: bool  # the difference lies outside the band
+    better: bool  # ... and favours the engine
+    throughput_ratio: float | None = None
+    ttft_p50_ratio: float | None = None
+    startup_s: float | None = None
+    peak_memory_bytes: int | None = None
+    reference_startup_s: float | None = None
+    reference_peak_memory_bytes: int | None = None
+    source: str | None = None  # the run it came from
+
+    def line(self) -> str:
+        def x(v: float | None) -> str:
+            return "-" if v is None else f"{v:.2f}x"
+
+        verdict = "clearly better" if self.better else "clearly worse" if self.clear else "within the spread"
+        band = f" ± {self.band:.0%}" if self.band is not None else " (one round: no spread)"
+        extra = f"; start-up {self.startup_s:,.0f} s" if self.startup_s else ""
+        if self.peak_memory_bytes and self.reference_peak_memory_bytes:
+            extra += f"; peak memory {self.peak_memory_bytes / 2**20:,.0f} vs {self.reference_peak_memory_bytes / 2**20:,.0f} MiB"
+        return (f"{self.engine} vs {self.against} at concurrency {self.concurrency} (measured{', ' + self.source if self.source else ''}): "
+                f"{self.objective} {x(self.objective_ratio)}{band}, {verdict}; "
+                + ("" if self.objective == "throughput" else f"throughput {x(self.throughput_ratio)}, ")
+                + f"TTFT p50 {x(self.ttft_p50_ratio)}{extra}")
+
+
 @dataclass
 class Facts:
     """What compatibility checks may read: the model, the workload's shape, the target hardware and software."""
@@ -75,6 +113,8 @@ class Facts:
     packages_known: bool = True
     # Versions the user stated for the target (--lib NAME=VERSION): known, whatever the host has.
     stated: dict[str, str] = field(default_factory=dict)
+    # serving engines measured against transformers serve on this workload and host (a tune run's serve stage)
+    engines_measured: list[EngineEvidence] = field(default_factory=list)
 
     @property
     def cc(self) -> float | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 from infertune.config import vllm_flags
-from infertune.techniques.base import Check, Facts, Setup, Technique, register
+from infertune.techniques.base import Check, EngineEvidence, Facts, Setup, Technique, register
 from infertune.techniques.batching import max_batch_tokens
 from infertune.techniques.parallel import TensorParallel
 
@@ -54,6 +54,9 @@ class ServingEngine(Technique):
         return s.engine != "transformers"
 
     def check(self, f: Facts, s: Setup) -> Check:
+        measured = measured_verdict(f)
+        if measured is not None:  # measured on this workload and host: that outranks every rule of thumb
+            return Check() if measured.better else Check(blockers=[f"measured here: {measured.line()}"])
         beyond = f.platform == "cuda" and machines_needed(f, s) > 1
         # over several GPUs (device_map or tp) transformers batches nothing continuously and device_map runs
         # the GPUs one after another: an engine shards the model with tensor parallelism and batches
@@ -75,10 +78,19 @@ class ServingEngine(Technique):
         nodes = machines_needed(f, s) if f.platform == "cuda" else 1
         if nodes > 1:  # tensor parallel inside each machine, pipeline stages across them
             update["pp"] = nodes
-        return [s.model_copy(update={**update, "engine": e}) for e in ENGINES]
+        won = {e.engine for e in f.engines_measured if e.better}  # an engine measured better here comes first
+        return [s.model_copy(update={**update, "engine": e}) for e in sorted(ENGINES, key=lambda e: e not in won)]
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         return self.moves(f, s)[0]
+
+
+def measured_verdict(f: Facts) -> EngineEvidence | None:
+    """The best measured engine on these facts' workload (a clear win first), or None when none was measured."""
+    found = [e for e in f.engines_measured if e.engine in ENGINES]
+    if not found:
+        return None
+    return max(found, key=lambda e: (e.better, not e.clear, e.throughput_ratio or 0))
 
 
 def engine_command(model: str, s: Setup, max_model_len: int, max_num_seqs: int) -> str:
