@@ -2,9 +2,9 @@
 
 One module per verb family; everything printed is rendered in `output`; `app` holds the typer app and the
 shared options, `exits` the exit codes and error lines, `quick` the verbs that answer from caches and their
-way in without typer (this package imports nothing at first, so `quick` starts
-without typer). `main` registers only the commands of the verb being run (each verb family's module
-imports what it needs; start-up: benchmarks/estimate_startup.py); `register()` adds them all.
+way in without typer (so this package imports nothing itself). `main` registers only the commands of the
+verb being run, so only that verb family's module is imported (start-up: benchmarks/estimate_startup.py);
+`register()` adds them all.
 """
 
 import importlib
