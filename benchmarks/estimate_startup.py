@@ -4,7 +4,8 @@ Warm: the demo model is prepared, its profile and this host's CPU probe are cach
 (one unmeasured run first), and Python's bytecode caches are written (as for an installed package:
 PYTHONDONTWRITEBYTECODE is cleared for the children). Commands run interleaved (A B C ... A B C ...) so a
 busy machine slows them alike; the ratio of medians is the figure, the spread and the load average say how
-noisy the machine was. Each warm verb is also checked for what it imported: neither torch nor transformers.
+noisy the machine was. CPU time (user + system of each child) is shown beside the wall time: a shared
+machine inflates it less. Each warm verb is also checked for what it imported: neither torch nor transformers.
 
     python benchmarks/estimate_startup.py [--repeats 9]
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,19 +47,23 @@ def main() -> None:
     for cmd in VERBS.values():  # warm: profile and CPU probe cached, bytecode written
         subprocess.run(cmd, env=_env(), capture_output=True, check=True)
     times: dict[str, list[float]] = {name: [] for name in VERBS}
+    cpu: dict[str, list[float]] = {name: [] for name in VERBS}  # user + system: what a busy machine inflates least
     load_before = os.getloadavg()[0]
     for _ in range(args.repeats):
         for name, cmd in VERBS.items():
-            t = time.perf_counter()
+            r, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             subprocess.run(cmd, env=_env(), capture_output=True, check=True)
             times[name].append(time.perf_counter() - t)
+            r2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(r2.ru_utime + r2.ru_stime - r.ru_utime - r.ru_stime)
     load_after = os.getloadavg()[0]
-    bare = statistics.median(times["python -c pass"])
-    print(f"{'command':<24} {'median':>8} {'min':>8} {'max':>8} {'x bare':>7}  heavy imports")
+    bare, bare_cpu = statistics.median(times["python -c pass"]), statistics.median(cpu["python -c pass"])
+    print(f"{'command':<24} {'median':>8} {'min':>8} {'max':>8} {'x bare':>7} {'CPU':>7} {'x bare':>7}  heavy imports")
     for name, ts in times.items():
-        med = statistics.median(ts)
+        med, med_cpu = statistics.median(ts), statistics.median(cpu[name])
         heavy = "" if name.startswith("python") else (", ".join(_heavy_imports(VERBS[name])) or "none")
-        row = f"{med * 1e3:7.0f}ms {min(ts) * 1e3:7.0f}ms {max(ts) * 1e3:7.0f}ms {med / bare:6.1f}x"
+        row = (f"{med * 1e3:7.0f}ms {min(ts) * 1e3:7.0f}ms {max(ts) * 1e3:7.0f}ms {med / bare:6.1f}x "
+               f"{med_cpu * 1e3:5.0f}ms {med_cpu / bare_cpu:6.1f}x")
         print(f"{name:<24} {row}  {heavy}")
     print(f"\n{args.repeats} interleaved runs each; 1-minute load average {load_before:.1f} before, {load_after:.1f} "
           f"after, on {os.cpu_count()} cores")

@@ -361,8 +361,10 @@ def test_help_at_80_columns_shows_every_option_name_whole():
     import click
     import typer
 
-    from infertune.cli import app
+    from infertune.cli import register
+    from infertune.cli.app import app
 
+    register()  # every command (`infertune` registers only the one it runs)
     group = typer.main.get_command(app)
     commands = [(name, c) for name, c in group.commands.items() if not isinstance(c, click.Group)]
     for name, command in commands:

@@ -74,7 +74,7 @@ def test_eager_prefill_pays_for_the_full_score_matrix_sdpa_for_half():
 
 
 def test_small_model_on_a_gpu_is_host_bound_and_compiling_removes_it():
-    h100 = find_accelerator("H100")
+    h100 = find_accelerator("H100 SXM")
     s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64)
     eager = estimate(llama(), s, h100).speed
     compiled = estimate(llama(), s.model_copy(update={"compile": True}), h100).speed
@@ -104,7 +104,7 @@ def test_large_model_on_a_gpu_is_bandwidth_bound_at_the_kernel_efficiency():
 
 
 def test_bitsandbytes_4bit_batch_one_kernel_and_dequantizing_batches():
-    h100 = find_accelerator("H100")
+    h100 = find_accelerator("H100 SXM")
     from infertune.estimate.memory import Quantization
 
     s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64, quantization=Quantization.parse("bnb-nf4"))
@@ -119,7 +119,7 @@ def test_bitsandbytes_4bit_batch_one_kernel_and_dequantizing_batches():
 
 
 def test_a_gpu_calibration_replaces_the_published_factors():
-    h100 = find_accelerator("H100").model_copy(update={"calibration": cal("NVIDIA H100", step=1e-3, layer=0.1e-3)})
+    h100 = find_accelerator("H100 SXM").model_copy(update={"calibration": cal("NVIDIA H100", step=1e-3, layer=0.1e-3)})
     s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64)
     x = estimate(llama(), s, h100).speed.expected
     assert x.fixed_s_per_step == pytest.approx(1e-3 + L * 0.1e-3)
@@ -156,6 +156,31 @@ def test_calibration_is_measured_once_and_cached(infertune_home, monkeypatch):
     calibration.cached("cpu")
     assert calls == ["cpu", "cpu"]  # a different host (or torch, or thread count) measures again
     assert calibration.cached("cpu", measure_if_missing=False) is not None
+
+
+def test_the_host_key_is_read_without_torch_once_remembered(infertune_home):
+    """A warm estimate checks its cached calibration without importing torch (seconds): the key torch gives is
+    remembered per fingerprint of what decides it, and a change there (here the thread variable) asks torch."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from infertune.estimate import calibration; "
+            "print(json.dumps([calibration.host_key('cpu'), 'torch' in sys.modules]))")
+
+    def child(**env):
+        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                             timeout=300, check=True)
+        return json.loads(out.stdout)
+
+    key, asked_torch = child()
+    import torch
+
+    assert asked_torch and key.startswith("cpu|") and key.endswith(f"|torch={torch.__version__}")
+    assert child() == [key, False]
+    one_thread = child(OMP_NUM_THREADS="1")
+    assert one_thread[1] and "|threads=1|" in one_thread[0]
+    assert child(OMP_NUM_THREADS="1") == [one_thread[0], False] and child() == [key, False]
 
 
 def test_linear_time_interpolates_between_measured_rows():
@@ -304,6 +329,6 @@ def test_moe_reads_only_the_experts_the_step_picks():
     assert X._active_weights(moe, 1000.0, 1) == pytest.approx(1000 - 900 * (1 - 0.25), rel=1e-6)
     assert X._active_weights(moe, 1000.0, 64) == pytest.approx(1000.0, rel=1e-6)  # a big batch touches them all
     assert X._active_weights(base, 1000.0, 1) == 1000.0  # a dense profile: everything
-    h100 = find_accelerator("H100")
+    h100 = find_accelerator("H100 SXM")
     s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64, compile=True)
     assert estimate(moe, s, h100).speed.expected.tpot_s < estimate(base, s, h100).speed.expected.tpot_s

@@ -236,3 +236,21 @@ def test_measure_downloads_the_weights_through_the_cache(hub, tmp_path):
     on_disk = sorted(p.name for p in weight_files(tmp_path / "hf-cache"))
     index = json.loads((hub.sharded / "model.safetensors.index.json").read_text())
     assert on_disk == sorted(set(index["weight_map"].values()))
+
+
+def test_local_safetensors_headers_read_as_huggingface_hub_reads_them(tiny_model, tmp_path):
+    """The warm path reads the headers itself (huggingface_hub's reader comes with its whole client, ~0.3 s to
+    import): the result must be the library's own, for one file and for shards with an index."""
+    from huggingface_hub import get_local_safetensors_metadata
+
+    from infertune.hub import local_safetensors
+    from tests.conftest import build_tiny_model
+
+    sharded = build_tiny_model(tmp_path / "sharded", dtype="bfloat16", max_shard_size="100KB")
+    assert len(list(sharded.glob("*.safetensors"))) > 1
+    for folder in (tiny_model, sharded):
+        assert local_safetensors(folder) == get_local_safetensors_metadata(folder)
+    (sharded / sorted(sharded.glob("*.safetensors"))[0].name).write_bytes(b"\xff" * 16)  # a damaged shard
+    assert local_safetensors(sharded) is None
+    (tmp_path / "empty").mkdir()
+    assert local_safetensors(tmp_path / "empty") is None

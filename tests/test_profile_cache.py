@@ -1,4 +1,5 @@
-"""A model seen before is profiled from the cache: no torch, no transformers, the same answer."""
+"""A model seen before is profiled from the cache: no torch, no transformers, the same answer; the command line's
+profile, estimate and advise then start without typer and rich either (start-up: benchmarks/estimate_startup.py)."""
 
 from __future__ import annotations
 
@@ -22,22 +23,59 @@ print(json.dumps({"imported": sorted(m for m in ("torch", "transformers", "accel
 """
 
 
-def _run(folder, home) -> dict:
+HEAVY = {"torch", "transformers", "accelerate"}
+
+
+def _env(home) -> dict:
     env = {**os.environ, "INFERTUNE_HOME": str(home)}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=env, capture_output=True, text=True,
+    env.pop("INFERTUNE_NO_CALIBRATION")  # the cached host calibration is read too, as a user's estimate reads it
+    return env
+
+
+def _run(folder, home) -> dict:
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=_env(home), capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _cli_imports(home, *args) -> set[str]:
+    """The top-level packages `python -m infertune ARGS` imported (read from -X importtime), as a user runs it."""
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "infertune", *args], env=_env(home),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines()
+            if line.startswith("import time:")}
+
+
+def _calibrated(home) -> None:
+    """This host's calibration in the cache (made-up rates: measuring takes seconds), keyed as a real one."""
+    from infertune.estimate import calibration
+    from infertune.paths import write_json_atomic
+
+    table = {str(r): 1e-9 for r in calibration.ROWS}
+    cal = calibration.Calibration(device="cpu", host_key=calibration.host_key("cpu"), measured_at=0.0, copy_Bps=1e10,
+                                  linear_s_per_elem={d: table for d in calibration.DTYPES},
+                                  step_s={a: 1e-3 for a in calibration.ATTNS}, layer_s={a: 1e-4 for a in calibration.ATTNS})
+    write_json_atomic(calibration.cache_path("cpu"), cal.model_dump(mode="json"))
+
+
 def test_profile_estimate_and_advise_on_a_model_seen_before_import_neither_torch_nor_transformers(
         tiny_model, infertune_home):
+    _calibrated(infertune_home)
     first = _run(tiny_model, infertune_home)  # first sight: meta-device count, CPU probe; both cached
     assert "transformers" in first["imported"] and "torch" in first["imported"]
     assert list((infertune_home / "profiles").glob("*.json")) and (infertune_home / "cpu-probe.json").is_file()
     again = _run(tiny_model, infertune_home)
     assert again["imported"] == []
     assert {k: again[k] for k in ("params", "kv", "weights")} == {k: first[k] for k in ("params", "kv", "weights")}
+    # the command line: these verbs start without typer and rich too (infertune.cli.quick), JSON or table
+    for verb in ("profile", "estimate", "advise"):
+        found = _cli_imports(infertune_home, verb, "--model", str(tiny_model), "--format", "json")
+        assert not found & (HEAVY | {"typer", "rich", "numpy"}), (verb, found & (HEAVY | {"typer", "rich", "numpy"}))
+    table = _cli_imports(infertune_home, "estimate", "--model", str(tiny_model))
+    assert "rich" in table and not table & (HEAVY | {"typer"})
+    assert "typer" in _cli_imports(infertune_home, "estimate", "--help")  # what the quick way leaves to typer
 
 
 def test_the_cache_key_is_the_config_and_the_transformers_version(monkeypatch, tmp_path, infertune_home):

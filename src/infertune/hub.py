@@ -185,23 +185,44 @@ def _code_files(config: Path) -> list[str]:
 
 
 def local_safetensors(folder: Path):
-    """`SafetensorsRepoMetadata` from the folder's own weight files; None when it has none (or not all shards)."""
-    from huggingface_hub import get_local_safetensors_metadata
+    """`SafetensorsRepoMetadata` from the folder's own weight files; None when it has none (or not all shards).
+    The headers are read here, not through `huggingface_hub.get_local_safetensors_metadata`, whose module (the
+    whole hub client) takes ~0.3 s to import: a warm `estimate` reads them every time."""
+    from huggingface_hub.utils import SafetensorsRepoMetadata
 
     index = folder / "model.safetensors.index.json"
-    if not (folder / "model.safetensors").is_file():
-        if not index.is_file():
-            return None
-        try:
-            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-        except (OSError, ValueError, KeyError):
-            return None
-        if not shards or not all((folder / s).is_file() for s in shards):
-            return None
     try:
-        return get_local_safetensors_metadata(folder)
-    except Exception:
+        if (folder / "model.safetensors").is_file():
+            files = {"model.safetensors": _read_header(folder / "model.safetensors")}
+            weight_map = {t: "model.safetensors" for t in files["model.safetensors"].tensors}
+            metadata, sharded = None, False
+        elif index.is_file():
+            data = json.loads(index.read_text(encoding="utf-8"))
+            weight_map, metadata, sharded = data["weight_map"], data.get("metadata"), True
+            shards = set(weight_map.values())
+            if not shards or not all((folder / s).is_file() for s in shards):
+                return None
+            files = {s: _read_header(folder / s) for s in sorted(shards)}
+        else:
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    return SafetensorsRepoMetadata(metadata=metadata, sharded=sharded, weight_map=weight_map, files_metadata=files)
+
+
+def _read_header(file: Path):
+    """One safetensors file's header: 8 bytes (little-endian length), then that many bytes of JSON."""
+    from huggingface_hub.utils import SafetensorsFileMetadata, TensorInfo
+
+    with open(file, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        if not 2 <= size <= 100 * 2**20:
+            raise ValueError(f"{file}: not a safetensors header")
+        header = json.loads(f.read(size))
+    metadata = header.pop("__metadata__", None) or {}
+    return SafetensorsFileMetadata(metadata=metadata, tensors={
+        name: TensorInfo(dtype=t["dtype"], shape=t["shape"], data_offsets=tuple(t["data_offsets"]))
+        for name, t in header.items()})
 
 
 def _headers_file(repo: str, commit: str) -> Path:

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from infertune.api.checkup import DoctorResult, ScriptAdvice, doctor
     from infertune.api.common import (OnEvent, Say, default_run_dir, input_lengths, parse_budgets, parse_size_flag,
                                       parse_tokens)
-    from infertune.api.plan import EnvReport, EstimateSweep, advise, env, estimate
+    from infertune.api.advice import advise
+    from infertune.api.plan import EnvReport, EstimateSweep, env, estimate
     from infertune.api.runs import (TuneOutcome, check_device, host_facts, measure, report, resume_only, run_tune,
                                     tune, tune_spec)
 
@@ -20,10 +21,11 @@ if TYPE_CHECKING:
 # model seen before stays clear of the trial runner, the tuner and their libraries (start-up, see
 # benchmarks/estimate_startup.py).
 _HOME = {
+    "advice": ("advise",),
     "checkup": ("DoctorResult", "ScriptAdvice", "doctor"),
     "common": ("OnEvent", "Say", "default_run_dir", "input_lengths", "parse_budgets", "parse_size_flag",
                "parse_tokens"),
-    "plan": ("EnvReport", "EstimateSweep", "advise", "env", "estimate"),
+    "plan": ("EnvReport", "EstimateSweep", "env", "estimate"),
     "runs": ("TuneOutcome", "check_device", "host_facts", "measure", "report", "resume_only", "run_tune", "tune",
              "tune_spec"),
 }

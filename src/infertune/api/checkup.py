@@ -8,8 +8,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from infertune.advise import Advice
+from infertune.api.advice import advise
 from infertune.api.common import Say, _quiet
-from infertune.api.plan import advise
 from infertune.doctor import DoctorResult as Findings
 from infertune.errors import UserError
 from infertune.hub import revision_of

@@ -1,17 +1,14 @@
-"""The verbs that answer without running the model: env, estimate, advise."""
+"""The verbs that answer without running the model: env and estimate (advise: `infertune.api.advice`)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.advise import Advice
 from infertune import validate
-from infertune.api.common import Say, _quiet, input_lengths, parse_tokens
+from infertune.api.common import Say, _quiet, parse_tokens
 from infertune.errors import UserError
 from infertune.estimate import Estimate
 from infertune.hub import REVISION_DOC, revision_of
@@ -95,9 +92,8 @@ def estimate(model: str | None = None, revision: str | None = None, dtype: str =
     path = models.resolve(model, revision, say=say)
     prof = profile_model(path, trust_remote_code)
     resolved = resolve_dtype(dtype, prof.native_dtype)
-    if acc is None:
-        say("probing this CPU's bandwidth and FLOP/s")
-        acc = probe_cpu()
+    if acc is None:  # this CPU: measured once (it says so), then read from the cache
+        acc = probe_cpu(say=say)
     base = EstimateSettings(
         dtype=resolved, quantization=quant, kv_cache=kv_cache, kv_nbits=kv_nbits,
         kv_residual_len=kv_residual_len, max_cache_len=cache_len, attn=attn, prefill_chunk=chunk,
@@ -107,106 +103,3 @@ def estimate(model: str | None = None, revision: str | None = None, dtype: str =
     results = [run_estimate(prof, base.model_copy(update={"input_len": n}), acc, model=models.command_name(model, path),
                             gpus=gpus, max_memory=budgets, model_revision=rev) for n in lengths]
     return results[0] if len(results) == 1 else EstimateSweep(model_revision=rev, sweep=results)
-
-
-# --- advise -----------------------------------------------------------------------------------------------
-
-
-def advise(workload: str | Path | None = None, model: str | None = None, revision: str | None = None,
-           gpu: str | None = None, gpus: int = 1, vram: str | None = None, cpu_ram: str | None = None,
-           dtype: str | None = None, attn: str | None = None, quantization: str | None = None,
-           kv_cache: str | None = None, compile: bool = False, batching: str | None = None,
-           input_len: str | int | None = None, max_new_tokens: str | int | None = None, batch: int | None = None,
-           concurrency: int | None = None, measured: str | Path | None = None, trust_remote_code: bool = False,
-           ask: Callable[[str, int], int] | None = None, say: Say = _quiet, device_map: str | None = None,
-           tp: int = 1, lib: list[str] | dict[str, str] | None = None) -> Advice:
-    """Diagnose where the workload hurts and propose one compatible change: an `Advice`. Missing details
-    are assumed and listed (or asked through `ask(question, default)` when given). `device_map` and `tp`
-    describe the current placement; `lib` the target's library versions (NAME=VERSION)."""
-    from infertune import intake, models
-    from infertune.advise import advise as run_advise
-    from infertune.config import check_attn, config_from
-    from infertune.probe.model import profile_model
-    from infertune.workload import load_run
-
-    validate.check(batch=batch, concurrency=concurrency, gpus=gpus)
-    check_attn(attn)
-    intake.check_current(dtype, quantization, kv_cache, batching)
-    if gpu:  # names and sizes first: nothing is read or probed for an input that will be refused
-        from infertune.estimate.accelerators import find_accelerator
-
-        find_accelerator(gpu)
-    for name, size in (("--vram", vram), ("--cpu-ram", cpu_ram)):
-        if size:
-            intake.parse_size(size, name)
-    # the run file is validated exactly as measure validates it: the workload and its config: section
-    wl, cfg_data = load_run(workload, model=model, revision=revision, **input_lengths(input_len),
-                            max_new_tokens=parse_tokens(max_new_tokens, "max_new_tokens")[0] if max_new_tokens else None,
-                            batch=batch, concurrency=concurrency)
-    cfg = config_from(cfg_data, "config")
-    given = wl.model_fields_set
-    n_in = wl.longest_input if given & {"input_len", "input_lens"} else None
-    n_out = wl.max_new_tokens if "max_new_tokens" in given else None
-    conc = wl.concurrency if "concurrency" in given else None
-    model = wl.model if "model" in given else models.DEFAULT_MODEL
-    trial, engines = _read_measured(measured, model) if measured is not None else (None, [])  # before any work
-    # the run file's config: describes the current setup where no flag does
-    dtype = dtype or (cfg.dtype if "dtype" in cfg.model_fields_set else None)
-    attn = attn or cfg.attn_implementation
-    kv_cache = kv_cache or cfg.cache_implementation
-    batching = batching or (cfg.batching if "batching" in cfg.model_fields_set else None)
-    if device_map is None and isinstance(cfg.device_map, str):
-        device_map = cfg.device_map
-    tp = tp if tp != 1 else cfg.tp_size
-    libs = lib if isinstance(lib, dict) else intake.parse_libs(lib)
-    path = models.resolve(model, wl.revision, say=say)
-    prof = profile_model(path, trust_remote_code)
-    intake.placement(prof, gpus, device_map, tp)  # a placement that cannot be is refused before any probe
-    say("reading the hardware")
-    acc, here = intake.target_hardware(gpu, vram)
-    shown = models.command_name(model, path)  # how snippets and commands name it
-    i = intake.build(prof, shown, acc, here, gpus=gpus, cpu_ram=cpu_ram, input_len=n_in, max_new_tokens=n_out,
-                     batch=wl.batch, concurrency=conc, dtype=dtype, attn=attn,
-                     quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,
-                     gpu_given=gpu is not None, ask=ask, device_map=device_map, tp=tp, libs=libs,
-                     max_memory=cfg.max_memory)
-    i.facts.engines_measured = engines
-    assumptions = i.assumptions + [f"serving engine {e.line()}" for e in engines]
-    advice = run_advise(i.facts, i.current, assumptions, i.questions, trial)
-    return advice.model_copy(update={"model_revision": revision_of(path)})
-
-
-def _same_model(a: str, b: str) -> bool:
-    from infertune import models
-
-    a, b = models.ALIASES.get(a, a), models.ALIASES.get(b, b)
-    return a == b or (Path(a).expanduser().is_dir() and Path(a).expanduser().resolve() == Path(b).expanduser().resolve())
-
-
-def _read_measured(measured: str | Path, model: str):
-    """`--measured`: a measure result (a trial of the current setup), or a tune run (its directory or report.json)
-    whose serve stage measured serving engines against transformers serve on this workload."""
-    import json
-
-    from infertune.measure.results import TrialResult
-    from infertune.techniques.base import EngineEvidence
-
-    path = Path(measured)
-    if path.is_dir():
-        path = path / "report.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"--measured: no such file {path}") from None
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and data.get("kind") == "tune-report":
-        if not _same_model(str(data.get("model")), model):
-            raise UserError(f"--measured: {measured} measured {data.get('model')}, not {model}")
-        return None, [EngineEvidence.model_validate({**e, "source": str(measured)})
-                      for e in data.get("serving_engine") or []]
-    try:
-        return TrialResult.model_validate(data), []
-    except ValueError:
-        raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE) nor "
-                        "a tune run (its directory or report.json)") from None

@@ -1,20 +1,13 @@
-"""The typer app, the options several verbs share, and `main`: exit codes and the one-line errors.
-
-Exit codes: 0 the command did its job (a trial that ended in oom/error/timeout is still a result),
-2 bad input (one line on stderr), 1 an internal error (one line; INFERTUNE_DEBUG=1 shows the traceback).
-"""
+"""The typer app, the options several verbs share, and `main` (exit codes and error lines: `exits`)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Annotated, Optional
 
 import typer
 
-from infertune import __version__
-from infertune.cli.output import err, out
-from infertune.errors import UserError
+from infertune.cli.exits import guard
+from infertune.cli.quick import Format
 
 app = typer.Typer(
     help="Pick, prove and ship the right inference optimization for a Transformers workload.",
@@ -33,6 +26,9 @@ app.add_typer(engines_app, name="engines")
 
 def _version(value: bool) -> None:
     if value:
+        from infertune import __version__  # lazily: reading the installed version takes 40 ms
+        from infertune.cli.output import out
+
         out.print(f"infertune {__version__}")
         raise typer.Exit()
 
@@ -60,33 +56,9 @@ InputLenOpt = Annotated[Optional[str], typer.Option(
 BatchOpt = Annotated[Optional[int], typer.Option(help="prompts per generate call")]
 RepeatsOpt = Annotated[Optional[int], typer.Option(help="timed passes over the prompts")]
 WarmupOpt = Annotated[Optional[int], typer.Option(help="untimed generate calls first")]
-
-
-def _is_usage_error(e: Exception) -> bool:
-    # click's exceptions (vendored inside newer typer, plain click in older): duck-typed on purpose.
-    return hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int)
+FormatOpt = Annotated[Format, typer.Option("--format", help="table for people, json for programs")]
 
 
 def main() -> None:
-    try:
-        code = app(standalone_mode=False)
-    except UserError as e:
-        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except (KeyboardInterrupt, typer.Abort):
-        err.print("interrupted")
-        sys.exit(130)
-    except Exception as e:  # noqa: BLE001 - a bug: one line, traceback on request
-        if _is_usage_error(e):
-            if type(e).__name__ == "NoArgsIsHelpError":
-                e.show()  # type: ignore[attr-defined]
-            else:  # a bad flag or value: one line, not a usage box
-                err.print(f"error: {e.format_message()}", markup=False, highlight=False,  # type: ignore[attr-defined]
-                          soft_wrap=True)
-            sys.exit(e.exit_code)  # type: ignore[attr-defined]
-        if os.environ.get("INFERTUNE_DEBUG"):
-            raise
-        err.print(f"internal error: {type(e).__name__}: {e} (set INFERTUNE_DEBUG=1 for the traceback)",
-                  markup=False, highlight=False, soft_wrap=True)
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else 0)
+    """Run the typer app; exit codes and error lines: `infertune.cli.exits`."""
+    guard(lambda: app(standalone_mode=False))

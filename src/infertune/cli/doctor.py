@@ -10,7 +10,8 @@ import typer
 
 from rich.markup import escape
 
-from infertune.cli.output import err, out, print_advice, print_json, progress
+from infertune.cli.output import err, out, print_advice, progress
+from infertune.cli.quick import print_json
 
 
 class DoctorFormat(str, Enum):

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from infertune import human
-from infertune.cli.app import ModelOpt, TrustOpt
-from infertune.cli.output import Format, FormatOpt, err, gib, mib, out, print_json, say
+from infertune.cli import quick
+from infertune.cli.app import FormatOpt, ModelOpt, TrustOpt
+from infertune.cli.output import err, gib, mib, out, say
+from infertune.cli.quick import Format, print_json
 from infertune.schema import SCHEMA_VERSION
 
 
@@ -79,39 +79,4 @@ def models_list(fmt: FormatOpt = Format.table) -> None:
 def profile(model: ModelOpt = None, revision: Optional[str] = None, trust_remote_code: TrustOpt = False,
             fmt: FormatOpt = Format.table) -> None:
     """Show a model's shape from its config.json, without loading its weights."""
-    from infertune import models
-    from infertune.probe.model import profile_model
-
-    path = models.resolve(model or models.DEFAULT_MODEL, revision, say=say)
-    p = profile_model(path, trust_remote_code)
-    if fmt is Format.json:
-        from infertune.hub import revision_of
-
-        print_json({"kind": "profile", "schema_version": SCHEMA_VERSION, "model_revision": revision_of(path),
-                    **p.model_dump(mode="json")})
-        return
-    t = Table(title=f"Model profile: {path}", show_header=False)
-    for key, value in p.model_dump(exclude={"cache", "layer_types", "layer_mix"}).items():
-        t.add_row(key, escape(human.value(value)))  # numbers with separators, mappings as `name value` pairs
-    for row in profile_summary(p):
-        t.add_row(*row)
-    out.print(t)
-
-
-def profile_summary(p) -> list[tuple[str, str]]:
-    """The layer-type mix, KV heads, MLA ranks and experts, in words."""
-    rows = [("layer types", ", ".join(f"{n} {kind}" for kind, n in p.layer_mix.items()))]
-    for g in p.cache_groups:
-        what = f"{g.kv_per_token:,} K+V elements per token" if g.kv_per_token else "no per-token cache"
-        if g.window is not None:
-            what += f", keeps {g.window:,} tokens"
-        if g.state or g.state_fp32:
-            what += f", fixed state {g.state:,} + {g.state_fp32:,} fp32 elements per sequence"
-        rows.append((f"cache: {g.layers} {g.kind} layers", what))
-    rows.append(("KV heads", f"{p.num_kv_heads} of {p.num_attention_heads} attention heads, head_dim {p.head_dim}"))
-    if p.kv_lora_rank:
-        rows.append(("MLA ranks", f"kv_lora_rank {p.kv_lora_rank} + qk_rope_head_dim {p.qk_rope_head_dim} cached"))
-    if p.num_experts:
-        rows.append(("experts", f"{p.num_experts} routed, {p.experts_per_token} active per token, {p.shared_experts} "
-                                f"shared; {p.active_parameters:,} of {p.num_parameters or 0:,} parameters active"))
-    return rows
+    quick.profile(fmt.value, model=model, revision=revision, trust_remote_code=trust_remote_code)

@@ -11,6 +11,7 @@ from infertune.cli.app import (
     BatchOpt,
     CbBlockSizeOpt,
     CbNumBlocksOpt,
+    FormatOpt,
     InputLenOpt,
     MaxNewTokensOpt,
     ModelOpt,
@@ -18,7 +19,8 @@ from infertune.cli.app import (
     TrustOpt,
     WarmupOpt,
 )
-from infertune.cli.output import Format, FormatOpt, err, print_json, print_trial, say
+from infertune.cli.output import err, print_trial, say
+from infertune.cli.quick import Format, print_json
 from infertune.errors import UserError
 
 

@@ -7,26 +7,20 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING
 
-import typer
-from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from infertune import human
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 out = Console()
 err = Console(stderr=True)
-
-
-class Format(str, Enum):
-    table = "table"
-    json = "json"
-
-
-FormatOpt = Annotated[Format, typer.Option("--format", help="table for people, json for programs")]
 
 
 def gib(n: int | None) -> str:
@@ -39,11 +33,6 @@ def mib(n: int | None) -> str:
 
 def ms(s: float | None) -> str:
     return "-" if s is None else f"{s * 1000:,.1f} ms"
-
-
-def print_json(obj: BaseModel | dict) -> None:
-    data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
 def print_json_list(rows: list[BaseModel]) -> None:
@@ -146,6 +135,34 @@ def print_trial(r, comparison=None) -> None:
         text = o.text.strip().replace("\n", " ")
         out.print(f"[dim]prompt {o.prompt_index} ({o.input_tokens} in, {len(o.output_token_ids)} out, {o.finish}):[/dim] "
                   f"{escape(text[:160])}{'…' if len(text) > 160 else ''}")
+
+
+def print_profile(path, p) -> None:
+    t = Table(title=f"Model profile: {path}", show_header=False)
+    for key, value in p.model_dump(exclude={"cache", "layer_types", "layer_mix"}).items():
+        t.add_row(key, escape(human.value(value)))  # numbers with separators, mappings as `name value` pairs
+    for row in profile_summary(p):
+        t.add_row(*row)
+    out.print(t)
+
+
+def profile_summary(p) -> list[tuple[str, str]]:
+    """The layer-type mix, KV heads, MLA ranks and experts, in words."""
+    rows = [("layer types", ", ".join(f"{n} {kind}" for kind, n in p.layer_mix.items()))]
+    for g in p.cache_groups:
+        what = f"{g.kv_per_token:,} K+V elements per token" if g.kv_per_token else "no per-token cache"
+        if g.window is not None:
+            what += f", keeps {g.window:,} tokens"
+        if g.state or g.state_fp32:
+            what += f", fixed state {g.state:,} + {g.state_fp32:,} fp32 elements per sequence"
+        rows.append((f"cache: {g.layers} {g.kind} layers", what))
+    rows.append(("KV heads", f"{p.num_kv_heads} of {p.num_attention_heads} attention heads, head_dim {p.head_dim}"))
+    if p.kv_lora_rank:
+        rows.append(("MLA ranks", f"kv_lora_rank {p.kv_lora_rank} + qk_rope_head_dim {p.qk_rope_head_dim} cached"))
+    if p.num_experts:
+        rows.append(("experts", f"{p.num_experts} routed, {p.experts_per_token} active per token, {p.shared_experts} "
+                                f"shared; {p.active_parameters:,} of {p.num_parameters or 0:,} parameters active"))
+    return rows
 
 
 def print_placement(pl) -> None:

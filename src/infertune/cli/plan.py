@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from infertune.cli.app import ModelOpt, TrustOpt
-from infertune.cli.output import (Format, FormatOpt, err, print_advice, print_estimate, print_json, print_sweep, progress,
-                                  say)
+from infertune.cli import quick
+from infertune.cli.app import FormatOpt, ModelOpt, TrustOpt
+from infertune.cli.quick import Format, ask_count
 
 
 def estimate(
@@ -39,20 +38,11 @@ def estimate(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Estimate memory (by component), roofline speed and what fits, from config.json alone."""
-    from infertune import api
-
-    with err.status("reading the model", spinner="dots") as status:
-        result = api.estimate(model, revision, dtype, quantization, kv_cache, kv_nbits, kv_residual_len, max_cache_len,
-                              attn, prefill_chunk, input_len, max_new_tokens, batch, concurrency, gpu, gpus,
-                              max_memory, cpu, trust_remote_code, say=progress(status))
-    results = result.sweep if isinstance(result, api.EstimateSweep) else [result]
-    if fmt is Format.json:
-        print_json(result)
-        return
-    if len(results) == 1:
-        print_estimate(results[0])
-    else:
-        print_sweep(results)
+    quick.estimate(fmt.value, model=model, revision=revision, dtype=dtype, quantization=quantization,
+                   kv_cache=kv_cache, kv_nbits=kv_nbits, kv_residual_len=kv_residual_len, max_cache_len=max_cache_len,
+                   attn=attn, prefill_chunk=prefill_chunk, input_len=input_len, max_new_tokens=max_new_tokens,
+                   batch=batch, concurrency=concurrency, gpu=gpu, gpus=gpus, max_memory=max_memory, cpu=cpu,
+                   trust_remote_code=trust_remote_code)
 
 
 def advise(
@@ -86,38 +76,11 @@ def advise(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Diagnose where the workload hurts and propose one compatible change to try next."""
-    from infertune import api
-
-    ask = None
-    if not no_input and fmt is Format.table and sys.stdin.isatty() and sys.stdout.isatty():
-        ask = ask_count
-
-    def run_advise(say):
-        return api.advise(workload, model, revision, gpu, gpus, vram, cpu_ram, dtype, attn, quantization, kv_cache,
-                          compile, batching, input_len, max_new_tokens, batch, concurrency, measured,
-                          trust_remote_code, ask=ask, say=say, device_map=device_map, tp=tp, lib=lib)
-
-    if ask is not None:  # questions on the terminal: no spinner over them
-        advice = run_advise(say)
-    else:
-        with err.status("reading the model", spinner="dots") as status:
-            advice = run_advise(progress(status))
-    if fmt is Format.json:
-        print_json(advice)
-    else:
-        print_advice(advice)
+    quick.advise(fmt.value, no_input, workload=workload, model=model, revision=revision, gpu=gpu, gpus=gpus, vram=vram,
+                 cpu_ram=cpu_ram, dtype=dtype, attn=attn, quantization=quantization, kv_cache=kv_cache,
+                 compile=compile, batching=batching, device_map=device_map, tp=tp, lib=lib, input_len=input_len,
+                 max_new_tokens=max_new_tokens, batch=batch, concurrency=concurrency, measured=measured,
+                 trust_remote_code=trust_remote_code)
 
 
-def ask_count(question: str, default: int) -> int:
-    """A count on the terminal, read as the flags read it (512, 2k, 32k)."""
-    from rich.prompt import Prompt
-
-    from infertune.api import parse_tokens
-    from infertune.errors import UserError
-
-    while True:
-        text = Prompt.ask(question, default=str(default), console=err)
-        try:
-            return parse_tokens(text)[0]
-        except UserError as e:
-            err.print(str(e), highlight=False)
+__all__ = ["advise", "ask_count", "estimate"]

@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from infertune.cli.app import CbBlockSizeOpt, CbNumBlocksOpt, ModelOpt
-from infertune.cli.output import Format, FormatOpt, err, out, print_json, print_json_list, print_load, say
+from infertune.cli.app import CbBlockSizeOpt, CbNumBlocksOpt, FormatOpt, ModelOpt
+from infertune.cli.output import err, out, print_json_list, print_load, say
+from infertune.cli.quick import Format, print_json
 from infertune.errors import UserError
 
 

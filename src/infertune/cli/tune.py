@@ -10,8 +10,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from infertune.cli.app import BatchOpt, InputLenOpt, MaxNewTokensOpt, ModelOpt, RepeatsOpt, TrustOpt, WarmupOpt
-from infertune.cli.output import Format, FormatOpt, err, ms, out, print_json, say
+from infertune.cli.app import (BatchOpt, FormatOpt, InputLenOpt, MaxNewTokensOpt, ModelOpt, RepeatsOpt, TrustOpt,
+                               WarmupOpt)
+from infertune.cli.output import err, ms, out, say
+from infertune.cli.quick import Format, print_json
 from infertune.errors import UserError
 
 

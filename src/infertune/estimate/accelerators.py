@@ -8,6 +8,7 @@ from trials on the user's own stack. The CPU entry is probed on the host (see `p
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import time
 
@@ -125,22 +126,20 @@ def _probe_key() -> str:
     """This host's CPU and the torch that measured it: a cached probe answers for them."""
     from importlib.metadata import PackageNotFoundError, version
 
-    import psutil
-
-    from infertune.probe.hardware import _cpu_model
+    from infertune.probe.hardware import _cpu_model, total_ram_bytes
 
     try:
         torch_v = version("torch")
     except PackageNotFoundError:
         torch_v = "?"
-    return f"{_cpu_model()}|{psutil.cpu_count()}|{psutil.virtual_memory().total}|torch {torch_v}"
+    return f"{_cpu_model()}|{os.cpu_count()}|{total_ram_bytes()}|torch {torch_v}"  # os.cpu_count: psutil's count
 
 
-def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True) -> Accelerator:
+def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True, say=None) -> Accelerator:
     """This host's CPU as an 'accelerator', measured once per CPU and torch version and kept in
     INFERTUNE_HOME/cpu-probe.json (a later estimate reads it without importing torch; delete the file
     to measure again); with `calibrate`, its cached calibration (measured once: per-step overhead, F.linear
-    speed per dtype and rows)."""
+    speed per dtype and rows). `say` hears of each measurement as it starts (a cached answer says nothing)."""
     import json
 
     from infertune.estimate import calibration
@@ -156,12 +155,14 @@ def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True)
         except (OSError, ValueError, KeyError, TypeError):
             pass
     if acc is None:
+        if say:
+            say("probing this CPU's bandwidth and FLOP/s")
         acc = measure_cpu(seconds)
         try:
             write_json_atomic(file, {"key": key, "accelerator": acc.model_dump(mode="json")})
         except OSError:
             pass
-    return acc.model_copy(update={"calibration": calibration.cached("cpu") if calibrate else None})
+    return acc.model_copy(update={"calibration": calibration.cached("cpu", say=say) if calibrate else None})
 
 
 def measure_cpu(seconds: float = 0.5) -> Accelerator:

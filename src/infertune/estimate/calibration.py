@@ -86,16 +86,50 @@ def native_cpu_dtypes(flags: set[str]) -> dict[str, bool]:
             "float16": bool(flags & {"avx512_fp16", "amx_fp16", "asimdhp"})}
 
 
-def host_key(device: str = "cpu") -> str:
-    import torch
-
-    model = ""
+def _cpu_model_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
     except OSError:
-        pass
-    return f"{device}|{model}|threads={torch.get_num_threads()}|torch={torch.__version__}"
+        return ""
+
+
+def _torch_host_key(device: str) -> str:
+    import torch
+
+    return f"{device}|{_cpu_model_name()}|threads={torch.get_num_threads()}|torch={torch.__version__}"
+
+
+def host_fingerprint(device: str = "cpu") -> str:
+    """What decides `host_key`, read without importing torch: the CPU, the CPUs this process may use, the
+    thread variables torch reads at start-up and torch's installed version file (a reinstall rewrites it)."""
+    from infertune.probe.versions import torch_version_file
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = ",".join(os.environ.get(v, "") for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"))
+    return f"{device}|{_cpu_model_name()}|cpus={os.cpu_count()}/{cpus}|env={threads}|{torch_version_file()}"
+
+
+def host_key(device: str = "cpu") -> str:
+    """CPU model, torch's thread count and torch's version. Reading the last two imports torch (seconds), so
+    the key is remembered per `host_fingerprint` in `calibration/host-keys.json`: a warm estimate reads it
+    without torch. (The thread count is the one torch reported in the first process to meet this
+    fingerprint; infertune never changes it in its own process.)"""
+    from infertune.paths import home, write_json_atomic
+
+    memo_file, fingerprint = home() / "calibration" / "host-keys.json", host_fingerprint(device)
+    try:
+        memo = json.loads(memo_file.read_text(encoding="utf-8"))
+        if isinstance(memo.get(fingerprint), str):
+            return memo[fingerprint]
+    except (OSError, ValueError, AttributeError):
+        memo = {}
+    key = _torch_host_key(device)
+    try:
+        write_json_atomic(memo_file, {**dict(list(memo.items())[-15:]), fingerprint: key})
+    except OSError:
+        pass  # a read-only home: torch is asked every time
+    return key
 
 
 def cache_path(device: str = "cpu") -> Path:
@@ -225,9 +259,7 @@ BUSY_LOAD = 1.0  # load average per core above which a calibration is taken agai
 
 
 def _load_per_core() -> float | None:
-    import psutil
-
-    return os.getloadavg()[0] / (psutil.cpu_count() or 1) if hasattr(os, "getloadavg") else None
+    return os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else None
 
 
 def _quieter_now(cal: Calibration) -> bool:

@@ -12,7 +12,6 @@ import platform
 import sys
 from typing import Any
 
-import psutil
 from pydantic import BaseModel
 
 
@@ -103,7 +102,20 @@ def _mps_available() -> bool:
     return bool(backend and backend.is_available())
 
 
+def total_ram_bytes() -> int:
+    """Physical memory, as `psutil.virtual_memory().total` gives it, read without importing psutil where the
+    OS answers it directly (a warm estimate keys its cached CPU probe on it)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        import psutil
+
+        return psutil.virtual_memory().total
+
+
 def detect_hardware(cuda: Any = None) -> Hardware:
+    import psutil
+
     vm = psutil.virtual_memory()
     return Hardware(
         platform=f"{platform.system()} {platform.machine()}",
