@@ -190,7 +190,7 @@ def test_whisper_is_estimated_with_encoder_decoder_and_cross_attention():
 
 
 def test_moe_decode_at_batch_one_reads_about_the_active_parameters():
-    p, h100 = prof("mixtral-8x7b"), find_accelerator("H100")
+    p, h100 = prof("mixtral-8x7b"), find_accelerator("H100 SXM")
     e = estimate(p, EstimateSettings(dtype="bfloat16", input_len=128, max_new_tokens=16), h100)
     reading_active = 2 * p.active_parameters / h100.bandwidth_Bps
     assert e.speed.tpot_s == pytest.approx(reading_active, rel=0.25)
@@ -199,7 +199,7 @@ def test_moe_decode_at_batch_one_reads_about_the_active_parameters():
 
 
 def test_a_prompt_beyond_the_context_does_not_fit_and_the_sweep_agrees():
-    p, h100 = prof("opt-1.3b"), find_accelerator("H100")
+    p, h100 = prof("opt-1.3b"), find_accelerator("H100 SXM")
     s = EstimateSettings(dtype="bfloat16", input_len=4096, max_new_tokens=64)
     e = estimate(p, s, h100)
     assert e.fits["context"] is False and not e.within_context and e.context_length == 2048
@@ -242,7 +242,7 @@ def test_a_pre_quantized_vision_language_checkpoint_keeps_its_tower_in_the_dtype
 
 
 def test_encoder_decoders_are_bounded_by_their_own_positions():
-    h100 = find_accelerator("H100")
+    h100 = find_accelerator("H100 SXM")
     whisper = estimate(prof("whisper-large-v3"), EstimateSettings(dtype="float16", input_len=1500, max_new_tokens=500),
                        h100)
     assert whisper.fits["context"] is False  # the decoder has 448 positions
