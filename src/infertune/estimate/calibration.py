@@ -12,7 +12,11 @@ Measured (a few seconds, once per host, torch version and thread count; cached a
   logits processors, cache update) and of one decoder layer (Python and dispatch of its ~40 ops),
   measured by timing generate on two tiny Llama models (1 and 5 layers, hidden 64): their compute is
   negligible, so what remains is the per-step and per-layer overhead, by attention implementation.
-- on CUDA the same two measurements on the device (`measure_cuda`), synchronised.
+- `attn_flops_per_s[phase][attn][dtype]`: attention as transformers runs it (eager: two matmuls and an fp32
+  softmax; sdpa: `F.scaled_dot_product_attention`), timed on its own for one decode query over a 2,048-token
+  cache and for a causal 512-token prefill, as FLOP/s counted the way the expected model counts them. The
+  matmul rate does not carry over: on CPUs bf16 attention runs several times below the bf16 GEMM rate.
+- on CUDA the same measurements on the device (`measure_cuda`), synchronised.
 
 `cpu_flags()` reads /proc/cpuinfo: the defaults when no calibration exists (estimating for another CPU)
 and the explanation of what the calibration measured.
@@ -28,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-CAL_VERSION = 1
+CAL_VERSION = 2
 ROWS = (1, 4, 16, 64, 256)
 DTYPES = ("float32", "bfloat16", "float16")
 ATTNS = ("eager", "sdpa")
@@ -46,7 +50,14 @@ class Calibration(BaseModel):
         description="dtype -> activation rows -> seconds per weight element of F.linear, weights from memory")
     step_s: dict[str, float] = Field(description="attention implementation -> fixed seconds per generate step")
     layer_s: dict[str, float] = Field(description="attention implementation -> seconds per decoder layer per step")
+    attn_flops_per_s: dict[str, dict[str, dict[str, float]]] = Field(
+        default_factory=dict, description="'decode' | 'prefill' -> attention implementation -> dtype -> FLOP/s of "
+        "attention as transformers runs it (see attention_flops)")
     cpu_flags: list[str] = Field(default_factory=list)
+
+    def attn_rate(self, phase: str, attn: str, dtype: str) -> float | None:
+        """The measured attention FLOP/s for this phase, implementation and dtype (None: not measured)."""
+        return self.attn_flops_per_s.get(phase, {}).get(attn, {}).get(dtype)
 
     def linear_s(self, dtype: str, rows: int, elems: float) -> float:
         """Seconds for `elems` weight elements times `rows` activations: log-interpolated between the measured
@@ -238,6 +249,45 @@ def measure_overhead(device: str = "cpu", seconds: float = 0.4, rounds: int = 3,
     return step, layer
 
 
+def attention_flops(heads: int, head_dim: int, q: int, kv: int, rows: int, causal: bool) -> float:
+    """FLOPs of attention as the expected model counts them: QK^T and the weighted sum, halved when the kernel
+    skips the masked half (causal sdpa); eager computes the full square and masks it."""
+    return 4 * heads * head_dim * q * kv * rows * (0.5 if causal else 1.0)
+
+
+def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
+                      heads: int = 8, head_dim: int = 64, rows: int = 4) -> dict[str, dict[str, dict[str, float]]]:
+    """Attention FLOP/s per phase, implementation and dtype: one query over a 2,048-token cache (decode) and
+    a causal 512-token prefill, `rows` sequences, K/V from memory as in a real cache."""
+    import torch
+    import torch.nn.functional as F
+
+    def eager(q, k, v, causal):
+        w = torch.matmul(q, k.transpose(-1, -2)) * head_dim ** -0.5
+        if causal:
+            n = q.shape[-2]
+            w = w + torch.full((n, n), float("-inf"), dtype=w.dtype, device=w.device).triu(1)
+        return torch.matmul(torch.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype), v)
+
+    def sdpa(q, k, v, causal):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    out: dict[str, dict[str, dict[str, float]]] = {"decode": {}, "prefill": {}}
+    for phase, (nq, nkv) in {"decode": (1, 2048), "prefill": (512, 512)}.items():
+        causal = phase == "prefill"
+        n = rows if phase == "decode" else 1  # a prefill is compute-bound already: one sequence keeps it short
+        for name, fn in (("eager", eager), ("sdpa", sdpa)):
+            for dtype in DTYPES:
+                dt = getattr(torch, dtype)
+                q = torch.randn(n, heads, nq, head_dim, device=device).to(dt)
+                k, v = (torch.randn(n, heads, nkv, head_dim, device=device).to(dt) for _ in range(2))
+                with torch.inference_mode():
+                    t = _time(lambda q=q, k=k, v=v, fn=fn, causal=causal: fn(q, k, v, causal), seconds, sync)
+                counted = attention_flops(heads, head_dim, nq, nkv, n, causal and name != "eager")
+                out[phase].setdefault(name, {})[dtype] = counted / t
+    return out
+
+
 def measure(device: str = "cpu") -> Calibration:
     """Measure this host (or the CUDA device `cuda:N`) now: ~5-10 s on a quiet 2-core CPU."""
     import torch
@@ -249,9 +299,10 @@ def measure(device: str = "cpu") -> Calibration:
     copy = 2 * n * 4 / _time(lambda: b.copy_(a), 0.2, sync)
     lin = measure_linear(device, sync=sync)
     step, layer = measure_overhead(device, sync=sync)
+    attn = measure_attention(device, sync=sync)
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     return Calibration(device=name, host_key=host_key(name), measured_at=time.time(), load_per_core=load,
-                       copy_Bps=copy, linear_s_per_elem=lin, step_s=step, layer_s=layer,
+                       copy_Bps=copy, linear_s_per_elem=lin, step_s=step, layer_s=layer, attn_flops_per_s=attn,
                        cpu_flags=sorted(f for f in cpu_flags() if "avx" in f or "amx" in f or f in ("bf16", "asimdhp")))
 
 

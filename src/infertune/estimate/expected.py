@@ -9,8 +9,10 @@ without AVX512-BF16/AMX) and on the quantization backend (its kernel for batch 1
               many activation rows (estimate/calibration.py); on a GPU from the datasheet:
               max(weight bytes / (bandwidth x bw_eff), 2 rows x elements / (peak x flops_eff)), with the
               quantization backend's kernel (QUANT_KERNELS) deciding bytes, efficiency and extra launches
-    attn    = decode: KV bytes read / bandwidth; prefill: attention FLOPs (eager: the full S x S, plus writing
-              and reading its score matrix; sdpa/flash: causal half, tiled) / the dtype's FLOP/s
+    attn    = on a calibrated host: attention FLOPs / the attention FLOP/s measured there for that phase,
+              implementation and dtype (calibration.measure_attention); else decode: KV bytes read / bandwidth;
+              prefill: attention FLOPs (eager: the full S x S, plus writing and reading its score matrix;
+              sdpa/flash: causal half, tiled) / the dtype's FLOP/s
     fixed   = step_s + layers x layer_s (eager), or the compiled figures (CUDA graphs) when compiled
     CPU:    step = linear + attn + fixed                         (dispatch and compute take turns)
     CUDA:   step = max(linear + attn, fixed) + SYNC_S            (the host queues kernels ahead of the GPU)
@@ -238,7 +240,13 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     # decode step
     lin, host = linear_time(seqs, seqs)
     host *= host_x
-    attn_dec = kv_traffic(p, s) * kv_read / traffic_Bps / max(s.tp, 1) + _attn_flops(p, 1, int(ctx), seqs, False) / flops_rate
+    impl = "eager" if _eager(s) else "sdpa"
+    rate_dec = cal.attn_rate("decode", impl, s.dtype) if cal is not None else None
+    if rate_dec:  # measured as transformers runs it, K/V read from memory included
+        attn_dec = _attn_flops(p, 1, int(ctx), seqs, False) / rate_dec / max(s.tp, 1)
+    else:
+        attn_dec = (kv_traffic(p, s) * kv_read / traffic_Bps / max(s.tp, 1)
+                    + _attn_flops(p, 1, int(ctx), seqs, False) / flops_rate)
     device = lin + attn_dec
     host_total = fixed + L * host
     tpot = (max(device, host_total) + SYNC_S if on_gpu else device + host_total) + extra_step_s
@@ -250,9 +258,13 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     lin_p, host_p = linear_time(B * q, B)
     host_p *= host_x
     lin_p = lin_p * chunks
-    attn_p = _attn_flops(p, S, S, B, causal=not _eager(s)) / flops_rate
-    if _eager(s):  # the score matrix is written, softmaxed (fp32) and read back: memory traffic
-        attn_p += L * B * p.num_attention_heads * S * S * (6 * b + 8) / traffic_Bps
+    rate_p = cal.attn_rate("prefill", impl, s.dtype) if cal is not None else None
+    if rate_p:  # measured: the eager score matrix's traffic and the softmax included
+        attn_p = _attn_flops(p, S, S, B, causal=not _eager(s)) / rate_p
+    else:
+        attn_p = _attn_flops(p, S, S, B, causal=not _eager(s)) / flops_rate
+        if _eager(s):  # the score matrix is written, softmaxed (fp32) and read back: memory traffic
+            attn_p += L * B * p.num_attention_heads * S * S * (6 * b + 8) / traffic_Bps
     dev_p = lin_p + attn_p
     host_p_total = chunks * (step_s + L * (layer_s + host_p))
     prefill = (max(dev_p, host_p_total) if on_gpu else dev_p + host_p_total) + extra_step_s * chunks
@@ -264,6 +276,9 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     if cal is not None:
         factors.append(Factor(name=f"{s.dtype} F.linear at {seqs} rows, s per weight element",
                               value=cal.linear_s(s.dtype, seqs, 1.0), source=f"measured on this host ({cal.device})"))
+        if rate_dec:
+            factors.append(Factor(name=f"{impl} {s.dtype} decode attention, FLOP/s", value=rate_dec,
+                                  source=f"measured on this host ({cal.device})"))
     elif on_gpu:
         factors += [Factor(name="bandwidth efficiency", value=GPU_BW_EFF, source="gpt-fast README (A100, fp16)"),
                     Factor(name="FLOP/s efficiency", value=GPU_FLOPS_EFF, source="assumed for cuBLAS GEMMs")]
