@@ -50,6 +50,25 @@ def test_cpu_decode_step_is_calibrated_matmuls_plus_kv_reads_plus_fixed_cost():
     assert e.speed.bound.tpot_s == e.speed.tpot_s and e.speed.bound.limited_by == e.speed.limited_by
 
 
+def test_measured_attention_rates_replace_the_matmul_rate_for_attention():
+    """bf16 attention on a CPU runs far below the bf16 GEMM rate: with the host's measured attention FLOP/s the
+    decode step pays attention FLOPs / that rate (K/V reads included), the prefill its causal FLOPs / the prefill
+    rate; a phase or dtype the calibration did not measure keeps the matmul-rate model."""
+    p = llama()
+    s = EstimateSettings(dtype="bfloat16", platform="cpu", attn="sdpa", input_len=1000, max_new_tokens=20, batch=4)
+    plain, measured = cal(), cal()
+    measured.attn_flops_per_s = {"decode": {"sdpa": {"bfloat16": 5e9}}, "prefill": {"sdpa": {"bfloat16": 1e11}}}
+    a, b = estimate(p, s, cpu_acc(plain)).speed.expected, estimate(p, s, cpu_acc(measured)).speed.expected
+    ctx = 1000 + 20 / 2
+    attn_dec = 4 * L * 9 * 64 * int(ctx) * 4 / 5e9
+    base = estimate(p, s.model_copy(update={"input_len": 1, "max_new_tokens": 2}), cpu_acc(measured)).speed.expected
+    assert b.tpot_s > a.tpot_s and b.tpot_s - attn_dec == pytest.approx(base.tpot_s - 4 * L * 9 * 64 * 2 * 4 / 5e9,
+                                                                         rel=1e-6)
+    assert b.prefill_s - a.prefill_s != 0 and "decode attention" in " ".join(f.name for f in b.factors)
+    other = estimate(p, s.model_copy(update={"dtype": "float32"}), cpu_acc(measured)).speed.expected
+    assert other.tpot_s == estimate(p, s.model_copy(update={"dtype": "float32"}), cpu_acc(plain)).speed.expected.tpot_s
+
+
 def test_emulated_dtype_is_as_slow_as_the_host_measured_it():
     fast, slow = cal(), cal()
     slow.linear_s_per_elem["float16"] = {r: v * 10 for r, v in slow.linear_s_per_elem["float16"].items()}

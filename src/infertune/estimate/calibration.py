@@ -14,7 +14,7 @@ Measured (a few seconds, once per host, torch version and thread count; cached a
   negligible, so what remains is the per-step and per-layer overhead, by attention implementation.
 - `attn_flops_per_s[phase][attn][dtype]`: attention as transformers runs it (eager: two matmuls and an fp32
   softmax; sdpa: `F.scaled_dot_product_attention`), timed on its own for one decode query over a 2,048-token
-  cache and for a causal 512-token prefill, as FLOP/s counted the way the expected model counts them. The
+  cache and for a causal 1,024-token prefill, as FLOP/s counted the way the expected model counts them. The
   matmul rate does not carry over: on CPUs bf16 attention runs several times below the bf16 GEMM rate.
 - on CUDA the same measurements on the device (`measure_cuda`), synchronised.
 
@@ -258,7 +258,7 @@ def attention_flops(heads: int, head_dim: int, q: int, kv: int, rows: int, causa
 def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
                       heads: int = 8, head_dim: int = 64, rows: int = 4) -> dict[str, dict[str, dict[str, float]]]:
     """Attention FLOP/s per phase, implementation and dtype: one query over a 2,048-token cache (decode) and
-    a causal 512-token prefill, `rows` sequences, K/V from memory as in a real cache."""
+    a causal 1,024-token prefill (one sequence), `rows` decode sequences, K/V from memory as in a real cache."""
     import torch
     import torch.nn.functional as F
 
@@ -273,7 +273,7 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     out: dict[str, dict[str, dict[str, float]]] = {"decode": {}, "prefill": {}}
-    for phase, (nq, nkv) in {"decode": (1, 2048), "prefill": (512, 512)}.items():
+    for phase, (nq, nkv) in {"decode": (1, 2048), "prefill": (1024, 1024)}.items():
         causal = phase == "prefill"
         n = rows if phase == "decode" else 1  # a prefill is compute-bound already: one sequence keeps it short
         for name, fn in (("eager", eager), ("sdpa", sdpa)):
