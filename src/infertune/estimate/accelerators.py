@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import time
 
 from pydantic import BaseModel
 
@@ -150,16 +149,18 @@ def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True,
     if cached:
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
-            if data.get("key") == key:
+            # a probe without its load was taken by an older infertune from mean rates (noise-prone): probed again
+            if data.get("key") == key and "load_per_core" in data:
                 acc = Accelerator(**data["accelerator"])
         except (OSError, ValueError, KeyError, TypeError):
             pass
     if acc is None:
         if say:
             say("probing this CPU's bandwidth and FLOP/s")
+        load = calibration.load_per_core()  # before our own threads add to it
         acc = measure_cpu(seconds)
         try:
-            write_json_atomic(file, {"key": key, "accelerator": acc.model_dump(mode="json")})
+            write_json_atomic(file, {"key": key, "load_per_core": load, "accelerator": acc.model_dump(mode="json")})
         except OSError:
             pass
     return acc.model_copy(update={"calibration": calibration.cached("cpu", say=say) if calibrate else None})
@@ -170,25 +171,18 @@ def measure_cpu(seconds: float = 0.5) -> Accelerator:
     import psutil
     import torch
 
+    from infertune.estimate.calibration import _time  # fastest of repeated calls: contention only adds time
+
     n = 64 * 2**20 // 4  # 64 MiB of float32: well beyond the caches
     a, b = torch.ones(n), torch.empty(n)
-    b.copy_(a)
-    t, reps = time.perf_counter(), 0
-    while time.perf_counter() - t < seconds / 2:
-        b.copy_(a)
-        reps += 1
-    bandwidth = 2 * a.numel() * 4 * reps / (time.perf_counter() - t)  # read + write
+    bandwidth = 2 * a.numel() * 4 / _time(lambda: b.copy_(a), seconds / 2)  # read + write
     flops = {}
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         # The shape models run (activations x weight^T via F.linear): on CPUs without native bf16, a
         # square bf16 matmul takes a path ~15x slower than this one, so the shape matters.
         x, w = torch.ones(128, 1024, dtype=dtype), torch.ones(2048, 1024, dtype=dtype)
-        torch.nn.functional.linear(x, w)
-        t, reps = time.perf_counter(), 0
-        while time.perf_counter() - t < seconds / 4:
-            torch.nn.functional.linear(x, w)
-            reps += 1
-        flops[str(dtype).removeprefix("torch.")] = 2 * 128 * 1024 * 2048 * reps / (time.perf_counter() - t)
+        flops[str(dtype).removeprefix("torch.")] = 2 * 128 * 1024 * 2048 / _time(
+            lambda x=x, w=w: torch.nn.functional.linear(x, w), seconds / 4)
     return Accelerator(
         name="CPU", vendor="host", memory_bytes=psutil.virtual_memory().total, bandwidth_Bps=bandwidth, flops=flops,
         bf16=True, fp8=False, flash_attn_2=False, flash_attn_3=False, interconnect="host memory",

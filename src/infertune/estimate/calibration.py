@@ -292,7 +292,7 @@ def measure(device: str = "cpu") -> Calibration:
     """Measure this host (or the CUDA device `cuda:N`) now: ~5-10 s on a quiet 2-core CPU."""
     import torch
 
-    load = _load_per_core()  # before our own threads add to it
+    load = load_per_core()  # before our own threads add to it
     sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else None
     n = 64 * 2**20 // 4
     a, b = torch.ones(n, device=device), torch.empty(n, device=device)
@@ -309,16 +309,22 @@ def measure(device: str = "cpu") -> Calibration:
 BUSY_LOAD = 1.0  # load average per core above which a calibration is taken again once the host is quieter
 
 
-def _load_per_core() -> float | None:
+def load_per_core() -> float | None:
     return os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else None
+
+
+def quieter_than(then: float | None) -> bool:
+    """Whether a measurement taken at load/core `then` (busy: above BUSY_LOAD) should be taken again because the
+    host is clearly quieter now (under BUSY_LOAD and under half of `then`)."""
+    if then is None or then <= BUSY_LOAD:
+        return False
+    now = load_per_core()
+    return now is not None and now < min(BUSY_LOAD, then / 2)
 
 
 def _quieter_now(cal: Calibration) -> bool:
     """A calibration taken while other work shared the cores is replaced once the host is clearly quieter."""
-    if cal.device != "cpu" or cal.load_per_core is None or cal.load_per_core <= BUSY_LOAD:
-        return False
-    now = _load_per_core()
-    return now is not None and now < min(BUSY_LOAD, cal.load_per_core / 2)
+    return cal.device == "cpu" and quieter_than(cal.load_per_core)
 
 
 def cached(device: str = "cpu", *, measure_if_missing: bool = True, say: Any = None) -> Calibration | None:
