@@ -251,8 +251,10 @@ def measure_overhead(device: str = "cpu", seconds: float = 0.4, rounds: int = 3,
 
 def attention_flops(heads: int, head_dim: int, q: int, kv: int, rows: int, causal: bool) -> float:
     """FLOPs of attention as the expected model counts them: QK^T and the weighted sum, halved when the kernel
-    skips the masked half (causal sdpa); eager computes the full square and masks it."""
-    return 4 * heads * head_dim * q * kv * rows * (0.5 if causal else 1.0)
+    skips the masked half (causal sdpa over more than one query); eager computes the full square and masks it.
+    One layer: the expected model multiplies by the layer count."""
+    full = 4 * heads * head_dim * q * kv * rows
+    return full / 2 if causal and q > 1 else full
 
 
 def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,

@@ -127,8 +127,9 @@ def cpu_emulation_slowdown(dtype: str) -> float:
 
 
 def _attn_flops(p: ModelProfile, q: int, kv: int, rows: int, causal: bool) -> float:
-    full = 4 * p.num_layers * p.num_attention_heads * p.head_dim * q * kv * rows
-    return full / 2 if causal and q > 1 else full
+    from infertune.estimate.calibration import attention_flops
+
+    return p.num_layers * attention_flops(p.num_attention_heads, p.head_dim, q, kv, rows, causal)
 
 
 def kv_traffic(p: ModelProfile, s: EstimateSettings) -> float:
