@@ -5,6 +5,7 @@ each place real work starts made to raise `Started`: a refused input must never 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -27,20 +28,25 @@ def _stop(what):
     return raise_started
 
 
-@contextlib.contextmanager
-def work_guarded():
-    """Every door to real work (a trial, a tune loop, a server, a load test, a model conversion, a CPU probe)
-    raises Started."""
+@functools.cache
+def _import_everything() -> None:
+    """Every module imported unpatched, once: one that imported a door's name while it is patched (a module-level
+    `from infertune.measure import run_trial`) would keep the stand-in for the rest of the session."""
     import importlib
     import pkgutil
 
     import infertune
 
-    # every module imported unpatched first: one that imported a door's name while it is patched (a module-level
-    # `from infertune.measure import run_trial`) would keep the stand-in for the rest of the session
     for info in pkgutil.walk_packages(infertune.__path__, "infertune."):
         if not info.name.endswith("__main__"):
             importlib.import_module(info.name)
+
+
+@contextlib.contextmanager
+def work_guarded():
+    """Every door to real work (a trial, a tune loop, a server, a load test, a model conversion, a CPU probe)
+    raises Started."""
+    _import_everything()
     with contextlib.ExitStack() as stack:
         for target in ("infertune.measure.run_trial", "infertune.tune.run_trial", "infertune.api.run_tune",
                        "infertune.api.runs.run_tune", "infertune.serving.trial.run_serve_trial",
