@@ -74,6 +74,9 @@ def _offline(monkeypatch):
     # the host calibration (seconds, minutes on a busy machine) is tested on its own (test_expected.py); elsewhere
     # CPU estimates use the probed rates, so no test waits on it or depends on what it measured
     monkeypatch.setenv("INFERTUNE_NO_CALIBRATION", "1")
+    # kept answers are tested on their own (test_answers.py); elsewhere a test that changes what a command sees
+    # in-process must not be answered from an earlier test's output
+    monkeypatch.setenv("INFERTUNE_NO_ANSWER_CACHE", "1")
 
 
 @pytest.fixture(scope="session")

@@ -218,4 +218,8 @@ def main(verb: str, args: list[str]) -> None:
 
     found = parse(verb, args)
     if found is not None:
-        guard(lambda: RUN[verb](**found))
+        from infertune.cli import answers
+
+        if answers.replay(verb, found):
+            sys.exit(0)
+        guard(lambda: answers.keeping(verb, found, RUN[verb]))

@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from infertune.probe.host import cpu_model_name, host_fingerprint
+
 CAL_VERSION = 2
 ROWS = (1, 4, 16, 64, 256)
 DTYPES = ("float32", "bfloat16", "float16")
@@ -97,28 +99,10 @@ def native_cpu_dtypes(flags: set[str]) -> dict[str, bool]:
             "float16": bool(flags & {"avx512_fp16", "amx_fp16", "asimdhp"})}
 
 
-def _cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        return ""
-
-
 def _torch_host_key(device: str) -> str:
     import torch
 
-    return f"{device}|{_cpu_model_name()}|threads={torch.get_num_threads()}|torch={torch.__version__}"
-
-
-def host_fingerprint(device: str = "cpu") -> str:
-    """What decides `host_key`, read without importing torch: the CPU, the CPUs this process may use, the
-    thread variables torch reads at start-up and torch's installed version file (a reinstall rewrites it)."""
-    from infertune.probe.versions import torch_version_file
-
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    threads = ",".join(os.environ.get(v, "") for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"))
-    return f"{device}|{_cpu_model_name()}|cpus={os.cpu_count()}/{cpus}|env={threads}|{torch_version_file()}"
+    return f"{device}|{cpu_model_name()}|threads={torch.get_num_threads()}|torch={torch.__version__}"
 
 
 def host_key(device: str = "cpu") -> str:

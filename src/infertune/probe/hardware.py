@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
 from typing import Any
 
 from pydantic import BaseModel
+
+from infertune.probe.host import cpu_model_name, no_gpu_driver
 
 
 class GPU(BaseModel):
@@ -41,24 +42,7 @@ class Hardware(BaseModel):
 
 
 def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def no_gpu_driver() -> bool:
-    """True when this host certainly has no CUDA/ROCm device (Linux without the NVIDIA or AMD kernel
-    driver, or macOS): then torch need not be imported (~3 s) to learn that."""
-    if sys.platform == "darwin":
-        return True
-    if sys.platform != "linux":
-        return False
-    return not any(os.path.exists(p) for p in ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd"))
+    return cpu_model_name() or platform.processor() or platform.machine()
 
 
 def detect_gpus(cuda: Any = None) -> list[GPU]:

@@ -1,0 +1,53 @@
+"""What identifies this host, read from the operating system without importing torch or pydantic.
+
+The warm paths (a cached calibration's key, a kept answer in `infertune.cli.answers`) ask these on every
+call, so each is a file read or two.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+GPU_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")
+
+
+def cpu_model_name() -> str:
+    """The CPU's model name from /proc/cpuinfo ("" where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        return ""
+
+
+def no_gpu_driver() -> bool:
+    """True when this host certainly has no CUDA/ROCm device (Linux without the NVIDIA or AMD kernel
+    driver, or macOS): then torch need not be imported (~3 s) to learn that."""
+    if sys.platform == "darwin":
+        return True
+    if sys.platform != "linux":
+        return False
+    return not any(os.path.exists(p) for p in GPU_DRIVER_PATHS)
+
+
+def host_fingerprint(device: str = "cpu") -> str:
+    """What decides the calibration's host key, read without importing torch: the CPU, the CPUs this process
+    may use, the thread variables torch reads at start-up and torch's installed version file (a reinstall
+    rewrites it)."""
+    from infertune.probe.versions import torch_version_file
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = ",".join(os.environ.get(v, "") for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"))
+    return f"{device}|{cpu_model_name()}|cpus={os.cpu_count()}/{cpus}|env={threads}|{torch_version_file()}"
+
+
+def nvidia_gpus() -> str:
+    """The NVIDIA driver's description of each GPU (model, bus, serial), "" without the driver."""
+    gpus = Path("/proc/driver/nvidia/gpus")
+    try:
+        return "\n".join((d / "information").read_text(encoding="utf-8", errors="replace")
+                         for d in sorted(gpus.iterdir()))
+    except OSError:
+        return ""
