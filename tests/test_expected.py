@@ -58,15 +58,54 @@ def test_measured_attention_rates_replace_the_matmul_rate_for_attention():
     s = EstimateSettings(dtype="bfloat16", platform="cpu", attn="sdpa", input_len=1000, max_new_tokens=20, batch=4)
     plain, measured = cal(), cal()
     measured.attn_flops_per_s = {"decode": {"sdpa": {"bfloat16": 5e9}}, "prefill": {"sdpa": {"bfloat16": 1e11}}}
-    a, b = estimate(p, s, cpu_acc(plain)).speed.expected, estimate(p, s, cpu_acc(measured)).speed.expected
-    ctx = 1000 + 20 / 2
-    attn_dec = 4 * L * 9 * 64 * int(ctx) * 4 / 5e9
-    base = estimate(p, s.model_copy(update={"input_len": 1, "max_new_tokens": 2}), cpu_acc(measured)).speed.expected
-    assert b.tpot_s > a.tpot_s and b.tpot_s - attn_dec == pytest.approx(base.tpot_s - 4 * L * 9 * 64 * 2 * 4 / 5e9,
-                                                                         rel=1e-6)
+    eb = estimate(p, s, cpu_acc(measured))
+    a, b = estimate(p, s, cpu_acc(plain)).speed.expected, eb.speed.expected
+    short = s.model_copy(update={"input_len": 1, "max_new_tokens": 2})
+    ebase = estimate(p, short, cpu_acc(measured))
+    base = ebase.speed.expected
+    # attention FLOPs at the measured rate, and the dynamic cache's torch.cat (read + write) at the copy rate
+    kv_read = eb.memory.kv_cache_bytes * (1000 + 10) / 1020 - ebase.memory.kv_cache_bytes * (1 + 1) / 3
+    grown = 4 * L * 9 * 64 * (1010 - 2) * 4 / 5e9 + 2 * kv_read / measured.copy_Bps
+    assert b.tpot_s > a.tpot_s and b.tpot_s - base.tpot_s == pytest.approx(grown, rel=1e-6)
     assert b.prefill_s - a.prefill_s != 0 and "decode attention" in " ".join(f.name for f in b.factors)
     other = estimate(p, s.model_copy(update={"dtype": "float32"}), cpu_acc(measured)).speed.expected
     assert other.tpot_s == estimate(p, s.model_copy(update={"dtype": "float32"}), cpu_acc(plain)).speed.expected.tpot_s
+
+
+def test_eager_pays_for_copying_the_cache_to_every_query_head():
+    """With the same measured kernel rate, eager decode also reads the cache and writes one copy per query head
+    (repeat_kv: 1 + n_rep bytes per cache byte); sdpa does GQA in the kernel."""
+    p, c = llama(), cal()
+    c.attn_flops_per_s = {"decode": {"sdpa": {"float32": 1e10}, "eager": {"float32": 1e10}}}
+    s = EstimateSettings(dtype="float32", platform="cpu", attn="sdpa", input_len=1000, max_new_tokens=20)
+    e = estimate(p, s, cpu_acc(c))
+    eager = estimate(p, s.model_copy(update={"attn": "eager"}), cpu_acc(c)).speed.expected
+    n_rep = p.num_attention_heads / p.num_kv_heads
+    kv_read = e.memory.kv_cache_bytes * 1010 / 1020
+    fixed = eager.fixed_s_per_step - e.speed.expected.fixed_s_per_step
+    assert eager.tpot_s - e.speed.expected.tpot_s - fixed == pytest.approx((1 + n_rep) * kv_read / c.copy_Bps, rel=1e-6)
+
+
+def test_small_matrices_run_at_the_rate_measured_for_small_matrices():
+    """A model of small Linears (hidden 576) runs at the small matrices' measured rate per element, a large one at
+    the large matrices' rate, sizes between at a log-interpolation of the two."""
+    c = cal()
+    c.linear_small_s_per_elem = {d: {r: 2 * v for r, v in t.items()} for d, t in c.linear_s_per_elem.items()}
+    assert c.linear_s("float32", 1, 10, matrix=calibration.SMALL_MATRIX) == pytest.approx(2e-8)
+    assert c.linear_s("float32", 1, 10, matrix=calibration.SMALL_MATRIX / 4) == pytest.approx(2e-8)  # clamped
+    assert c.linear_s("float32", 1, 10, matrix=calibration.LARGE_MATRIX * 4) == pytest.approx(1e-8)
+    mid = (calibration.SMALL_MATRIX * calibration.LARGE_MATRIX) ** 0.5
+    assert c.linear_s("float32", 1, 10, matrix=mid) == pytest.approx(10 * 2 ** 0.5 * 1e-9)
+    s = EstimateSettings(dtype="float32", platform="cpu", input_len=100, max_new_tokens=20)
+    p = llama()
+    slow, fast = estimate(p, s, cpu_acc(c)).speed.expected, estimate(p, s, cpu_acc(cal())).speed.expected
+    from infertune.estimate.expected import matrix_mix
+
+    mix = matrix_mix(p)
+    assert sum(share for _, share in mix) == pytest.approx(1.0)
+    assert all(m < calibration.LARGE_MATRIX for m, _ in mix)  # SmolLM2's shapes: all below 2048 x 2048
+    per_elem = sum(share * c.linear_s("float32", 1, 1.0, matrix=m) for m, share in mix)
+    assert slow.tpot_s - fast.tpot_s == pytest.approx(p.linear_params * (per_elem - 1e-9), rel=1e-6)
 
 
 def test_emulated_dtype_is_as_slow_as_the_host_measured_it():

@@ -24,7 +24,9 @@ and the explanation of what the calibration measured.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -34,8 +36,10 @@ from pydantic import BaseModel, Field
 
 from infertune.probe.host import cpu_model_name, host_fingerprint
 
-CAL_VERSION = 2
+CAL_VERSION = 3
 ROWS = (1, 4, 16, 64, 256)
+LARGE_MATRIX = 2048 * 2048  # weight elements of the matrices `linear_s_per_elem` is timed on
+SMALL_MATRIX = 640 * 640  # ... and `linear_small_s_per_elem`: a small model's Linears (SmolLM2: 110k to 885k)
 DTYPES = ("float32", "bfloat16", "float16")
 ATTNS = ("eager", "sdpa")
 
@@ -49,7 +53,10 @@ class Calibration(BaseModel):
     load_per_core: float | None = Field(None, description="1-minute load average / cores while measuring")
     copy_Bps: float = Field(description="large copy, read + write bytes per second")
     linear_s_per_elem: dict[str, dict[int, float]] = Field(
-        description="dtype -> activation rows -> seconds per weight element of F.linear, weights from memory")
+        description="dtype -> activation rows -> seconds per weight element of F.linear, weights from memory "
+        "(2048 x 2048 matrices)")
+    linear_small_s_per_elem: dict[str, dict[int, float]] = Field(
+        default_factory=dict, description="the same for 640 x 640 matrices: small Linears pay more per element")
     step_s: dict[str, float] = Field(description="attention implementation -> fixed seconds per generate step")
     layer_s: dict[str, float] = Field(description="attention implementation -> seconds per decoder layer per step")
     attn_flops_per_s: dict[str, dict[str, dict[str, float]]] = Field(
@@ -61,23 +68,31 @@ class Calibration(BaseModel):
         """The measured attention FLOP/s for this phase, implementation and dtype (None: not measured)."""
         return self.attn_flops_per_s.get(phase, {}).get(attn, {}).get(dtype)
 
-    def linear_s(self, dtype: str, rows: int, elems: float) -> float:
-        """Seconds for `elems` weight elements times `rows` activations: log-interpolated between the measured
-        row counts, linear in rows beyond the largest (compute-bound)."""
-        table = self.linear_s_per_elem.get(dtype) or self.linear_s_per_elem["float32"]
-        pts = sorted((int(k), v) for k, v in table.items())
-        if rows <= pts[0][0]:
-            return elems * pts[0][1]
-        if rows >= pts[-1][0]:
-            return elems * pts[-1][1] * rows / pts[-1][0]
-        import itertools
-        import math
+    def linear_s(self, dtype: str, rows: int, elems: float, matrix: float | None = None) -> float:
+        """Seconds for `elems` weight elements times `rows` activations, in matrices of `matrix` elements each
+        (None: large ones). Log-interpolated between the measured row counts (linear in rows beyond the largest:
+        compute-bound) and, with `matrix`, between the small and the large matrices' rates (clamped to them)."""
+        large = _per_elem(self.linear_s_per_elem.get(dtype) or self.linear_s_per_elem["float32"], rows)
+        small_table = self.linear_small_s_per_elem.get(dtype)
+        if matrix is None or not small_table or matrix >= LARGE_MATRIX:
+            return elems * large
+        small = _per_elem(small_table, rows)
+        f = max(math.log(matrix / SMALL_MATRIX), 0.0) / math.log(LARGE_MATRIX / SMALL_MATRIX)
+        return elems * math.exp(math.log(small) + f * (math.log(large) - math.log(small)))
 
-        for (r0, v0), (r1, v1) in itertools.pairwise(pts):
-            if r0 <= rows <= r1:
-                f = (math.log(rows) - math.log(r0)) / (math.log(r1) - math.log(r0))
-                return elems * math.exp(math.log(v0) + f * (math.log(v1) - math.log(v0)))
-        return elems * pts[-1][1]  # pragma: no cover
+
+def _per_elem(table: dict, rows: int) -> float:
+    """Seconds per weight element at `rows` activations from a {rows: seconds} table (see Calibration.linear_s)."""
+    pts = sorted((int(k), v) for k, v in table.items())
+    if rows <= pts[0][0]:
+        return pts[0][1]
+    if rows >= pts[-1][0]:
+        return pts[-1][1] * rows / pts[-1][0]
+    for (r0, v0), (r1, v1) in itertools.pairwise(pts):
+        if r0 <= rows <= r1:
+            f = (math.log(rows) - math.log(r0)) / (math.log(r1) - math.log(r0))
+            return math.exp(math.log(v0) + f * (math.log(v1) - math.log(v0)))
+    return pts[-1][1]  # pragma: no cover
 
 
 def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
@@ -152,12 +167,12 @@ def _time(fn, seconds: float, sync=None, calls: int = 3) -> float:
     return min(times)  # contention only ever adds time: the minimum is the quiet machine's figure
 
 
-def measure_linear(device: str = "cpu", seconds: float = 0.05, elems_per_matrix: int = 2048 * 2048,
+def measure_linear(device: str = "cpu", seconds: float = 0.05, elems_per_matrix: int = LARGE_MATRIX,
                    matrices: int = 8, rounds: int = 3, sync=None) -> dict[str, dict[int, float]]:
     """Seconds per weight element of F.linear by dtype and activation rows; `matrices` weights cycled so
-    they come from memory, not the caches (8 x 4M elements: 128 MB in fp32, 64 MB in half). Every cell is
-    timed in `rounds` passes over all cells and keeps its fastest: a busy spell on a shared host then hits
-    one pass of a cell, not all of them."""
+    they come from memory, not the caches (8 x 4M elements: 128 MB in fp32, 64 MB in half; the small
+    matrices: 64 x 410k). Every cell is timed in `rounds` passes over all cells and keeps its fastest: a busy
+    spell on a shared host then hits one pass of a cell, not all of them."""
     import torch
 
     n = int(elems_per_matrix ** 0.5)
@@ -284,11 +299,12 @@ def measure(device: str = "cpu") -> Calibration:
     a, b = torch.ones(n, device=device), torch.empty(n, device=device)
     copy = 2 * n * 4 / _time(lambda: b.copy_(a), 0.2, sync)
     lin = measure_linear(device, sync=sync)
+    lin_small = measure_linear(device, sync=sync, elems_per_matrix=SMALL_MATRIX, matrices=64)
     step, layer = measure_overhead(device, sync=sync)
     attn = measure_attention(device, sync=sync)
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     return Calibration(device=name, host_key=host_key(name), measured_at=time.time(), load_per_core=load,
-                       copy_Bps=copy, linear_s_per_elem=lin, step_s=step, layer_s=layer, attn_flops_per_s=attn,
+                       copy_Bps=copy, linear_s_per_elem=lin, linear_small_s_per_elem=lin_small, step_s=step, layer_s=layer, attn_flops_per_s=attn,
                        cpu_flags=sorted(f for f in cpu_flags() if "avx" in f or "amx" in f or f in ("bf16", "asimdhp")))
 
 

@@ -141,6 +141,15 @@ def kv_traffic(p: ModelProfile, s: EstimateSettings) -> float:
     return grow + (1 + 2 * n_rep if _eager(s) else 1.0)
 
 
+def cache_copies(p: ModelProfile, s: EstimateSettings) -> float:
+    """Bytes moved per decode step beside what the attention kernel reads, per byte of KV cache: a dynamic
+    cache's torch.cat (read the old copy, write the new: 2) and eager's repeat_kv (read the cache, write one
+    copy per query head: 1 + n_rep; the kernel then reads that copy, as the calibration's kernel does)."""
+    n_rep = p.num_attention_heads / max(p.num_kv_heads, 1)
+    grow = 2.0 if s.kv_cache == "dynamic" else 0.0
+    return grow + (1 + n_rep if _eager(s) and n_rep > 1 else 0.0)
+
+
 def _eager(s: EstimateSettings) -> bool:
     return s.attn == "eager" or s.attn.endswith("|eager")
 
@@ -157,10 +166,27 @@ def _overhead(s: EstimateSettings, layers: int, cal: Calibration | None, on_gpu:
     return 2e-3, 0.3e-3, "default (no calibration of this CPU)"
 
 
-def _cpu_linear(cal: Calibration, s: EstimateSettings, rows: int, elems: float, quant_bytes: float) -> float:
+def matrix_mix(p: ModelProfile) -> list[tuple[float, float]]:
+    """(weight elements per matrix, share of a decoder layer's Linear elements) for q, k, v, o and the MLP's
+    three: a small model's Linears run slower per element than large ones (Calibration.linear_s)."""
+    h, hd = p.hidden_size, p.head_dim
+    sizes = [h * p.num_attention_heads * hd] * 2 + [h * p.num_kv_heads * hd] * 2
+    sizes += [h * p.intermediate_size] * 3 if p.intermediate_size else []
+    total = sum(sizes) or 1
+    return [(m, m / total) for m in sizes if m]
+
+
+def calibrated_linear(cal: Calibration, dtype: str, rows: int, elems: float, mix: list[tuple[float, float]]) -> float:
+    """The calibrated F.linear time of `elems` weight elements shaped as `mix` (matrix_mix)."""
+    return sum(share * cal.linear_s(dtype, rows, elems, matrix=m) for m, share in mix) if mix else cal.linear_s(
+        dtype, rows, elems)
+
+
+def _cpu_linear(cal: Calibration, s: EstimateSettings, rows: int, elems: float, quant_bytes: float,
+                mix: list[tuple[float, float]]) -> float:
     """Calibrated CPU matmul time; weight-only quantization is dequantized per call on CPU: the dtype's matmul
     plus reading the packed bytes and writing the dequantized copy at the copy rate (the matmul reads it)."""
-    t = cal.linear_s(s.dtype, rows, elems)
+    t = calibrated_linear(cal, s.dtype, rows, elems, mix)
     if s.quantization.method not in ("none", "gguf"):
         from infertune.estimate.memory import DTYPE_BYTES
 
@@ -169,7 +195,7 @@ def _cpu_linear(cal: Calibration, s: EstimateSettings, rows: int, elems: float, 
 
 
 def _gpu_linear(acc: Accelerator, s: EstimateSettings, rows: int, elems: float, weight_bytes: float,
-                cal: Calibration | None) -> tuple[float, float]:
+                cal: Calibration | None, mix: list[tuple[float, float]]) -> tuple[float, float]:
     """(device time, extra host time per layer) of the matmuls on a GPU."""
     from infertune.estimate.memory import DTYPE_BYTES
 
@@ -178,7 +204,7 @@ def _gpu_linear(acc: Accelerator, s: EstimateSettings, rows: int, elems: float, 
     peak = acc.flops.get(dtype, acc.flops["float32"]) * GPU_FLOPS_EFF
     bw = acc.bandwidth_Bps * GPU_BW_EFF
     if cal is not None and s.dtype in cal.linear_s_per_elem:  # measured on this GPU
-        dense = cal.linear_s(s.dtype, rows, elems)
+        dense = calibrated_linear(cal, s.dtype, rows, elems, mix)
     else:
         dense = max(elems * b / bw, 2 * rows * elems / peak)
     q = QUANT_KERNELS.get(s.quantization.method)
@@ -216,25 +242,28 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     # memory traffic rate (bytes read + written per second): the calibrated copy, else the datasheet at the efficiency
     traffic_Bps = cal.copy_Bps if cal else acc.bandwidth_Bps * (GPU_BW_EFF if on_gpu else CPU_BW_EFF)
 
-    def dense(rows: int, elems: float, nbytes: float) -> float:
-        """A dense matmul of `rows` activations against `elems` weights (`nbytes` of them)."""
+    def dense(rows: int, elems: float, nbytes: float, matrix: float | None = None) -> float:
+        """A dense matmul of `rows` activations against `elems` weights (`nbytes` of them), in one matrix of
+        `matrix` elements (None: large)."""
         if cal is not None and (not on_gpu or s.dtype in cal.linear_s_per_elem):
-            return cal.linear_s(s.dtype, rows, elems)
+            return cal.linear_s(s.dtype, rows, elems, matrix=matrix)
         eff_bw, eff_fl = (GPU_BW_EFF, GPU_FLOPS_EFF) if on_gpu else (CPU_BW_EFF, CPU_FLOPS_EFF)
         peak = acc.flops.get(s.dtype, acc.flops["float32"])
         t = max(nbytes / (acc.bandwidth_Bps * eff_bw), 2 * rows * elems / (peak * eff_fl))
         return t * (1.0 if on_gpu else cpu_emulation_slowdown(s.dtype))
 
+    mix = matrix_mix(p)
+
     def linear_time(rows: int, with_lm_rows: int) -> tuple[float, float]:
         elems = _active_weights(p, p.linear_params, rows)
         packed = max(_active_weights(p, mem.weights_bytes, rows) - emb_bytes, 0.0)
         if on_gpu:
-            t, host = _gpu_linear(acc, s, rows, elems, packed, cal)
+            t, host = _gpu_linear(acc, s, rows, elems, packed, cal, mix)
         elif cal is not None:
-            t, host = _cpu_linear(cal, s, rows, elems, packed), 0.0
+            t, host = _cpu_linear(cal, s, rows, elems, packed, mix), 0.0
         else:
             t, host = dense(rows, elems, packed), 0.0
-        return t / max(s.tp, 1) + dense(with_lm_rows, lm, lm * b), host
+        return t / max(s.tp, 1) + dense(with_lm_rows, lm, lm * b, matrix=lm), host
 
     flops_rate = 2 * 256 * 1e6 / dense(256, 1e6, 1e6 * b)  # the dtype's matmul rate at many rows
 
@@ -243,8 +272,9 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     host *= host_x
     impl = "eager" if _eager(s) else "sdpa"
     rate_dec = cal.attn_rate("decode", impl, s.dtype) if cal is not None else None
-    if rate_dec:  # measured as transformers runs it, K/V read from memory included
-        attn_dec = _attn_flops(p, 1, int(ctx), seqs, False) / rate_dec / max(s.tp, 1)
+    if rate_dec:  # the kernel as measured (K/V read from memory), plus the cache's growth and eager's copies
+        attn_dec = (_attn_flops(p, 1, int(ctx), seqs, False) / rate_dec
+                    + cache_copies(p, s) * kv_read / traffic_Bps) / max(s.tp, 1)
     else:
         attn_dec = (kv_traffic(p, s) * kv_read / traffic_Bps / max(s.tp, 1)
                     + _attn_flops(p, 1, int(ctx), seqs, False) / flops_rate)
@@ -276,7 +306,8 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     ]
     if cal is not None:
         factors.append(Factor(name=f"{s.dtype} F.linear at {seqs} rows, s per weight element",
-                              value=cal.linear_s(s.dtype, seqs, 1.0), source=f"measured on this host ({cal.device})"))
+                              value=calibrated_linear(cal, s.dtype, seqs, 1.0, mix),
+                              source=f"measured on this host ({cal.device}), at this model's matrix sizes"))
         if rate_dec:
             factors.append(Factor(name=f"{impl} {s.dtype} decode attention, FLOP/s", value=rate_dec,
                                   source=f"measured on this host ({cal.device})"))
