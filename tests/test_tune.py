@@ -330,3 +330,63 @@ def test_the_served_choice_never_switches_on_a_difference_within_the_spread():
                         error="not installed", install="infertune engines install sglang")
     chosen, rows = choose("throughput", [plain, missing])
     assert chosen is plain and rows[1].verdict == "not measured"
+
+
+def _timed(e2e: float) -> TrialResult:
+    t = _trial([[1, 2, 3, 4]], None)
+    t.metrics = t.metrics.model_copy(update={"e2e_s": e2e})
+    return t
+
+
+def _kept_step(index: int, setup: Setup, pairs: list[Pair], technique: str = "attn-sdpa"):
+    from infertune.tune import Step
+
+    d = decide("latency", pairs)
+    return Step(index=index, technique=technique, changes={}, setup=setup, expected=None, trial=_timed(1.0),
+                quality=None, objective=1.0, accepted=d.accepted, reason=d.reason, verdict=d.verdict, delta=d.delta,
+                noise=d.noise, pairs=pairs)
+
+
+def test_a_thinly_kept_change_is_rechecked_at_the_end_and_undone_when_the_pooled_pairs_no_longer_show_it(tmp_path):
+    """The last kept change (sdpa, -10 % on a band of 4 %) is measured again against the setup before it; here
+    the machine has since drifted the other way (the candidate now 20 % slower): pooled with the step's pairs, the
+    change is no longer clear, so it is undone and the setup before it is the run's pick."""
+    from infertune.tune import _confirm, best_step
+
+    base = Setup(dtype="bfloat16", attn="eager")
+    sdpa = base.model_copy(update={"attn": "sdpa"})
+    spec = _spec("m", objective="latency", min_pairs=3, max_pairs=5)
+    before = _kept_step(1, base, _pairs([1.0, 1.0, 1.0], [0.5, 0.5, 0.5]), technique="dtype")
+    step = _kept_step(2, sdpa, _pairs([1.00, 1.02, 0.98], [0.90, 0.93, 0.87]))
+    assert step.verdict == "kept" and abs(step.delta) - step.noise < 0.10
+    calls = []
+
+    def trial(index, setup, role, repeat, scored):
+        calls.append((index, role, repeat, scored))
+        return _timed(1.2 if setup == sdpa else 1.0)
+
+    from infertune.tune import Step
+
+    baseline = Step(index=0, technique=None, changes={}, setup=Setup(dtype="float32", attn="eager"), expected=None,
+                    trial=_timed(2.0), quality=None, objective=2.0, accepted=True, reason="baseline")
+    steps = [baseline, before, step]
+    checked = _confirm(spec, steps, trial)
+    assert checked is not None and checked.index == 2 and checked.confirm_pairs >= 3
+    assert len(checked.pairs) == 3 + checked.confirm_pairs and 2 * checked.confirm_pairs == len(calls)
+    assert [c[1] for c in calls[:4]] == ["incumbent", "candidate", "candidate", "incumbent"]  # interleaved
+    assert all(c[0] == 2 and not c[3] for c in calls)
+    d = decide("latency", checked.pairs)
+    assert (checked.verdict, checked.accepted, checked.delta) == (d.verdict, False, d.delta)
+    assert "re-checked at the end" in checked.reason and "undone" in checked.reason
+    assert best_step([steps[0], before, checked]) is before
+    # the run directory keeps both lines; the later one stands, and a resumed run does not check it again
+    run = Run.create(tmp_path / "r", spec)
+    for s in (*steps, checked):
+        run.append(s)
+    assert [s.index for s in run.steps()] == [0, 1, 2] and run.steps()[2].confirm_pairs == checked.confirm_pairs
+    # nothing to re-check: a change kept by a wide margin, or one re-checked already
+    wide = _kept_step(2, sdpa, _pairs([1.0, 1.02, 0.98], [0.5, 0.52, 0.49]))
+    calls.clear()
+    assert _confirm(spec, [steps[0], before, wide], trial) is None and not calls
+    confirmed = checked.model_copy(update={"accepted": True, "verdict": "kept"})
+    assert _confirm(spec, [steps[0], before, confirmed], trial) is None and not calls

@@ -55,6 +55,8 @@ class TuneSpec(BaseModel):
     min_pairs: int = Field(3, ge=2, description="interleaved incumbent/candidate pairs before a verdict")
     max_pairs: int = Field(5, ge=2, description="pairs at most: then the step is inconclusive if still unclear")
     serve: bool = False  # after the loop, serve the accepted setup (both batching modes, installed engines): served.py
+    confirm: bool = Field(True, description="re-check the last kept change against the setup before it at the end "
+                          "of the run when its margin over the noise is thin (CONFIRM_MARGIN)")
 
 
 class Step(BaseModel):
@@ -76,6 +78,7 @@ class Step(BaseModel):
     tie: Paired | None = None  # the other axis, when the tie rule was weighed
     machine: MachineLoad | None = None  # how busy the machine was over this step's trials
     duration_s: float | None = None  # all of this step's trials
+    confirm_pairs: int = 0  # how many of `pairs` the end-of-run re-check added (the verdict is on all of them)
 
 
 def violations(c: Constraints, t: TrialResult) -> list[str]:
@@ -154,8 +157,12 @@ class Run:
             raise UserError(f"{self.path}/spec.json is unreadable: {str(e).splitlines()[0]}") from None
 
     def steps(self) -> list[Step]:
-        """Finished steps; a truncated or corrupt line (a kill mid-write) is skipped with a warning."""
-        return self._read(self.results, Step)
+        """Finished steps; a truncated or corrupt line (a kill mid-write) is skipped with a warning. A step
+        re-checked at the end of the run has a later line of its own index: that one stands."""
+        latest: dict[int, Step] = {}
+        for step in self._read(self.results, Step):
+            latest[step.index] = step
+        return list(latest.values())
 
     def serve_steps(self) -> list[ServeStep]:
         return self._read(self.path / "serve.jsonl", ServeStep)
@@ -221,9 +228,11 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
         return steps
     best = max((s for s in steps if s.accepted), key=lambda s: s.index)
     tried = {s.technique for s in steps if s.technique}
+    out_of_time = False
     while len(steps) < spec.max_trials:
         if spec.time_budget_s is not None and spent + (time.monotonic() - began) >= spec.time_budget_s:
             emit({"event": "budget", "reason": "time budget spent"})
+            out_of_time = True
             break
         pool = candidates(facts, best.setup, tried)
         if not pool:
@@ -238,7 +247,63 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
         emit({"event": "step", "step": step})
         if step.accepted:
             best = step
+    if spec.confirm and not out_of_time and (checked := _confirm(spec, steps, trial)) is not None:
+        run.append(checked)
+        steps[steps.index(best)] = checked
+        emit({"event": "step", "step": checked})
     return steps
+
+
+CONFIRM_MARGIN = 0.10  # a kept change whose band's near edge gains less than this is re-checked at the end
+
+
+def _confirm(spec: TuneSpec, steps: list[Step], trial: Callable[..., TrialResult]) -> Step | None:
+    """The last kept change, measured again against the setup before it in new interleaved pairs (the order
+    reversed from its step), pooled with its step's pairs and decided again: minutes can pass between a step
+    and the end of the run, and a drift the step's own band did not see shows here. None when there is
+    nothing to re-check: the last adopted change was kept on the tie rule, by a wide margin, or checked already."""
+    accepted = [s for s in steps if s.accepted]
+    best = accepted[-1]
+    if (len(accepted) < 2 or best.verdict != "kept" or best.confirm_pairs or best.delta is None or best.noise is None
+            or abs(best.delta) - best.noise >= CONFIRM_MARGIN):
+        return None
+    before = accepted[-2]
+    new: list[Pair] = []
+    trials: list[TrialResult] = []
+    for k in range(spec.max_pairs):
+        runs = {}
+        for role in ("incumbent", "candidate") if k % 2 == 0 else ("candidate", "incumbent"):
+            runs[role] = trial(best.index, best.setup if role == "candidate" else before.setup, role,
+                               len(best.pairs) + k + 1, scored=False)
+            trials.append(runs[role])
+        if any(t.status != "ok" for t in runs.values()):
+            continue
+        new.append(_pair(spec, runs["incumbent"], runs["candidate"]))
+        if len(new) >= spec.min_pairs and decide(spec.objective, best.pairs + new).verdict != "inconclusive":
+            break
+    if len(new) < 2:
+        return None
+    pairs = best.pairs + new
+    d = decide(spec.objective, pairs)
+    why = (f"re-checked at the end of the run: {len(new)} more pairs against {_label(before)}, pooled with the "
+           f"step's {len(best.pairs)}: ") + d.reason
+    return best.model_copy(update={
+        "pairs": pairs, "confirm_pairs": len(new), "accepted": d.accepted, "verdict": d.verdict, "delta": d.delta,
+        "noise": d.noise, "tie": d.tie, "objective": float(np.median([p.candidate for p in pairs])),
+        "reason": why + ("" if d.accepted else f"; the change is undone: {_label(before)} stays"),
+        "machine": combine([best.machine, *(t.machine for t in trials)]),
+        "duration_s": (best.duration_s or 0) + sum(t.duration_s or 0 for t in trials)})
+
+
+def _label(step: Step) -> str:
+    return f"step {step.index} ({step.technique or 'baseline'})"
+
+
+def _pair(spec: TuneSpec, inc: TrialResult, cand: TrialResult) -> Pair:
+    axis = TIE_AXIS[spec.objective]
+    return Pair(incumbent=objective_value(spec.objective, inc), candidate=objective_value(spec.objective, cand),
+                incumbent_tie=objective_value(axis, inc), candidate_tie=objective_value(axis, cand),
+                busy=any(x.machine is not None and x.machine.busy for x in (inc, cand)))
 
 
 def _step(spec: TuneSpec, index: int, tid: str, best: Step, setup: Setup, expected: Expected, baseline: Step,
@@ -247,7 +312,6 @@ def _step(spec: TuneSpec, index: int, tid: str, best: Step, setup: Setup, expect
     first in even ones), until the objective's difference is clear of its noise or max_pairs are spent.
     The candidate's first trial is checked for quality against the baseline and against the constraints;
     a failure there (or a failed candidate trial) rejects it at once, not on the objective."""
-    axis = TIE_AXIS[spec.objective]
     pairs: list[Pair] = []
     trials: list[TrialResult] = []
     quality: Quality | None = None
@@ -279,9 +343,7 @@ def _step(spec: TuneSpec, index: int, tid: str, best: Step, setup: Setup, expect
         inc, cand = runs["incumbent"], runs["candidate"]
         if inc.status != "ok":  # the incumbent failed this time: that pair is lost, its budget spent
             continue
-        pairs.append(Pair(incumbent=objective_value(spec.objective, inc), candidate=objective_value(spec.objective, cand),
-                          incumbent_tie=objective_value(axis, inc), candidate_tie=objective_value(axis, cand),
-                          busy=any(x.machine is not None and x.machine.busy for x in (inc, cand))))
+        pairs.append(_pair(spec, inc, cand))
         if len(pairs) >= spec.min_pairs and decide(spec.objective, pairs).verdict != "inconclusive":
             break
     first = trials[0]  # the candidate's first, quality-checked trial (pair 1 runs the candidate first)
