@@ -85,7 +85,8 @@ def _step_row(s: Step) -> dict[str, Any]:
     busy = (s.machine or s.trial.machine)
     return {"index": s.index, "technique": s.technique, "changes": s.changes, "accepted": s.accepted,
             "verdict": s.verdict, "delta": s.delta, "noise": s.noise, "reason": s.reason, "objective": s.objective,
-            "repeats": len(s.pairs) if s.technique else 1, "busy": bool(busy and busy.busy),
+            "repeats": len(s.pairs) if s.technique else 1, "confirm_pairs": s.confirm_pairs,
+            "busy": bool(busy and busy.busy),
             "pairs": [p.model_dump() for p in s.pairs], "tie": s.tie.model_dump() if s.tie else None,
             "measured": _metrics_row(s), "quality": s.quality.model_dump() if s.quality else None,
             "expected": s.expected.model_dump(mode="json") if s.expected else None}
