@@ -367,6 +367,11 @@ def test_the_real_microbenchmarks_measure_every_cell(monkeypatch):
     step, layer = calibration.measure_overhead(seconds=0.001, rounds=1, lengths=(1, 3), calls=1)
     assert set(step) == set(layer) == set(calibration.ATTNS)
     assert all(v >= 0 for v in (*step.values(), *layer.values()))
+    attn = calibration.measure_attention(seconds=0.001, heads=1, head_dim=8, rows=2)
+    assert set(attn) == {"decode", "prefill"}
+    assert all(set(v) == set(calibration.ATTNS) and all(set(d) == set(calibration.DTYPES) for d in v.values())
+               for v in attn.values())
+    assert all(r > 0 for v in attn.values() for d in v.values() for r in d.values())
 
 
 def test_moe_reads_only_the_experts_the_step_picks():

@@ -100,3 +100,22 @@ def test_no_source_file_over_400_lines():
     long = {str(p.relative_to(SRC / "infertune")): n for p in (SRC / "infertune").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert set(long) <= NOT_YET_SPLIT, long
+
+
+def test_no_merge_conflict_markers_are_left_in_the_repository():
+    """A merge once left its markers in README.md; every text file the repository tracks is checked."""
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not files:  # not a git checkout (an sdist): the source and docs folders
+        files = [str(p.relative_to(ROOT)) for d in ("src", "docs", "tests", "benchmarks", "scripts")
+                 for p in (ROOT / d).rglob("*") if p.is_file()]
+    found = []
+    for name in files:
+        if not name.endswith((".py", ".md", ".toml", ".sh", ".json", ".cfg", ".txt", ".yml", ".yaml", ".csv")):
+            continue
+        try:
+            text = (ROOT / name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        found += [f"{name}:{n}" for n, line in enumerate(text.splitlines(), 1)
+                  if line.startswith(("<<<<<<< ", ">>>>>>> "))]
+    assert not found, f"merge conflict markers: {found}"
