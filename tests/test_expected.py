@@ -397,3 +397,18 @@ def test_moe_reads_only_the_experts_the_step_picks():
     h100 = find_accelerator("H100 SXM")
     s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64, compile=True)
     assert estimate(moe, s, h100).speed.expected.tpot_s < estimate(base, s, h100).speed.expected.tpot_s
+
+
+def test_the_calibration_keeps_the_typical_call_and_the_probe_the_fastest(monkeypatch):
+    """`_time` on a clock the calls themselves advance: the fastest call for the probe's bound, the median call
+    for the calibration (what a run meets on average), after one warm-up call that is never counted."""
+    clock = {"now": 0.0}
+    durations = iter([9.0, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)  # the first is the warm-up
+
+    def call():
+        clock["now"] += next(durations)
+
+    monkeypatch.setattr(calibration.time, "perf_counter", lambda: clock["now"])
+    assert calibration._time(call, seconds=1.4, calls=5) == pytest.approx(0.1)
+    durations = iter([9.0, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)
+    assert calibration._time(call, seconds=1.4, calls=5, typical=True) == pytest.approx(0.3)

@@ -149,8 +149,12 @@ def cache_path(device: str = "cpu") -> Path:
     return home() / "calibration" / f"{safe}.json"
 
 
-def _time(fn, seconds: float, sync=None, calls: int = 3) -> float:
-    """Fastest of the calls made in ~`seconds` (at least `calls`, after one warm-up)."""
+def _time(fn, seconds: float, sync=None, calls: int = 3, typical: bool = False) -> float:
+    """The fastest of the calls made in ~`seconds` (at least `calls`, after one warm-up): what the machine
+    allows (contention only ever adds time), for the probe's bound. With `typical`, the median call: what a
+    run meets, for the expected figure (on the development CPU the median F.linear call of a quiet pass was
+    1.05-1.14x the fastest; a trial reports the mean of its calls). The calibration measures every cell in
+    several passes and keeps the quietest pass, so a busy spell still hits one pass, not all."""
     fn()
     if sync:
         sync()
@@ -164,7 +168,7 @@ def _time(fn, seconds: float, sync=None, calls: int = 3) -> float:
         times.append(time.perf_counter() - t)
         if len(times) >= 200:
             break
-    return min(times)  # contention only ever adds time: the minimum is the quiet machine's figure
+    return sorted(times)[(len(times) - 1) // 2] if typical else min(times)
 
 
 def measure_linear(device: str = "cpu", seconds: float = 0.05, elems_per_matrix: int = LARGE_MATRIX,
@@ -194,7 +198,7 @@ def measure_linear(device: str = "cpu", seconds: float = 0.05, elems_per_matrix:
                 for w in use:
                     torch.nn.functional.linear(x, w)
 
-            t = _time(run, seconds, sync) / (len(use) * n * n)
+            t = _time(run, seconds, sync, typical=True) / (len(use) * n * n)
             best[name, rows] = min(t, best.get((name, rows), t))
             if t * len(use) * n * n > 0.5:  # an emulated dtype: larger shapes would take minutes
                 slow.add(name)
@@ -238,7 +242,7 @@ def measure_overhead(device: str = "cpu", seconds: float = 0.4, rounds: int = 3,
                     with torch.inference_mode():
                         m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n, **kw)
 
-                t = _time(gen, seconds / 4, sync, calls)
+                t = _time(gen, seconds / 4, sync, calls, typical=True)
                 best[attn, depth, n] = min(t, best.get((attn, depth, n), t))
     for attn in ATTNS:
         short, long = lengths
@@ -292,7 +296,7 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
                         sync()
                     first = time.perf_counter() - first
                     # an emulated dtype (seconds per call): its first call is figure enough
-                    t = first if first > 0.5 else _time(call, seconds, sync)
+                    t = first if first > 0.5 else _time(call, seconds, sync, typical=True)
                 counted = attention_flops(heads, head_dim, nq, nkv, n, causal and name != "eager")
                 out[phase].setdefault(name, {})[dtype] = counted / t
     return out
@@ -306,7 +310,7 @@ def measure(device: str = "cpu") -> Calibration:
     sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else None
     n = 64 * 2**20 // 4
     a, b = torch.ones(n, device=device), torch.empty(n, device=device)
-    copy = 2 * n * 4 / _time(lambda: b.copy_(a), 0.2, sync)
+    copy = 2 * n * 4 / _time(lambda: b.copy_(a), 0.2, sync, typical=True)
     lin = measure_linear(device, sync=sync)
     lin_small = measure_linear(device, sync=sync, elems_per_matrix=SMALL_MATRIX, matrices=64)
     step, layer = measure_overhead(device, sync=sync)
