@@ -412,3 +412,8 @@ def test_the_calibration_keeps_the_typical_call_and_the_probe_the_fastest(monkey
     assert calibration._time(call, seconds=1.4, calls=5) == pytest.approx(0.1)
     durations = iter([9.0, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)
     assert calibration._time(call, seconds=1.4, calls=5, typical=True) == pytest.approx(0.3)
+    # a warm-up slower than `slow_s` (an emulated dtype) is the figure, and nothing more is called
+    durations = iter([9.0, 0.3])
+    assert calibration._time(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(9.0)
+    durations = iter([0.4, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)
+    assert calibration._time(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(0.3)

@@ -149,15 +149,20 @@ def cache_path(device: str = "cpu") -> Path:
     return home() / "calibration" / f"{safe}.json"
 
 
-def _time(fn, seconds: float, sync=None, calls: int = 3, typical: bool = False) -> float:
+def _time(fn, seconds: float, sync=None, calls: int = 3, typical: bool = False,
+          slow_s: float | None = None) -> float:
     """The fastest of the calls made in ~`seconds` (at least `calls`, after one warm-up): what the machine
     allows (contention only ever adds time), for the probe's bound. With `typical`, the median call: what a
     run meets, for the expected figure (on the development CPU the median F.linear call of a quiet pass was
     1.05-1.14x the fastest; a trial reports the mean of its calls). The calibration measures every cell in
-    several passes and keeps the quietest pass, so a busy spell still hits one pass, not all."""
+    several passes and keeps the quietest pass, so a busy spell still hits one pass, not all. A warm-up call
+    slower than `slow_s` (an emulated dtype: seconds a call) is figure enough: it is returned as it is."""
+    t = time.perf_counter()
     fn()
     if sync:
         sync()
+    if slow_s is not None and (warm := time.perf_counter() - t) > slow_s:
+        return warm
     times = []
     end = time.perf_counter() + seconds
     while len(times) < calls or time.perf_counter() < end:
@@ -289,14 +294,8 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
                 q = torch.randn(n, heads, nq, head_dim, device=device).to(dt)
                 k, v = (torch.randn(n, heads, nkv, head_dim, device=device).to(dt) for _ in range(2))
                 with torch.inference_mode():
-                    call = lambda q=q, k=k, v=v, fn=fn, causal=causal: fn(q, k, v, causal)  # noqa: E731
-                    first = time.perf_counter()
-                    call()
-                    if sync:
-                        sync()
-                    first = time.perf_counter() - first
-                    # an emulated dtype (seconds per call): its first call is figure enough
-                    t = first if first > 0.5 else _time(call, seconds, sync, typical=True)
+                    t = _time(lambda q=q, k=k, v=v, fn=fn, causal=causal: fn(q, k, v, causal), seconds, sync,
+                              typical=True, slow_s=0.5)
                 counted = attention_flops(heads, head_dim, nq, nkv, n, causal and name != "eager")
                 out[phase].setdefault(name, {})[dtype] = counted / t
     return out
@@ -317,7 +316,8 @@ def measure(device: str = "cpu") -> Calibration:
     attn = measure_attention(device, sync=sync)
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     return Calibration(device=name, host_key=host_key(name), measured_at=time.time(), load_per_core=load,
-                       copy_Bps=copy, linear_s_per_elem=lin, linear_small_s_per_elem=lin_small, step_s=step, layer_s=layer, attn_flops_per_s=attn,
+                       copy_Bps=copy, linear_s_per_elem=lin, linear_small_s_per_elem=lin_small, step_s=step,
+                       layer_s=layer, attn_flops_per_s=attn,
                        cpu_flags=sorted(f for f in cpu_flags() if "avx" in f or "amx" in f or f in ("bf16", "asimdhp")))
 
 
