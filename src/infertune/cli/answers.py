@@ -35,16 +35,21 @@ ENV_NAMES = ("COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATI
              "JUPYTER_COLUMNS", "JUPYTER_LINES", "CLICOLOR", "CLICOLOR_FORCE", "HOME", "XDG_CACHE_HOME")
 
 
-def enabled(verb: str, flags: dict[str, Any]) -> bool:
+def entry(verb: str, flags: dict[str, Any]) -> Path | None:
+    """Where this command line's answer is kept; None when it is not to be kept (see the module's docstring)."""
     if verb not in VERBS or os.environ.get("INFERTUNE_NO_ANSWER_CACHE") == "1" or flags.get("trust_remote_code"):
-        return False
+        return None
     if verb == "advise":  # not when it asks questions, reads files given to it, or a GPU's free memory counts
         from infertune.probe.host import no_gpu_driver
 
         terminal = _tty(sys.stdin) and _tty(sys.stdout)
         asks = terminal and not flags.get("no_input") and flags.get("fmt", "table") == "table"
-        return not (asks or flags.get("workload") or flags.get("measured")) and no_gpu_driver()
-    return True
+        if asks or flags.get("workload") or flags.get("measured") or not no_gpu_driver():
+            return None
+    from infertune.paths import home
+
+    h = hashlib.sha256(repr(_key(verb, flags)).encode())
+    return home() / "answers" / f"{verb}-{h.hexdigest()[:32]}.json"
 
 
 def _tty(stream: Any) -> bool:
@@ -54,24 +59,26 @@ def _tty(stream: Any) -> bool:
         return False
 
 
-def replay(verb: str, flags: dict[str, Any]) -> bool:
-    """Print the kept answer and return True, or return False (nothing printed) when none holds."""
-    if not enabled(verb, flags):
+def replay(path: Path | None) -> bool:
+    """Print the answer kept at `path` (`entry`) and return True, or return False (nothing printed) when none
+    holds."""
+    if path is None:
         return False
     try:
-        entry = json.loads(_file(verb, flags).read_text(encoding="utf-8"))
-        if entry.get("deps") != _stats(entry["deps"]):
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if kept.get("deps") != _stats(kept["deps"]):
             return False
-        sys.stdout.write(entry["stdout"])
+        sys.stdout.write(kept["stdout"])
         sys.stdout.flush()
         return True
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
 
 
-def keeping(verb: str, flags: dict[str, Any], run: Callable[..., object]) -> object:
-    """Run the verb, its stdout passing through as it is written, and keep what it printed once it succeeded."""
-    if not enabled(verb, flags):
+def keeping(path: Path | None, flags: dict[str, Any], run: Callable[..., object]) -> object:
+    """Run the verb, its stdout passing through as it is written, and keep what it printed at `path` once it
+    succeeded (`path` None: just run it)."""
+    if path is None:
         return run(**flags)
     tee = _Tee(sys.stdout)
     sys.stdout = tee
@@ -81,7 +88,7 @@ def keeping(verb: str, flags: dict[str, Any], run: Callable[..., object]) -> obj
         sys.stdout = tee.stream
     if code in (None, 0):
         try:
-            _keep(verb, flags, "".join(tee.written))
+            _keep(path, flags, "".join(tee.written))
         except (OSError, ValueError):  # a kept answer is a convenience: never the reason a command fails
             pass
     return code
@@ -99,7 +106,7 @@ class _Tee:
         return getattr(self.stream, name)
 
 
-def _keep(verb: str, flags: dict[str, Any], stdout: str) -> None:
+def _keep(path: Path, flags: dict[str, Any], stdout: str) -> None:
     from infertune import models
     from infertune.estimate.calibration import BUSY_LOAD, cache_path
     from infertune.paths import home, write_atomic
@@ -114,9 +121,7 @@ def _keep(verb: str, flags: dict[str, Any], stdout: str) -> None:
     engines = sorted((home() / "engines").glob("*/engine.json"))
     deps = [folder, *_files(folder), home() / "cpu-probe.json", cal.parent, *_files(cal.parent), home() / "engines",
             *engines]
-    entry = {"deps": _stats([str(p) for p in deps]), "stdout": stdout}
-    path = _file(verb, flags)
-    write_atomic(path, json.dumps(entry))
+    write_atomic(path, json.dumps({"deps": _stats([str(p) for p in deps]), "stdout": stdout}))
     kept = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime)
     for old in kept[:-KEEP]:
         old.unlink(missing_ok=True)
@@ -140,13 +145,6 @@ def _stats(paths: Any) -> dict[str, list[int] | None]:
         except OSError:
             out[p] = None
     return out
-
-
-def _file(verb: str, flags: dict[str, Any]) -> Path:
-    from infertune.paths import home
-
-    h = hashlib.sha256(repr(_key(verb, flags)).encode())
-    return home() / "answers" / f"{verb}-{h.hexdigest()[:32]}.json"
 
 
 def _key(verb: str, flags: dict[str, Any]) -> tuple:

@@ -220,6 +220,7 @@ def main(verb: str, args: list[str]) -> None:
     if found is not None:
         from infertune.cli import answers
 
-        if answers.replay(verb, found):
+        kept = answers.entry(verb, found)
+        if answers.replay(kept):
             sys.exit(0)
-        guard(lambda: answers.keeping(verb, found, RUN[verb]))
+        guard(lambda: answers.keeping(kept, found, RUN[verb]))
