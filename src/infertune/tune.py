@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -249,7 +249,7 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
             best = step
     if spec.confirm and not out_of_time and (checked := _confirm(spec, steps, trial)) is not None:
         run.append(checked)
-        steps[steps.index(best)] = checked
+        steps = [checked if s.index == checked.index else s for s in steps]
         emit({"event": "step", "step": checked})
     return steps
 
@@ -268,19 +268,8 @@ def _confirm(spec: TuneSpec, steps: list[Step], trial: Callable[..., TrialResult
             or abs(best.delta) - best.noise >= CONFIRM_MARGIN):
         return None
     before = accepted[-2]
-    new: list[Pair] = []
-    trials: list[TrialResult] = []
-    for k in range(spec.max_pairs):
-        runs = {}
-        for role in ("incumbent", "candidate") if k % 2 == 0 else ("candidate", "incumbent"):
-            runs[role] = trial(best.index, best.setup if role == "candidate" else before.setup, role,
-                               len(best.pairs) + k + 1, scored=False)
-            trials.append(runs[role])
-        if any(t.status != "ok" for t in runs.values()):
-            continue
-        new.append(_pair(spec, runs["incumbent"], runs["candidate"]))
-        if len(new) >= spec.min_pairs and decide(spec.objective, best.pairs + new).verdict != "inconclusive":
-            break
+    new, trials, _ = _interleave(spec, trial, best.index, best.setup, before.setup, prior=best.pairs,
+                                 candidate_first=False)
     if len(new) < 2:
         return None
     pairs = best.pairs + new
@@ -299,6 +288,34 @@ def _label(step: Step) -> str:
     return f"step {step.index} ({step.technique or 'baseline'})"
 
 
+def _interleave(spec: TuneSpec, trial: Callable[..., TrialResult], index: int, candidate: Setup, incumbent: Setup,
+                prior: Sequence[Pair] = (), candidate_first: bool = True,
+                gate: Callable[[TrialResult, bool], str | None] | None = None
+                ) -> tuple[list[Pair], list[TrialResult], str | None]:
+    """Interleaved pairs of the candidate and the incumbent, the order alternating from `candidate_first`, until
+    the objective's difference over `prior` and the new pairs is clear of its noise (from min_pairs new ones)
+    or max_pairs are spent. A pair with a failed trial is lost, its budget spent. `gate` sees each candidate
+    trial (and whether it is the first, the one scored for quality) and may refuse the candidate at once: then
+    (the pairs so far, every trial, why)."""
+    pairs: list[Pair] = []
+    trials: list[TrialResult] = []
+    for k in range(spec.max_pairs):
+        runs: dict[str, TrialResult] = {}
+        for role in ("candidate", "incumbent") if (k % 2 == 0) == candidate_first else ("incumbent", "candidate"):
+            t = trial(index, candidate if role == "candidate" else incumbent, role, len(prior) + k + 1,
+                      scored=gate is not None and role == "candidate" and k == 0)
+            trials.append(t)
+            runs[role] = t
+            if gate is not None and role == "candidate" and (refused := gate(t, k == 0)):
+                return pairs, trials, refused
+        if any(t.status != "ok" for t in runs.values()):
+            continue
+        pairs.append(_pair(spec, runs["incumbent"], runs["candidate"]))
+        if len(pairs) >= spec.min_pairs and decide(spec.objective, [*prior, *pairs]).verdict != "inconclusive":
+            break
+    return pairs, trials, None
+
+
 def _pair(spec: TuneSpec, inc: TrialResult, cand: TrialResult) -> Pair:
     axis = TIE_AXIS[spec.objective]
     return Pair(incumbent=objective_value(spec.objective, inc), candidate=objective_value(spec.objective, cand),
@@ -312,10 +329,7 @@ def _step(spec: TuneSpec, index: int, tid: str, best: Step, setup: Setup, expect
     first in even ones), until the objective's difference is clear of its noise or max_pairs are spent.
     The candidate's first trial is checked for quality against the baseline and against the constraints;
     a failure there (or a failed candidate trial) rejects it at once, not on the objective."""
-    pairs: list[Pair] = []
-    trials: list[TrialResult] = []
     quality: Quality | None = None
-    refused: str | None = None  # why it was rejected other than on the objective
 
     def gate(t: TrialResult, first: bool) -> str | None:
         nonlocal quality
@@ -329,23 +343,8 @@ def _step(spec: TuneSpec, index: int, tid: str, best: Step, setup: Setup, expect
             return "quality: " + "; ".join(quality.reasons)
         return "constraint: " + "; ".join(broken) if broken else None
 
-    for k in range(spec.max_pairs):
-        runs: dict[str, TrialResult] = {}
-        for role in ("candidate", "incumbent") if k % 2 == 0 else ("incumbent", "candidate"):
-            t = trial(index, setup if role == "candidate" else best.setup, role, k + 1, scored=role == "candidate"
-                      and k == 0)
-            trials.append(t)
-            runs[role] = t
-            if role == "candidate" and (refused := gate(t, k == 0)):
-                break
-        if refused:
-            break
-        inc, cand = runs["incumbent"], runs["candidate"]
-        if inc.status != "ok":  # the incumbent failed this time: that pair is lost, its budget spent
-            continue
-        pairs.append(_pair(spec, inc, cand))
-        if len(pairs) >= spec.min_pairs and decide(spec.objective, pairs).verdict != "inconclusive":
-            break
+    # refused: why it was rejected other than on the objective (a failed candidate trial, quality, a constraint)
+    pairs, trials, refused = _interleave(spec, trial, index, setup, best.setup, gate=gate)
     first = trials[0]  # the candidate's first, quality-checked trial (pair 1 runs the candidate first)
     common: dict[str, Any] = {
         "index": index, "technique": tid, "changes": best.setup.changes(setup), "setup": setup, "expected": expected,
