@@ -27,11 +27,11 @@ VERBS = {  # name -> (command, extra environment)
     "python -c pass": ([sys.executable, "-c", "pass"], {}),
     "estimate --model demo": ([*INFERTUNE, "estimate", "--model", "demo"], {}),
     "  ... --format json": ([*INFERTUNE, "estimate", "--model", "demo", "--format", "json"], {}),
-    "  ... computed": ([*INFERTUNE, "estimate", "--model", "demo", "--format", "json"], COMPUTED),
+    "  ... computed (estimate)": ([*INFERTUNE, "estimate", "--model", "demo", "--format", "json"], COMPUTED),
     "profile --model demo": ([*INFERTUNE, "profile", "--model", "demo", "--format", "json"], {}),
-    "  ... computed ": ([*INFERTUNE, "profile", "--model", "demo", "--format", "json"], COMPUTED),
+    "  ... computed (profile)": ([*INFERTUNE, "profile", "--model", "demo", "--format", "json"], COMPUTED),
     "advise --model demo": ([*INFERTUNE, "advise", "--model", "demo", "--format", "json"], {}),
-    "  ... computed  ": ([*INFERTUNE, "advise", "--model", "demo", "--format", "json"], COMPUTED),
+    "  ... computed (advise)": ([*INFERTUNE, "advise", "--model", "demo", "--format", "json"], COMPUTED),
 }
 
 
@@ -66,13 +66,13 @@ def main() -> None:
             cpu[name].append(r2.ru_utime + r2.ru_stime - r.ru_utime - r.ru_stime)
     load_after = os.getloadavg()[0]
     bare, bare_cpu = statistics.median(times["python -c pass"]), statistics.median(cpu["python -c pass"])
-    print(f"{'command':<24} {'median':>8} {'min':>8} {'max':>8} {'x bare':>7} {'CPU':>7} {'x bare':>7}  heavy imports")
+    print(f"{'command':<26} {'median':>8} {'min':>8} {'max':>8} {'x bare':>7} {'CPU':>7} {'x bare':>7}  heavy imports")
     for name, ts in times.items():
         med, med_cpu = statistics.median(ts), statistics.median(cpu[name])
         heavy = "" if name.startswith("python") else (", ".join(_heavy_imports(*VERBS[name])) or "none")
         row = (f"{med * 1e3:7.0f}ms {min(ts) * 1e3:7.0f}ms {max(ts) * 1e3:7.0f}ms {med / bare:6.1f}x "
                f"{med_cpu * 1e3:5.0f}ms {med_cpu / bare_cpu:6.1f}x")
-        print(f"{name:<24} {row}  {heavy}")
+        print(f"{name:<26} {row}  {heavy}")
     print(f"\n{args.repeats} interleaved runs each; 1-minute load average {load_before:.1f} before, {load_after:.1f} "
           f"after, on {os.cpu_count()} cores")
 
