@@ -1,9 +1,9 @@
-"""The expected-speed model, the host calibration and the GPU memory overheads, against hand calculations.
+"""The expected-speed model, how it uses the host calibration, and the GPU memory overheads, against hand
+calculations (the calibration itself: test_calibration.py).
 
 GPU paths run with injected hardware facts (datasheet entries and hand-made calibrations): no GPU here.
 """
 
-import json
 import types
 
 import pytest
@@ -186,70 +186,6 @@ def test_a_gpu_calibration_replaces_the_published_factors():
     assert x.basis == "calibrated on this host (NVIDIA H100)"
 
 
-def test_cpu_flags_and_native_half_types(tmp_path):
-    info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
-    flags = calibration.cpu_flags(str(info))
-    assert {"avx512_bf16", "avx2"} <= flags
-    assert calibration.native_cpu_dtypes(flags) == {"bfloat16": True, "float16": False}
-    assert calibration.native_cpu_dtypes({"avx2", "amx_bf16", "amx_fp16"}) == {"bfloat16": True, "float16": True}
-    assert calibration.cpu_flags(str(tmp_path / "missing")) == set()
-
-
-def test_calibration_is_measured_once_and_cached(infertune_home, monkeypatch):
-    calls = []
-
-    def fake_measure(device="cpu"):
-        calls.append(device)
-        return cal().model_copy(update={"host_key": calibration.host_key("cpu")})
-
-    monkeypatch.delenv("INFERTUNE_NO_CALIBRATION", raising=False)
-    monkeypatch.setattr(calibration, "measure", fake_measure)
-    first = calibration.cached("cpu")
-    second = calibration.cached("cpu")
-    assert calls == ["cpu"] and first == second
-    path = calibration.cache_path("cpu")
-    assert path.is_relative_to(infertune_home) and json.loads(path.read_text())["kind"] == "calibration"
-    data = json.loads(path.read_text())
-    data["host_key"] = "another machine"
-    path.write_text(json.dumps(data))
-    calibration.cached("cpu")
-    assert calls == ["cpu", "cpu"]  # a different host (or torch, or thread count) measures again
-    assert calibration.cached("cpu", measure_if_missing=False) is not None
-
-
-def test_the_host_key_is_read_without_torch_once_remembered(infertune_home):
-    """A warm estimate checks its cached calibration without importing torch (seconds): the key torch gives is
-    remembered per fingerprint of what decides it, and a change there (here the thread variable) asks torch."""
-    import os
-    import subprocess
-    import sys
-
-    code = ("import json, sys; from infertune.estimate import calibration; "
-            "print(json.dumps([calibration.host_key('cpu'), 'torch' in sys.modules]))")
-
-    def child(**env):
-        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
-                             timeout=300, check=True)
-        return json.loads(out.stdout)
-
-    key, asked_torch = child()
-    import torch
-
-    assert asked_torch and key.startswith("cpu|") and key.endswith(f"|torch={torch.__version__}")
-    assert child() == [key, False]
-    one_thread = child(OMP_NUM_THREADS="1")
-    assert one_thread[1] and "|threads=1|" in one_thread[0]
-    assert child(OMP_NUM_THREADS="1") == [one_thread[0], False] and child() == [key, False]
-
-
-def test_linear_time_interpolates_between_measured_rows():
-    c = cal(s_per_elem=1e-9)
-    assert c.linear_s("float32", 1, 100) == pytest.approx(1e-7)
-    assert c.linear_s("float32", 512, 100) == pytest.approx(100 * 1e-9 * 16 * 2)  # beyond 256: linear in rows
-    assert c.linear_s("float32", 32, 100) == pytest.approx(100 * 1e-9 * 2, rel=1e-9)  # log-interpolated 16..64
-
-
 def test_cuda_context_by_generation_torch_version_and_backend():
     base = EstimateSettings(platform="cuda", compute_capability="8.0", torch_version="2.5.1")
     a100, _ = overhead.cuda_context_bytes(base)
@@ -361,21 +297,6 @@ def test_a_growing_dynamic_cache_reserves_about_its_size_beside_the_tensors():
     assert prefill_only.allocator_reserve_bytes < 0.06 * prefill_only.total_bytes
 
 
-def test_the_real_microbenchmarks_measure_every_cell(monkeypatch):
-    """The calibration's own code on this CPU, at toy sizes (values depend on the machine: only shape and sign)."""
-    lin = calibration.measure_linear(seconds=0.001, elems_per_matrix=64 * 64, matrices=2, rounds=1)
-    assert set(lin) == set(calibration.DTYPES)
-    assert all(set(v) == set(calibration.ROWS) and all(x > 0 for x in v.values()) for v in lin.values())
-    step, layer = calibration.measure_overhead(seconds=0.001, rounds=1, lengths=(1, 3), calls=1)
-    assert set(step) == set(layer) == set(calibration.ATTNS)
-    assert all(v >= 0 for v in (*step.values(), *layer.values()))
-    attn = calibration.measure_attention(seconds=0.001, heads=1, head_dim=8, rows=2)
-    assert set(attn) == {"decode", "prefill"}
-    assert all(set(v) == set(calibration.ATTNS) and all(set(d) == set(calibration.DTYPES) for d in v.values())
-               for v in attn.values())
-    assert all(r > 0 for v in attn.values() for d in v.values() for r in d.values())
-
-
 def test_moe_reads_only_the_experts_the_step_picks():
     """With the profile's expert facts (issue 18's ModelProfile.expert_params / expert_fraction), a decode step
     reads the shared weights and 1 - (1 - k/E)^tokens of the routed experts."""
@@ -397,23 +318,3 @@ def test_moe_reads_only_the_experts_the_step_picks():
     h100 = find_accelerator("H100 SXM")
     s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64, compile=True)
     assert estimate(moe, s, h100).speed.expected.tpot_s < estimate(base, s, h100).speed.expected.tpot_s
-
-
-def test_the_calibration_keeps_the_typical_call_and_the_probe_the_fastest(monkeypatch):
-    """`_time` on a clock the calls themselves advance: the fastest call for the probe's bound, the median call
-    for the calibration (what a run meets on average), after one warm-up call that is never counted."""
-    clock = {"now": 0.0}
-    durations = iter([9.0, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)  # the first is the warm-up
-
-    def call():
-        clock["now"] += next(durations)
-
-    monkeypatch.setattr(calibration.time, "perf_counter", lambda: clock["now"])
-    assert calibration._time(call, seconds=1.4, calls=5) == pytest.approx(0.1)
-    durations = iter([9.0, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)
-    assert calibration._time(call, seconds=1.4, calls=5, typical=True) == pytest.approx(0.3)
-    # a warm-up slower than `slow_s` (an emulated dtype) is the figure, and nothing more is called
-    durations = iter([9.0, 0.3])
-    assert calibration._time(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(9.0)
-    durations = iter([0.4, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)
-    assert calibration._time(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(0.3)
