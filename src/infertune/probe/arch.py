@@ -8,8 +8,8 @@ it takes a transformers config object and the model instantiated on the meta dev
 - the elements a growing layer caches per token, by the attention's own rules: multi-head latent
   attention caches the compressed latent and the rope key (`kv_lora_rank + qk_rope_head_dim`, one
   "head"); Falcon's `multi_query` (unless `new_decoder_architecture`) and GPTBigCode's `multi_query`
-  keep one KV head; Falcon's `new_decoder_architecture` broadcasts its KV groups to all heads before
-  caching (the cache holds every head); otherwise `num_key_value_heads` (or all heads) x head_dim, for K and for V;
+  keep one KV head; Falcon's `new_decoder_architecture` caches its `num_kv_heads` groups from
+  transformers 5.25 on (before, it broadcast them to every head first and the cache held all); otherwise `num_key_value_heads` (or all heads) x head_dim, for K and for V;
 - the fixed state of linear layers from the mixer modules themselves (the attributes their __init__
   computed): a depthwise Conv1d keeps `channels x kernel`; Mamba-1 `intermediate x state`, Mamba-2
   `heads x head_dim x state`, gated delta-net `v_heads x k_head_dim x v_head_dim`;
@@ -68,6 +68,14 @@ def text_config(cfg):
         return cfg
 
 
+def _falcon_caches_groups() -> bool:
+    """Whether the installed transformers caches Falcon's KV groups as they are (5.25 and later)."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return (major, minor) >= (5, 25)
+
+
 def kv_heads_and_dims(t, model_type: str) -> tuple[int, int, int]:
     """(KV heads, K head size, V head size) of a growing attention layer, by the architecture's rules.
     MLA: one 'head' holding the latent (K slot) and the rope key (V slot)."""
@@ -78,9 +86,13 @@ def kv_heads_and_dims(t, model_type: str) -> tuple[int, int, int]:
         return 0, 0, 0
     heads, hidden = int(heads), int(_get(t, "hidden_size", "d_model"))
     if model_type == "falcon":
-        # new_decoder_architecture (Falcon-40B/180B) broadcasts its KV groups to every head before caching
-        multi_query = getattr(t, "multi_query", False) and not getattr(t, "new_decoder_architecture", False)
-        kv = 1 if multi_query else heads
+        new_arch = getattr(t, "new_decoder_architecture", False)
+        if getattr(t, "multi_query", False) and not new_arch:
+            kv = 1
+        elif new_arch and _falcon_caches_groups():
+            kv = int(_get(t, "num_kv_heads", default=heads))  # transformers >= 5.25 caches the KV groups
+        else:
+            kv = heads  # before 5.25, new_decoder_architecture broadcast its KV groups to every head first
     elif model_type == "gpt_bigcode":
         kv = 1 if getattr(t, "multi_query", True) else heads
     else:
