@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 
 from infertune.probe.host import cpu_model_name, host_fingerprint
 
-CAL_VERSION = 3
+CAL_VERSION = 4
 ROWS = (1, 4, 16, 64, 256)
 LARGE_MATRIX = 2048 * 2048  # weight elements of the matrices `linear_s_per_elem` is timed on
 SMALL_MATRIX = 640 * 640  # ... and `linear_small_s_per_elem`: a small model's Linears (SmolLM2: 110k to 885k)
@@ -62,7 +62,14 @@ class Calibration(BaseModel):
     attn_flops_per_s: dict[str, dict[str, dict[str, float]]] = Field(
         default_factory=dict, description="'decode' | 'prefill' -> attention implementation -> dtype -> FLOP/s of "
         "attention as transformers runs it (see attention_flops)")
+    in_model_x: dict[str, dict[str, dict[str, float]]] = Field(
+        default_factory=dict, description="'prefill' | 'decode' -> attention implementation -> dtype -> measured / "
+        "expected of a reference model's non-attention time on this host (estimate/anchor.py)")
     cpu_flags: list[str] = Field(default_factory=list)
+
+    def in_model(self, phase: str, attn: str, dtype: str) -> float:
+        """The in-model factor for this phase, implementation and dtype (1: not measured)."""
+        return self.in_model_x.get(phase, {}).get(attn, {}).get(dtype, 1.0)
 
     def attn_rate(self, phase: str, attn: str, dtype: str) -> float | None:
         """The measured attention FLOP/s for this phase, implementation and dtype (None: not measured)."""
@@ -315,10 +322,15 @@ def measure(device: str = "cpu") -> Calibration:
     step, layer = measure_overhead(device, sync=sync)
     attn = measure_attention(device, sync=sync)
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
-    return Calibration(device=name, host_key=host_key(name), measured_at=time.time(), load_per_core=load,
-                       copy_Bps=copy, linear_s_per_elem=lin, linear_small_s_per_elem=lin_small, step_s=step,
-                       layer_s=layer, attn_flops_per_s=attn,
-                       cpu_flags=sorted(f for f in cpu_flags() if "avx" in f or "amx" in f or f in ("bf16", "asimdhp")))
+    cal = Calibration(device=name, host_key=host_key(name), measured_at=time.time(), load_per_core=load,
+                      copy_Bps=copy, linear_s_per_elem=lin, linear_small_s_per_elem=lin_small, step_s=step,
+                      layer_s=layer, attn_flops_per_s=attn,
+                      cpu_flags=sorted(f for f in cpu_flags() if "avx" in f or "amx" in f or f in ("bf16", "asimdhp")))
+    if device == "cpu":  # a reference model's generate against what the figures above expect of it
+        from infertune.estimate.anchor import measure_in_model
+
+        cal.in_model_x = measure_in_model(cal, device)
+    return cal
 
 
 BUSY_LOAD = 1.0  # load average per core above which a calibration is taken again once the host is quieter

@@ -14,9 +14,11 @@ without AVX512-BF16/AMX) and on the quantization backend (its kernel for batch 1
               prefill: attention FLOPs (eager: the full S x S, plus writing and reading its score matrix;
               sdpa/flash: causal half, tiled) / the dtype's FLOP/s
     fixed   = step_s + layers x layer_s (eager), or the compiled figures (CUDA graphs) when compiled
-    CPU:    step = linear + attn + fixed                         (dispatch and compute take turns)
+    CPU:    step = x_decode (linear + fixed) + attn              (dispatch and compute take turns; x: the host's
+                                                                 in-model factor, estimate/anchor.py)
     CUDA:   step = max(linear + attn, fixed) + SYNC_S            (the host queues kernels ahead of the GPU)
     TTFT    = prefill forward (its own linear, attn and one fixed cost) + one generate step's bookkeeping
+              (CPU: the linear and fixed parts times x_prefill)
 
 Every constant names its source in docs/estimator.md (the table of factors).
 """
@@ -104,6 +106,8 @@ class ExpectedSpeed(BaseModel):
     tpot_s: float = Field(description="expected time per output token (one decode step of all sequences)")
     tokens_per_s: float = Field(description="sequences / expected step time")
     fixed_s_per_step: float = Field(description="the per-step fixed cost inside tpot_s (dispatch, launches)")
+    attention_s_per_step: float = Field(0.0, description="the attention inside tpot_s")
+    prefill_attention_s: float = Field(0.0, description="the attention inside prefill_s")
     basis: str = Field(description="'calibrated on this host' or 'datasheet x published factors'")
     factors: list[Factor] = Field(default_factory=list)
 
@@ -280,9 +284,12 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     else:
         attn_dec = (kv_traffic(p, s) * kv_read / traffic_Bps / max(s.tp, 1)
                     + _attn_flops(p, 1, int(ctx), seqs, False) / flops_rate)
+    # a calibrated CPU: what is not attention at the pace a reference model ran at on this host (anchor.py)
+    x_dec, x_pre = ((cal.in_model("decode", impl, s.dtype), cal.in_model("prefill", impl, s.dtype))
+                    if cal is not None and not on_gpu else (1.0, 1.0))
     device = lin + attn_dec
     host_total = fixed + L * host
-    tpot = (max(device, host_total) + SYNC_S if on_gpu else device + host_total) + extra_step_s
+    tpot = (max(device, host_total) + SYNC_S if on_gpu else x_dec * (lin + host_total) + attn_dec) + extra_step_s
 
     # prefill: one generate call of `batch` prompts (chunks of `prefill_chunk` queries)
     S, B = s.input_len, s.batch
@@ -300,8 +307,8 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
             attn_p += L * B * p.num_attention_heads * S * S * (6 * b + 8) / traffic_Bps
     dev_p = lin_p + attn_p
     host_p_total = chunks * (step_s + L * (layer_s + host_p))
-    prefill = (max(dev_p, host_p_total) if on_gpu else dev_p + host_p_total) + extra_step_s * chunks
-    ttft = prefill + step_s
+    prefill = (max(dev_p, host_p_total) if on_gpu else x_pre * (lin_p + host_p_total) + attn_p) + extra_step_s * chunks
+    ttft = prefill + step_s * x_pre
     factors = [
         Factor(name="fixed cost per step", value=step_s, source=over_src),
         Factor(name="fixed cost per layer and step", value=layer_s, source=over_src),
@@ -313,6 +320,10 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
         if rate_dec:
             factors.append(Factor(name=f"{impl} {s.dtype} decode attention, FLOP/s", value=rate_dec,
                                   source=f"measured on this host ({cal.device})"))
+        if cal.in_model_x and not on_gpu:
+            src = f"a reference model's generate on this host ({cal.device}) against its expected figures"
+            factors += [Factor(name=f"in-model factor, decode ({impl}, {s.dtype})", value=x_dec, source=src),
+                        Factor(name=f"in-model factor, prefill ({impl}, {s.dtype})", value=x_pre, source=src)]
     elif on_gpu:
         factors += [Factor(name="bandwidth efficiency", value=GPU_BW_EFF, source="gpt-fast README (A100, fp16)"),
                     Factor(name="FLOP/s efficiency", value=GPU_FLOPS_EFF, source="assumed for cuBLAS GEMMs")]
@@ -322,6 +333,7 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
                               source="QUANT_KERNELS (docs/estimator.md)"))
     return ExpectedSpeed(
         prefill_s=prefill, ttft_s=ttft, tpot_s=tpot, tokens_per_s=seqs / tpot, fixed_s_per_step=host_total,
+        attention_s_per_step=attn_dec, prefill_attention_s=attn_p,
         basis=(f"calibrated on this host ({cal.device})" if cal else "datasheet x published factors" if on_gpu
                else "probed CPU rates x assumed efficiencies (no calibration)"),
         factors=factors,
