@@ -56,8 +56,12 @@ def main() -> int:
         calibration.cache_path("cpu").unlink(missing_ok=True)
     acc = probe_cpu()
     cal = acc.calibration
-    print(f"calibration: load/core {cal.load_per_core:.2f} when measured; step {cal.step_s}, layer {cal.layer_s}; "
-          f"copy {cal.copy_Bps / 1e9:.1f} GB/s")
+    ms = lambda d: {k: f"{v * 1e3:.3f} ms" for k, v in d.items()}  # noqa: E731
+    print(f"calibration: load/core {cal.load_per_core:.2f} when measured; step {ms(cal.step_s)}, layer "
+          f"{ms(cal.layer_s)}; copy {cal.copy_Bps / 1e9:.1f} GB/s")
+    print("in-model factors (prefill | decode): " + ", ".join(
+        f"{a} {d} {cal.in_model('prefill', a, d):.2f} | {cal.in_model('decode', a, d):.2f}"
+        for a in ("eager", "sdpa") for d in ("float32", "bfloat16")))
     path = models.resolve("demo")
     todo = cells(args.quick)
     order = [c for k in range(args.passes) for c in (todo if k % 2 == 0 else todo[::-1])]

@@ -6,17 +6,18 @@ import json
 import pytest
 
 from infertune.estimate import calibration
+from infertune.probe import host
 from tests.test_expected import cal
 
 
 def test_cpu_flags_and_native_half_types(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
-    flags = calibration.cpu_flags(str(info))
+    flags = host.cpu_flags(str(info))
     assert {"avx512_bf16", "avx2"} <= flags
-    assert calibration.native_cpu_dtypes(flags) == {"bfloat16": True, "float16": False}
-    assert calibration.native_cpu_dtypes({"avx2", "amx_bf16", "amx_fp16"}) == {"bfloat16": True, "float16": True}
-    assert calibration.cpu_flags(str(tmp_path / "missing")) == set()
+    assert host.native_cpu_dtypes(flags) == {"bfloat16": True, "float16": False}
+    assert host.native_cpu_dtypes({"avx2", "amx_bf16", "amx_fp16"}) == {"bfloat16": True, "float16": True}
+    assert host.cpu_flags(str(tmp_path / "missing")) == set()
 
 
 def test_calibration_is_measured_once_and_cached(infertune_home, monkeypatch):

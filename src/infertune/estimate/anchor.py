@@ -21,10 +21,8 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from infertune.estimate.calibration import Calibration
+# `Calibration` (calibration.py) is named in annotations, not imported: the calibration runs this module.
 
 REFERENCE = {
     "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 768, "intermediate_size": 2048,
@@ -53,11 +51,11 @@ class _Steps:
         pass
 
 
-def _generate(model, ids, calls: int) -> tuple[float, float]:
+def _generate(model, ids, calls: int, new_tokens: int) -> tuple[float, float]:
     """(time to first token, time per output token): the medians of `calls` timed calls after one warm-up."""
     import torch
 
-    kw = {"attention_mask": torch.ones_like(ids), "max_new_tokens": NEW_TOKENS, "min_new_tokens": NEW_TOKENS,
+    kw = {"attention_mask": torch.ones_like(ids), "max_new_tokens": new_tokens, "min_new_tokens": new_tokens,
           "do_sample": False, "pad_token_id": 0, "temperature": None, "top_p": None, "top_k": None}
     ttft, tpot = [], []
     for i in range(calls + 1):
@@ -71,17 +69,17 @@ def _generate(model, ids, calls: int) -> tuple[float, float]:
     return statistics.median(ttft), statistics.median(tpot)
 
 
-def _expected(cal: Calibration, dtype: str, attn: str):
-    """The expected figures for REFERENCE at the anchor's shape, with in-model factors of 1."""
-    from infertune.estimate import estimate
-    from infertune.estimate.accelerators import probe_cpu
-    from infertune.estimate.memory import EstimateSettings
+def _expected(cal: Calibration, dtype: str, attn: str, reference: dict, prompt: int, new_tokens: int):
+    """The expected figures for the reference at the anchor's shape, with in-model factors of 1."""
+    from infertune.estimate.expected import expected_speed
+    from infertune.estimate.memory import EstimateSettings, estimate_memory
+    from infertune.estimate.quant import Quantization
     from infertune.probe.model import profile_model
 
-    p = profile_model(dict(REFERENCE))
-    s = EstimateSettings(dtype=dtype, attn=attn, input_len=PROMPT, max_new_tokens=NEW_TOKENS, platform="cpu")
-    acc = probe_cpu(calibrate=False).model_copy(update={"calibration": cal.model_copy(update={"in_model_x": {}})})
-    return estimate(p, s, acc).speed.expected
+    p = profile_model(dict(reference))
+    s = EstimateSettings(dtype=dtype, attn=attn, input_len=prompt, max_new_tokens=new_tokens, platform="cpu",
+                         quantization=Quantization(method="none"))
+    return expected_speed(p, estimate_memory(p, s), s, None, cal.model_copy(update={"in_model_x": {}}))
 
 
 def factor(measured: float, expected: float, attention: float) -> float:
@@ -92,7 +90,8 @@ def factor(measured: float, expected: float, attention: float) -> float:
 
 
 def measure_in_model(cal: Calibration, device: str = "cpu", calls: int = 3, rounds: int = 2,
-                     attns: tuple[str, ...] = ("eager", "sdpa")) -> dict[str, dict[str, dict[str, float]]]:
+                     attns: tuple[str, ...] = ("eager", "sdpa"), reference: dict | None = None,
+                     prompt: int = PROMPT, new_tokens: int = NEW_TOKENS) -> dict[str, dict[str, dict[str, float]]]:
     """phase ('prefill' | 'decode') -> attention implementation -> dtype -> factor (see the module's text).
     `rounds` passes over every cell, each keeping its quietest pass, as the microbenchmarks do."""
     import copy
@@ -100,21 +99,22 @@ def measure_in_model(cal: Calibration, device: str = "cpu", calls: int = 3, roun
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(**{k: v for k, v in REFERENCE.items() if k not in ("model_type", "architectures")})
+    reference = reference or REFERENCE
+    cfg = LlamaConfig(**{k: v for k, v in reference.items() if k not in ("model_type", "architectures")})
     torch.manual_seed(0)
     base = LlamaForCausalLM(cfg).to(device).eval()
     models = {d: copy.deepcopy(base).to(dtype=getattr(torch, d)) if d != "float32" else base for d in DTYPES}
-    ids = torch.randint(16, cfg.vocab_size, (1, PROMPT), device=device)
+    ids = torch.randint(16, cfg.vocab_size, (1, prompt), device=device)
     best: dict[tuple[str, str], tuple[float, float]] = {}
     for _ in range(rounds):
         for (dtype, model), attn in itertools.product(models.items(), attns):
             model.set_attn_implementation(attn)
-            ttft, tpot = _generate(model, ids, calls)
+            ttft, tpot = _generate(model, ids, calls, new_tokens)
             was = best.get((dtype, attn), (ttft, tpot))
             best[dtype, attn] = (min(ttft, was[0]), min(tpot, was[1]))
     out: dict[str, dict[str, dict[str, float]]] = {"prefill": {}, "decode": {}}
     for (dtype, attn), (ttft, tpot) in best.items():
-        e = _expected(cal, dtype, attn)
+        e = _expected(cal, dtype, attn, reference, prompt, new_tokens)
         out["prefill"].setdefault(attn, {})[dtype] = factor(ttft, e.ttft_s, e.prefill_attention_s)
         out["decode"].setdefault(attn, {})[dtype] = factor(tpot, e.tpot_s, e.attention_s_per_step)
     return out

@@ -1,6 +1,6 @@
 """This host, measured once and cached: what the expected-speed model needs beyond the datasheet.
 
-Measured (a few seconds, once per host, torch version and thread count; cached as JSON under
+Measured (~30 s on 2 cores, once per host, torch version and thread count; cached as JSON under
 `$INFERTUNE_HOME/calibration/`):
 
 - `linear_s_per_elem[dtype][rows]`: seconds per weight element of `F.linear` with `rows` activation rows,
@@ -16,9 +16,10 @@ Measured (a few seconds, once per host, torch version and thread count; cached a
   softmax; sdpa: `F.scaled_dot_product_attention`), timed on its own for one decode query over a 2,048-token
   cache and for a causal 1,024-token prefill, as FLOP/s counted the way the expected model counts them. The
   matmul rate does not carry over: on CPUs bf16 attention runs several times below the bf16 GEMM rate.
-- on CUDA the same measurements on the device (`measure_cuda`), synchronised.
+- `in_model_x`: on a CPU, a reference model's generate against what the figures above expect (anchor.py).
+- on CUDA the same microbenchmarks on the device, synchronised.
 
-`cpu_flags()` reads /proc/cpuinfo: the defaults when no calibration exists (estimating for another CPU)
+`probe.host.cpu_flags()` reads /proc/cpuinfo: the defaults when no calibration exists (estimating for another CPU)
 and the explanation of what the calibration measured.
 """
 
@@ -34,7 +35,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.probe.host import cpu_model_name, host_fingerprint
+from infertune.estimate.expected import attention_flops
+from infertune.probe.host import cpu_flags, cpu_model_name, host_fingerprint
 
 CAL_VERSION = 4
 ROWS = (1, 4, 16, 64, 256)
@@ -100,25 +102,6 @@ def _per_elem(table: dict, rows: int) -> float:
             f = (math.log(rows) - math.log(r0)) / (math.log(r1) - math.log(r0))
             return math.exp(math.log(v0) + f * (math.log(v1) - math.log(v0)))
     return pts[-1][1]  # pragma: no cover
-
-
-def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
-    """The CPU's feature flags (empty where /proc/cpuinfo does not exist)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def native_cpu_dtypes(flags: set[str]) -> dict[str, bool]:
-    """Which half types the CPU computes natively: bf16 with AVX512-BF16 or AMX-BF16 (x86) or the ARM bf16
-    extension; fp16 with AVX512-FP16 or AMX-FP16 (x86) or ARM's half-precision arithmetic (asimdhp)."""
-    return {"bfloat16": bool(flags & {"avx512_bf16", "amx_bf16", "bf16"}),
-            "float16": bool(flags & {"avx512_fp16", "amx_fp16", "asimdhp"})}
 
 
 def _torch_host_key(device: str) -> str:
@@ -264,14 +247,6 @@ def measure_overhead(device: str = "cpu", seconds: float = 0.4, rounds: int = 3,
     return step, layer
 
 
-def attention_flops(heads: int, head_dim: int, q: int, kv: int, rows: int, causal: bool) -> float:
-    """FLOPs of attention as the expected model counts them: QK^T and the weighted sum, halved when the kernel
-    skips the masked half (causal sdpa over more than one query); eager computes the full square and masks it.
-    One layer: the expected model multiplies by the layer count."""
-    full = 4 * heads * head_dim * q * kv * rows
-    return full / 2 if causal and q > 1 else full
-
-
 def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
                       heads: int = 8, head_dim: int = 64, rows: int = 4) -> dict[str, dict[str, dict[str, float]]]:
     """Attention FLOP/s per phase, implementation and dtype: one query over a 2,048-token cache (decode, `rows`
@@ -309,7 +284,7 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
 
 
 def measure(device: str = "cpu") -> Calibration:
-    """Measure this host (or the CUDA device `cuda:N`) now: ~5-10 s on a quiet 2-core CPU."""
+    """Measure this host (or the CUDA device `cuda:N`) now: ~25-30 s on a quiet 2-core CPU."""
     import torch
 
     load = load_per_core()  # before our own threads add to it

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from infertune.estimate.accelerators import Accelerator
-    from infertune.estimate.calibration import Calibration
     from infertune.estimate.memory import EstimateSettings, MemoryEstimate
     from infertune.probe.model import ModelProfile
+# `Accelerator` (estimate/accelerators.py) and `Calibration` (estimate/calibration.py) are named in annotations,
+# not imported: the calibration measures against this model (attention_flops, anchor.py), so it sits above it.
 
 # --- GPU factors (used when the GPU is not calibrated on this host) -------------------------------------
 # Share of the datasheet bandwidth a decode step's weight reads reach. gpt-fast's README (A100 80GB, Llama-2-7B,
@@ -125,14 +125,20 @@ def cpu_emulation_slowdown(dtype: str) -> float:
     """CPU_EMULATED_SLOWDOWN for fp16 / bf16 when this CPU's flags show no native support, else 1."""
     if dtype not in ("float16", "bfloat16"):
         return 1.0
-    from infertune.estimate.calibration import cpu_flags, native_cpu_dtypes
+    from infertune.probe.host import cpu_flags, native_cpu_dtypes
 
     return 1.0 if native_cpu_dtypes(cpu_flags()).get(dtype) else CPU_EMULATED_SLOWDOWN
 
 
-def _attn_flops(p: ModelProfile, q: int, kv: int, rows: int, causal: bool) -> float:
-    from infertune.estimate.calibration import attention_flops
+def attention_flops(heads: int, head_dim: int, q: int, kv: int, rows: int, causal: bool) -> float:
+    """FLOPs of attention as the expected model counts them: QK^T and the weighted sum, halved when the kernel
+    skips the masked half (causal sdpa over more than one query); eager computes the full square and masks it.
+    One layer: the expected model multiplies by the layer count."""
+    full = 4 * heads * head_dim * q * kv * rows
+    return full / 2 if causal and q > 1 else full
 
+
+def _attn_flops(p: ModelProfile, q: int, kv: int, rows: int, causal: bool) -> float:
     return p.num_layers * attention_flops(p.num_attention_heads, p.head_dim, q, kv, rows, causal)
 
 
@@ -223,10 +229,11 @@ def _gpu_linear(acc: Accelerator, s: EstimateSettings, rows: int, elems: float, 
     return max(weight_bytes / (acc.bandwidth_Bps * q["eff"]), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
 
 
-def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator,
+def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator | None,
                    cal: Calibration | None = None, extra_step_s: float = 0.0) -> ExpectedSpeed:
-    """`cal`: this host's calibration (CPU, or the CUDA device it ran on); `extra_step_s`: what the bound adds
-    per forward pass beside the kernels (offloaded weights crossing the host link, tensor-parallel all-reduces)."""
+    """`cal`: this host's calibration (CPU, or the CUDA device it ran on); `acc`: the datasheet (None only with a
+    CPU calibration, which needs none); `extra_step_s`: what the bound adds per forward pass beside the kernels
+    (offloaded weights crossing the host link, tensor-parallel all-reduces)."""
     from infertune.estimate.memory import DTYPE_BYTES
 
     on_gpu = s.platform != "cpu"

@@ -51,3 +51,22 @@ def nvidia_gpus() -> str:
                          for d in sorted(gpus.iterdir()))
     except OSError:
         return ""
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
+    """The CPU's feature flags (empty where /proc/cpuinfo does not exist)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def native_cpu_dtypes(flags: set[str]) -> dict[str, bool]:
+    """Which half types the CPU computes natively: bf16 with AVX512-BF16 or AMX-BF16 (x86) or the ARM bf16
+    extension; fp16 with AVX512-FP16 or AMX-FP16 (x86) or ARM's half-precision arithmetic (asimdhp)."""
+    return {"bfloat16": bool(flags & {"avx512_bf16", "amx_bf16", "bf16"}),
+            "float16": bool(flags & {"avx512_fp16", "amx_fp16", "asimdhp"})}
