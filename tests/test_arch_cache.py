@@ -8,6 +8,8 @@ seeded), runs it through transformers' default cache, and checks that
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -247,7 +249,9 @@ def test_a_static_cache_allocates_its_length_and_whole_windows(tmp_path, infertu
     model = AutoModelForCausalLM.from_config(cfg).eval()
     cache = StaticCache(config=cfg, max_cache_len=20)
     with torch.no_grad():
-        model(input_ids=torch.randint(3, V, (1, 12)), past_key_values=cache, use_cache=True)
+        # recent transformers name forward's cache argument `cache` (`past_key_values` warns until 5.40)
+        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        model(input_ids=torch.randint(3, V, (1, 12)), use_cache=True, **{name: cache})
     held = sum(t.numel() * t.element_size() for t in cache_tensors(cache))
     p = profile_model(tmp_path)
     s = EstimateSettings(dtype="float32", kv_cache="static", max_cache_len=20, input_len=12, max_new_tokens=0)
