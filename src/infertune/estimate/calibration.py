@@ -29,6 +29,7 @@ import itertools
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -346,11 +347,13 @@ def cached(device: str = "cpu", *, measure_if_missing: bool = True, say: Any = N
             pass
     if not measure_if_missing:
         return None
+    note = f"calibrating this host once (~30 s: kernel speeds, fixed costs, a reference model; cached in {path})"
     if say:
-        say(f"calibrating this host's per-step overhead and kernel speeds once (cached in {path})")
+        say(note)
+    else:  # half a minute of silence would look like a hang
+        print(note, file=sys.stderr, flush=True)
     if device.startswith("cuda"):  # in a child: this process must not hold a CUDA context (trials need the memory)
         import subprocess
-        import sys
 
         done = subprocess.run([sys.executable, "-m", "infertune.estimate.calibration", device],
                               capture_output=True, text=True, timeout=600, check=False)
@@ -363,8 +366,6 @@ def cached(device: str = "cpu", *, measure_if_missing: bool = True, say: Any = N
 
 
 if __name__ == "__main__":  # python -m infertune.estimate.calibration [cpu|cuda|cuda:N]: measure now, cache, print
-    import sys
-
     from infertune.paths import write_json_atomic
 
     dev = sys.argv[1] if len(sys.argv) > 1 else "cpu"

@@ -342,6 +342,8 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
         prefill_s=prefill, ttft_s=ttft, tpot_s=tpot, tokens_per_s=seqs / tpot, fixed_s_per_step=host_total,
         attention_s_per_step=attn_dec, prefill_attention_s=attn_p,
         basis=(f"calibrated on this host ({cal.device})" if cal else "datasheet x published factors" if on_gpu
-               else "probed CPU rates x assumed efficiencies (no calibration)"),
+               else "probed CPU rates x assumed efficiencies (no calibration)")
+        + ("" if on_gpu or s.attn in ("eager", "sdpa") or s.attn.endswith(("|eager", "|sdpa"))
+           else f"; {s.attn} is not calibrated here: timed as sdpa"),
         factors=factors,
     )
