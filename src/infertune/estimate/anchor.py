@@ -3,17 +3,18 @@
 The calibration's microbenchmarks (calibration.py) time each kind of work alone: F.linear over cycled weights,
 attention kernels, the per-step and per-layer cost of generate on hidden-64 models. A real forward pass also
 pays what none of them sees: the norms, rotary embeddings, activations and residual adds at the model's width,
-caches evicted by the work in between, and a run's typical (not quietest) pace. On the development CPU the
-expected figures came out 0.6-0.9 of measured on SmolLM2 and on two random-weight Llamas of other shapes, never
-above 1 (benchmarks/README.md, speed_accuracy).
+caches evicted by the work in between, the pace of a whole forward pass. On the development CPU the expected
+figures came out 0.38-0.97 of measured on SmolLM2 and on two random-weight Llamas of other shapes, never above 1
+(benchmarks/README.md, speed_accuracy).
 
 So the calibration ends by running REFERENCE, a random-weight Llama of its own shape (hidden 768, 12 layers,
-GQA 12/4, 88 M parameters: larger than the caches, unlike any model infertune is asked about), through
-`generate` per dtype and attention implementation: a 128-token prompt, 16 new tokens, the median of `calls`
-calls, in the quieter of two passes. The ratio measured / expected of everything except attention (which has its own measured rates) is
-kept per phase (prefill: time to first token; decode: time per token) and multiplies those parts of every
-expected figure on this host (`Calibration.in_model`). One shape stands for all: the factor is the host's
-in-model efficiency, not a fit to the model asked about. Measured on CPUs; a CUDA calibration keeps 1.
+GQA 12/4, vocab 8192: 82 M parameters, 330 MB in fp32, beyond the caches; none of the models being estimated),
+through `generate` per dtype and attention implementation: a 128-token prompt, 16 new tokens, the median of
+`calls` calls, in the quieter of two passes. The ratio measured / expected of everything except attention (which
+has its own measured rates) is kept per phase (prefill: time to first token; decode: time per token) and
+multiplies those parts of every expected figure on this host (`Calibration.in_model`). One shape stands for all:
+the factor is the host's in-model efficiency, not a fit to the model asked about. Measured on CPUs; a CUDA
+calibration keeps 1.
 """
 
 from __future__ import annotations
