@@ -83,9 +83,9 @@ def test_the_real_microbenchmarks_measure_every_cell(monkeypatch):
     assert set(step) == set(layer) == set(calibration.ATTNS)
     assert all(v >= 0 for v in (*step.values(), *layer.values()))
     attn = calibration.measure_attention(seconds=0.001, heads=1, head_dim=8, rows=2)
-    assert set(attn) == {"decode", "prefill", "prefill_one"}
-    assert all(set(v) == (set(calibration.ATTNS) if phase != "prefill_one" else {"eager"})
-               and all(set(d) == set(calibration.DTYPES) for d in v.values()) for phase, v in attn.items())
+    assert set(attn) == {"decode", "prefill"}
+    assert all(set(v) == set(calibration.ATTNS) and all(set(d) == set(calibration.DTYPES) for d in v.values())
+               for v in attn.values())
     assert all(r > 0 for v in attn.values() for d in v.values() for r in d.values())
 
 
@@ -107,19 +107,3 @@ def test_the_calibration_keeps_the_typical_call_and_the_probe_the_fastest(monkey
     assert calibration._time(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(9.0)
     durations = iter([0.4, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)
     assert calibration._time(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(0.3)
-
-
-def test_eager_prefill_attention_runs_faster_while_its_scores_fit_the_caches():
-    """measure_attention times eager prefill over one sequence (32 MB of fp32 scores) and over four (128 MB); the
-    rate for a model's score matrix is log-interpolated between them by its size, clamped beyond."""
-    c = cal()
-    c.attn_flops_per_s = {"prefill": {"eager": {"bfloat16": 1e10}}, "prefill_one": {"eager": {"bfloat16": 4e10}}}
-    lo = calibration.EAGER_SCORES_BYTES
-    assert c.eager_prefill_rate("bfloat16", lo) == pytest.approx(4e10)
-    assert c.eager_prefill_rate("bfloat16", lo / 10) == pytest.approx(4e10)
-    assert c.eager_prefill_rate("bfloat16", 4 * lo) == pytest.approx(1e10)
-    assert c.eager_prefill_rate("bfloat16", 40 * lo) == pytest.approx(1e10)
-    assert c.eager_prefill_rate("bfloat16", 2 * lo) == pytest.approx(2e10)  # halfway in log size: geometric mean
-    assert c.eager_prefill_rate("float32", lo) is None  # not measured: the matmul-rate model
-    del c.attn_flops_per_s["prefill_one"]
-    assert c.eager_prefill_rate("bfloat16", lo) == 1e10  # an older calibration: the 4-sequence rate

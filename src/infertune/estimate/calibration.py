@@ -39,13 +39,12 @@ from pydantic import BaseModel, Field
 from infertune.estimate.expected import attention_flops
 from infertune.probe.host import cpu_flags, cpu_model_name, host_fingerprint
 
-CAL_VERSION = 5
+CAL_VERSION = 4
 ROWS = (1, 4, 16, 64, 256)
 LARGE_MATRIX = 2048 * 2048  # weight elements of the matrices `linear_s_per_elem` is timed on
 SMALL_MATRIX = 640 * 640  # ... and `linear_small_s_per_elem`: a small model's Linears (SmolLM2: 110k to 885k)
 DTYPES = ("float32", "bfloat16", "float16")
 ATTNS = ("eager", "sdpa")
-EAGER_SCORES_BYTES = 8 * 1024 * 1024 * 4  # one sequence's fp32 scores in measure_attention's prefill (8 heads)
 
 
 class Calibration(BaseModel):
@@ -78,16 +77,6 @@ class Calibration(BaseModel):
     def attn_rate(self, phase: str, attn: str, dtype: str) -> float | None:
         """The measured attention FLOP/s for this phase, implementation and dtype (None: not measured)."""
         return self.attn_flops_per_s.get(phase, {}).get(attn, {}).get(dtype)
-
-    def eager_prefill_rate(self, dtype: str, score_bytes: float) -> float | None:
-        """Eager prefill attention FLOP/s for a score matrix (all sequences and heads of one layer, fp32) of
-        `score_bytes`: log-interpolated between the one- and the 4-sequence calibration (clamped to them)."""
-        many, one = self.attn_rate("prefill", "eager", dtype), self.attn_rate("prefill_one", "eager", dtype)
-        if not many or not one:
-            return many
-        lo, hi = EAGER_SCORES_BYTES, 4 * EAGER_SCORES_BYTES
-        f = min(max(math.log(max(score_bytes, 1.0) / lo) / math.log(hi / lo), 0.0), 1.0)
-        return math.exp(math.log(one) + f * (math.log(many) - math.log(one)))
 
     def linear_s(self, dtype: str, rows: int, elems: float, matrix: float | None = None) -> float:
         """Seconds for `elems` weight elements times `rows` activations, in matrices of `matrix` elements each
@@ -263,12 +252,8 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
                       heads: int = 8, head_dim: int = 64, rows: int = 4) -> dict[str, dict[str, dict[str, float]]]:
     """Attention FLOP/s per phase, implementation and dtype: one query over a 2,048-token cache (decode, `rows`
     sequences, K/V from memory as in a real cache) and a causal 1,024-token prefill: eager over `rows` sequences
-    (its score matrices, 128 MB in fp32, leave the caches as a model's do between its Linears) and, as
-    'prefill_one', over one sequence with the caches flushed before each call (a model's Linears evict them
-    between layers; its 32 MB still run faster than 4 sequences' in bf16 here, 52 against 40 GFLOP/s, where
-    repeated warm calls had measured 69 and over-corrected), the flush's own time taken off; the expected model
-    interpolates between the two by the score matrix's size (`eager_prefill_rate`); sdpa over one (tiled, it
-    never holds them)."""
+    (its score matrices, 128 MB in fp32, leave the caches as a model's do between its Linears; one sequence's
+    32 MB stayed in a large L3 and measured 2x faster), sdpa over one (tiled, it never holds them)."""
     import torch
     import torch.nn.functional as F
 
@@ -282,25 +267,18 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
     def sdpa(q, k, v, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    flush = torch.ones(32 * 2**20, device=device)  # 128 MB written: beyond the last-level cache
-    flush_s = _time(lambda: flush.mul_(1.0), seconds, sync, typical=True)
     out: dict[str, dict[str, dict[str, float]]] = {"decode": {}, "prefill": {}}
-    cells = {"decode": (1, 2048), "prefill": (1024, 1024), "prefill_one": (1024, 1024)}
-    out["prefill_one"] = {}
-    for phase, (nq, nkv) in cells.items():
-        causal = phase != "decode"
-        for name, fn in (("eager", eager), ("sdpa", sdpa)) if phase != "prefill_one" else (("eager", eager),):
-            n = rows if phase == "decode" or phase == "prefill" and name == "eager" else 1
+    for phase, (nq, nkv) in {"decode": (1, 2048), "prefill": (1024, 1024)}.items():
+        causal = phase == "prefill"
+        for name, fn in (("eager", eager), ("sdpa", sdpa)):
+            n = rows if phase == "decode" or name == "eager" else 1
             for dtype in DTYPES:
                 dt = getattr(torch, dtype)
                 q = torch.randn(n, heads, nq, head_dim, device=device).to(dt)
                 k, v = (torch.randn(n, heads, nkv, head_dim, device=device).to(dt) for _ in range(2))
-                cold = phase == "prefill_one"  # the flush first, then the kernel
-                call = lambda q=q, k=k, v=v, fn=fn, c=causal, cold=cold: (  # noqa: E731
-                    cold and flush.mul_(1.0), fn(q, k, v, c))
                 with torch.inference_mode():
-                    t = _time(call, seconds, sync, typical=True, slow_s=0.5)
-                t = max(t - flush_s, t / 2) if cold else t
+                    t = _time(lambda q=q, k=k, v=v, fn=fn, causal=causal: fn(q, k, v, causal), seconds, sync,
+                              typical=True, slow_s=0.5)
                 counted = attention_flops(heads, head_dim, nq, nkv, n, causal and name != "eager")
                 out[phase].setdefault(name, {})[dtype] = counted / t
     return out
