@@ -70,17 +70,15 @@ def _generate(model, ids, calls: int, new_tokens: int) -> tuple[float, float]:
     return statistics.median(ttft), statistics.median(tpot)
 
 
-def _expected(cal: Calibration, dtype: str, attn: str, reference: dict, prompt: int, new_tokens: int):
-    """The expected figures for the reference at the anchor's shape, with in-model factors of 1."""
+def _expected(cal: Calibration, p, dtype: str, attn: str, prompt: int, new_tokens: int):
+    """The expected figures for the reference (profile `p`) at the anchor's shape; `cal` without in-model factors."""
     from infertune.estimate.expected import expected_speed
     from infertune.estimate.memory import EstimateSettings, estimate_memory
     from infertune.estimate.quant import Quantization
-    from infertune.probe.model import profile_model
 
-    p = profile_model(dict(reference))
     s = EstimateSettings(dtype=dtype, attn=attn, input_len=prompt, max_new_tokens=new_tokens, platform="cpu",
                          quantization=Quantization(method="none"))
-    return expected_speed(p, estimate_memory(p, s), s, None, cal.model_copy(update={"in_model_x": {}}))
+    return expected_speed(p, estimate_memory(p, s), s, None, cal)
 
 
 def factor(measured: float, expected: float, attention: float) -> float:
@@ -113,9 +111,12 @@ def measure_in_model(cal: Calibration, device: str = "cpu", calls: int = 3, roun
             ttft, tpot = _generate(model, ids, calls, new_tokens)
             was = best.get((dtype, attn), (ttft, tpot))
             best[dtype, attn] = (min(ttft, was[0]), min(tpot, was[1]))
+    from infertune.probe.model import profile_model
+
+    p, plain = profile_model(dict(reference)), cal.model_copy(update={"in_model_x": {}})
     out: dict[str, dict[str, dict[str, float]]] = {"prefill": {}, "decode": {}}
     for (dtype, attn), (ttft, tpot) in best.items():
-        e = _expected(cal, dtype, attn, reference, prompt, new_tokens)
+        e = _expected(plain, p, dtype, attn, prompt, new_tokens)
         out["prefill"].setdefault(attn, {})[dtype] = factor(ttft, e.ttft_s, e.prefill_attention_s)
         out["decode"].setdefault(attn, {})[dtype] = factor(tpot, e.tpot_s, e.attention_s_per_step)
     return out
