@@ -83,9 +83,9 @@ def test_the_real_microbenchmarks_measure_every_cell(monkeypatch):
     assert set(step) == set(layer) == set(calibration.ATTNS)
     assert all(v >= 0 for v in (*step.values(), *layer.values()))
     attn = calibration.measure_attention(seconds=0.001, heads=1, head_dim=8, rows=2)
-    assert set(attn) == {"decode", "prefill"}
-    assert all(set(v) == set(calibration.ATTNS) and all(set(d) == set(calibration.DTYPES) for d in v.values())
-               for v in attn.values())
+    assert set(attn) == {"decode", "prefill", "prefill_one"}
+    assert all(set(v) == (set(calibration.ATTNS) if phase != "prefill_one" else {"eager"})
+               and all(set(d) == set(calibration.DTYPES) for d in v.values()) for phase, v in attn.items())
     assert all(r > 0 for v in attn.values() for d in v.values() for r in d.values())
 
 
@@ -107,3 +107,50 @@ def test_the_calibration_keeps_the_typical_call_and_the_probe_the_fastest(monkey
     assert calibration._time(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(9.0)
     durations = iter([0.4, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)
     assert calibration._time(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(0.3)
+    # `before` runs ahead of every call (the warm-up included) and its time is not the call's
+    durations, calls = iter([9.0, 0.3, 0.1, 0.5, 0.2, 0.4] * 50), []
+
+    def before():
+        calls.append(clock["now"])
+        clock["now"] += 100.0
+
+    assert calibration._time(call, seconds=1.4, calls=5, before=before) == pytest.approx(0.1)
+    assert len(calls) == 6
+
+
+def test_eager_prefill_attention_runs_faster_while_its_scores_fit_the_caches():
+    """measure_attention times eager prefill over one sequence (32 MB of fp32 scores) and over four (128 MB); the
+    rate for a model's score matrix is log-interpolated between them by its size, clamped beyond."""
+    c = cal()
+    c.attn_flops_per_s = {"prefill": {"eager": {"bfloat16": 1e10}}, "prefill_one": {"eager": {"bfloat16": 4e10}}}
+    lo = calibration.EAGER_SCORES_BYTES
+    assert c.eager_prefill_rate("bfloat16", lo) == pytest.approx(4e10)
+    assert c.eager_prefill_rate("bfloat16", lo / 10) == pytest.approx(4e10)
+    assert c.eager_prefill_rate("bfloat16", 4 * lo) == pytest.approx(1e10)
+    assert c.eager_prefill_rate("bfloat16", 40 * lo) == pytest.approx(1e10)
+    assert c.eager_prefill_rate("bfloat16", 2 * lo) == pytest.approx(2e10)  # halfway in log size: geometric mean
+    assert c.eager_prefill_rate("float32", lo) is None  # not measured: the matmul-rate model
+    del c.attn_flops_per_s["prefill_one"]
+    assert c.eager_prefill_rate("bfloat16", lo) == 1e10  # an older calibration: the 4-sequence rate
+
+
+def test_freed_heap_pages_go_back_to_the_os(monkeypatch):
+    """The eager-attention microbenchmark starts each call on fresh pages, as a trial's fresh process does:
+    pages freed in the middle of the heap (a live block after them keeps glibc from trimming on free) stay in
+    the process until `release_freed_memory` hands them back."""
+    psutil = pytest.importorskip("psutil")
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's malloc_trim")
+    rss = psutil.Process().memory_info
+    blocks = [bytearray(64 * 1024) for _ in range(2000)]  # 128 MB of heap blocks (below the mmap threshold)
+    pin = bytearray(64 * 1024)
+    del blocks
+    held = rss().rss
+    assert host.release_freed_memory()
+    assert rss().rss < held - 64 * 2**20
+    del pin
+    # without glibc: False, nothing raised
+    monkeypatch.setattr("ctypes.CDLL", lambda *a, **k: (_ for _ in ()).throw(OSError("no libc")))
+    assert host.release_freed_memory() is False

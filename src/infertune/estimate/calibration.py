@@ -37,14 +37,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from infertune.estimate.expected import attention_flops
-from infertune.probe.host import cpu_flags, cpu_model_name, host_fingerprint
+from infertune.probe.host import cpu_flags, cpu_model_name, host_fingerprint, release_freed_memory
 
-CAL_VERSION = 4
+CAL_VERSION = 5
 ROWS = (1, 4, 16, 64, 256)
 LARGE_MATRIX = 2048 * 2048  # weight elements of the matrices `linear_s_per_elem` is timed on
 SMALL_MATRIX = 640 * 640  # ... and `linear_small_s_per_elem`: a small model's Linears (SmolLM2: 110k to 885k)
 DTYPES = ("float32", "bfloat16", "float16")
 ATTNS = ("eager", "sdpa")
+EAGER_SCORES_BYTES = 8 * 1024 * 1024 * 4  # one sequence's fp32 scores in measure_attention's prefill (8 heads)
 
 
 class Calibration(BaseModel):
@@ -77,6 +78,16 @@ class Calibration(BaseModel):
     def attn_rate(self, phase: str, attn: str, dtype: str) -> float | None:
         """The measured attention FLOP/s for this phase, implementation and dtype (None: not measured)."""
         return self.attn_flops_per_s.get(phase, {}).get(attn, {}).get(dtype)
+
+    def eager_prefill_rate(self, dtype: str, score_bytes: float) -> float | None:
+        """Eager prefill attention FLOP/s for a score matrix (all sequences and heads of one layer, fp32) of
+        `score_bytes`: log-interpolated between the one- and the 4-sequence calibration (clamped to them)."""
+        many, one = self.attn_rate("prefill", "eager", dtype), self.attn_rate("prefill_one", "eager", dtype)
+        if not many or not one:
+            return many
+        lo, hi = EAGER_SCORES_BYTES, 4 * EAGER_SCORES_BYTES
+        f = min(max(math.log(max(score_bytes, 1.0) / lo) / math.log(hi / lo), 0.0), 1.0)
+        return math.exp(math.log(one) + f * (math.log(many) - math.log(one)))
 
     def linear_s(self, dtype: str, rows: int, elems: float, matrix: float | None = None) -> float:
         """Seconds for `elems` weight elements times `rows` activations, in matrices of `matrix` elements each
@@ -141,13 +152,16 @@ def cache_path(device: str = "cpu") -> Path:
 
 
 def _time(fn, seconds: float, sync=None, calls: int = 3, typical: bool = False,
-          slow_s: float | None = None) -> float:
+          slow_s: float | None = None, before=None) -> float:
     """The fastest of the calls made in ~`seconds` (at least `calls`, after one warm-up): what the machine
     allows (contention only ever adds time), for the probe's bound. With `typical`, the median call: what a
     run meets, for the expected figure (on the development CPU the median F.linear call of a quiet pass was
     1.05-1.14x the fastest; a trial reports the mean of its calls). The calibration measures every cell in
     several passes and keeps the quietest pass, so a busy spell still hits one pass, not all. A warm-up call
-    slower than `slow_s` (an emulated dtype: seconds a call) is figure enough: it is returned as it is."""
+    slower than `slow_s` (an emulated dtype: seconds a call) is figure enough: it is returned as it is.
+    `before`, when given, runs before every call, outside the timed span."""
+    before = before or (lambda: None)
+    before()
     t = time.perf_counter()
     fn()
     if sync:
@@ -157,6 +171,7 @@ def _time(fn, seconds: float, sync=None, calls: int = 3, typical: bool = False,
     times = []
     end = time.perf_counter() + seconds
     while len(times) < calls or time.perf_counter() < end:
+        before()
         t = time.perf_counter()
         fn()
         if sync:
@@ -252,8 +267,12 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
                       heads: int = 8, head_dim: int = 64, rows: int = 4) -> dict[str, dict[str, dict[str, float]]]:
     """Attention FLOP/s per phase, implementation and dtype: one query over a 2,048-token cache (decode, `rows`
     sequences, K/V from memory as in a real cache) and a causal 1,024-token prefill: eager over `rows` sequences
-    (its score matrices, 128 MB in fp32, leave the caches as a model's do between its Linears; one sequence's
-    32 MB stayed in a large L3 and measured 2x faster), sdpa over one (tiled, it never holds them)."""
+    (its score matrices, 128 MB in fp32, leave the caches as a model's do between its Linears) and, as
+    'prefill_one', over one sequence (its 32 MB stay partly in a large L3: 1.3-1.5x faster here; the expected model
+    interpolates between the two by the score matrix's size, `eager_prefill_rate`), sdpa over one (tiled, it never
+    holds them). On a CPU the heap's freed pages go back to the OS before every call, so that each call writes its
+    scores into fresh pages as a trial's fresh process does (host.release_freed_memory: without it, a heap warmed
+    by the calibration's earlier work made the one-sequence rate 1.6-3x what a fresh process measures)."""
     import torch
     import torch.nn.functional as F
 
@@ -267,18 +286,21 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
     def sdpa(q, k, v, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
+    fresh = release_freed_memory if device == "cpu" else None
     out: dict[str, dict[str, dict[str, float]]] = {"decode": {}, "prefill": {}}
-    for phase, (nq, nkv) in {"decode": (1, 2048), "prefill": (1024, 1024)}.items():
-        causal = phase == "prefill"
-        for name, fn in (("eager", eager), ("sdpa", sdpa)):
-            n = rows if phase == "decode" or name == "eager" else 1
+    cells = {"decode": (1, 2048), "prefill": (1024, 1024), "prefill_one": (1024, 1024)}
+    out["prefill_one"] = {}
+    for phase, (nq, nkv) in cells.items():
+        causal = phase != "decode"
+        for name, fn in (("eager", eager), ("sdpa", sdpa)) if phase != "prefill_one" else (("eager", eager),):
+            n = rows if phase == "decode" or phase == "prefill" and name == "eager" else 1
             for dtype in DTYPES:
                 dt = getattr(torch, dtype)
                 q = torch.randn(n, heads, nq, head_dim, device=device).to(dt)
                 k, v = (torch.randn(n, heads, nkv, head_dim, device=device).to(dt) for _ in range(2))
                 with torch.inference_mode():
                     t = _time(lambda q=q, k=k, v=v, fn=fn, causal=causal: fn(q, k, v, causal), seconds, sync,
-                              typical=True, slow_s=0.5)
+                              typical=True, slow_s=0.5, before=fresh)
                 counted = attention_flops(heads, head_dim, nq, nkv, n, causal and name != "eager")
                 out[phase].setdefault(name, {})[dtype] = counted / t
     return out

@@ -306,6 +306,8 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     host_p *= host_x
     lin_p = lin_p * chunks
     rate_p = cal.attn_rate("prefill", impl, s.dtype) if cal is not None else None
+    if rate_p and impl == "eager":  # its fp32 score matrix (one layer) stays partly in the caches when small
+        rate_p = cal.eager_prefill_rate(s.dtype, 4.0 * B * p.num_attention_heads * S * S) or rate_p
     if rate_p:  # measured: the eager score matrix's traffic and the softmax included
         attn_p = _attn_flops(p, S, S, B, causal=not _eager(s)) / rate_p
     else:
