@@ -267,12 +267,12 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
                       heads: int = 8, head_dim: int = 64, rows: int = 4) -> dict[str, dict[str, dict[str, float]]]:
     """Attention FLOP/s per phase, implementation and dtype: one query over a 2,048-token cache (decode, `rows`
     sequences, K/V from memory as in a real cache) and a causal 1,024-token prefill: eager over `rows` sequences
-    (its score matrices, 128 MB in fp32, leave the caches as a model's do between its Linears) and, as
-    'prefill_one', over one sequence (its 32 MB stay partly in a large L3: 1.3-1.5x faster here; the expected model
-    interpolates between the two by the score matrix's size, `eager_prefill_rate`), sdpa over one (tiled, it never
-    holds them). On a CPU the heap's freed pages go back to the OS before every call, so that each call writes its
-    scores into fresh pages as a trial's fresh process does (host.release_freed_memory: without it, a heap warmed
-    by the calibration's earlier work made the one-sequence rate 1.6-3x what a fresh process measures)."""
+    (128 MB of fp32 scores, beyond the caches) and, as 'prefill_one', over one (32 MB, partly in a large L3;
+    the expected model interpolates by the score matrix's size, `eager_prefill_rate`), sdpa over one (tiled).
+    On a CPU each eager prefill call starts on fresh pages (host.release_freed_memory), as in a trial's fresh
+    process: a heap warmed by the calibration's earlier work made the one-sequence rate 1.6-3x what a fresh process
+    measures. Decode is not trimmed: a step's small buffers reuse the heap's pages in a model too (trimmed: 3-6x
+    slow)."""
     import torch
     import torch.nn.functional as F
 
@@ -300,7 +300,8 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
                 k, v = (torch.randn(n, heads, nkv, head_dim, device=device).to(dt) for _ in range(2))
                 with torch.inference_mode():
                     t = _time(lambda q=q, k=k, v=v, fn=fn, causal=causal: fn(q, k, v, causal), seconds, sync,
-                              typical=True, slow_s=0.5, before=fresh)
+                              typical=True, slow_s=0.5,
+                              before=fresh if name == "eager" and phase != "decode" else None)
                 counted = attention_flops(heads, head_dim, nq, nkv, n, causal and name != "eager")
                 out[phase].setdefault(name, {})[dtype] = counted / t
     return out
