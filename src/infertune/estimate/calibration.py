@@ -1,6 +1,6 @@
 """This host, measured once and cached: what the expected-speed model needs beyond the datasheet.
 
-Measured (~30 s on 2 cores, once per host, torch version and thread count; cached as JSON under
+Measured (~35 s on 2 cores, once per host, torch version and thread count; cached as JSON under
 `$INFERTUNE_HOME/calibration/`):
 
 - `linear_s_per_elem[dtype][rows]`: seconds per weight element of `F.linear` with `rows` activation rows,
@@ -45,7 +45,8 @@ LARGE_MATRIX = 2048 * 2048  # weight elements of the matrices `linear_s_per_elem
 SMALL_MATRIX = 640 * 640  # ... and `linear_small_s_per_elem`: a small model's Linears (SmolLM2: 110k to 885k)
 DTYPES = ("float32", "bfloat16", "float16")
 ATTNS = ("eager", "sdpa")
-EAGER_SCORES_BYTES = 8 * 1024 * 1024 * 4  # one sequence's fp32 scores in measure_attention's prefill (8 heads)
+ATTN_HEADS, ATTN_ROWS, PREFILL_LEN = 8, 4, 1024  # measure_attention's heads, sequences and prefill length
+EAGER_SCORES_BYTES = ATTN_HEADS * PREFILL_LEN**2 * 4  # one sequence's fp32 scores in its eager prefill
 
 
 class Calibration(BaseModel):
@@ -85,7 +86,7 @@ class Calibration(BaseModel):
         many, one = self.attn_rate("prefill", "eager", dtype), self.attn_rate("prefill_one", "eager", dtype)
         if not many or not one:
             return many
-        lo, hi = EAGER_SCORES_BYTES, 4 * EAGER_SCORES_BYTES
+        lo, hi = EAGER_SCORES_BYTES, ATTN_ROWS * EAGER_SCORES_BYTES
         f = min(max(math.log(max(score_bytes, 1.0) / lo) / math.log(hi / lo), 0.0), 1.0)
         return math.exp(math.log(one) + f * (math.log(many) - math.log(one)))
 
@@ -264,15 +265,16 @@ def measure_overhead(device: str = "cpu", seconds: float = 0.4, rounds: int = 3,
 
 
 def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
-                      heads: int = 8, head_dim: int = 64, rows: int = 4) -> dict[str, dict[str, dict[str, float]]]:
+                      heads: int = ATTN_HEADS, head_dim: int = 64,
+                      rows: int = ATTN_ROWS) -> dict[str, dict[str, dict[str, float]]]:
     """Attention FLOP/s per phase, implementation and dtype: one query over a 2,048-token cache (decode, `rows`
     sequences, K/V from memory as in a real cache) and a causal 1,024-token prefill: eager over `rows` sequences
     (128 MB of fp32 scores, beyond the caches) and, as 'prefill_one', over one (32 MB, partly in a large L3;
     the expected model interpolates by the score matrix's size, `eager_prefill_rate`), sdpa over one (tiled).
     On a CPU each eager prefill call starts on fresh pages (host.release_freed_memory), as in a trial's fresh
-    process: a heap warmed by the calibration's earlier work made the one-sequence rate 1.6-3x what a fresh process
-    measures. Decode is not trimmed: a step's small buffers reuse the heap's pages in a model too (trimmed: 3-6x
-    slow)."""
+    process: a heap warmed by the calibration's earlier work made the one-sequence rate 1.6-3.5x what a fresh
+    process measures. Decode is not trimmed: a step's small buffers reuse the heap's pages in a model too (trimmed,
+    it measured 1.3-6.4x slower than the calibration before)."""
     import torch
     import torch.nn.functional as F
 
@@ -286,29 +288,27 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
     def sdpa(q, k, v, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    fresh = release_freed_memory if device == "cpu" else None
-    out: dict[str, dict[str, dict[str, float]]] = {"decode": {}, "prefill": {}}
-    cells = {"decode": (1, 2048), "prefill": (1024, 1024), "prefill_one": (1024, 1024)}
-    out["prefill_one"] = {}
-    for phase, (nq, nkv) in cells.items():
-        causal = phase != "decode"
-        for name, fn in (("eager", eager), ("sdpa", sdpa)) if phase != "prefill_one" else (("eager", eager),):
-            n = rows if phase == "decode" or phase == "prefill" and name == "eager" else 1
-            for dtype in DTYPES:
-                dt = getattr(torch, dtype)
-                q = torch.randn(n, heads, nq, head_dim, device=device).to(dt)
-                k, v = (torch.randn(n, heads, nkv, head_dim, device=device).to(dt) for _ in range(2))
-                with torch.inference_mode():
-                    t = _time(lambda q=q, k=k, v=v, fn=fn, causal=causal: fn(q, k, v, causal), seconds, sync,
-                              typical=True, slow_s=0.5,
-                              before=fresh if name == "eager" and phase != "decode" else None)
-                counted = attention_flops(heads, head_dim, nq, nkv, n, causal and name != "eager")
-                out[phase].setdefault(name, {})[dtype] = counted / t
+    fns, L = {"eager": eager, "sdpa": sdpa}, PREFILL_LEN
+    cells = [("decode", name, rows, 1, 2048) for name in fns] + [  # phase, implementation, sequences, q, kv
+        ("prefill", "eager", rows, L, L), ("prefill", "sdpa", 1, L, L), ("prefill_one", "eager", 1, L, L)]
+    out: dict[str, dict[str, dict[str, float]]] = {"decode": {}, "prefill": {}, "prefill_one": {}}
+    for phase, name, n, nq, nkv in cells:
+        causal, fn = phase != "decode", fns[name]
+        fresh = release_freed_memory if device == "cpu" and name == "eager" and causal else None
+        for dtype in DTYPES:
+            dt = getattr(torch, dtype)
+            q = torch.randn(n, heads, nq, head_dim, device=device).to(dt)
+            k, v = (torch.randn(n, heads, nkv, head_dim, device=device).to(dt) for _ in range(2))
+            with torch.inference_mode():
+                t = _time(lambda q=q, k=k, v=v, fn=fn, causal=causal: fn(q, k, v, causal), seconds, sync,
+                          typical=True, slow_s=0.5, before=fresh)
+            counted = attention_flops(heads, head_dim, nq, nkv, n, causal and name != "eager")
+            out[phase].setdefault(name, {})[dtype] = counted / t
     return out
 
 
 def measure(device: str = "cpu") -> Calibration:
-    """Measure this host (or the CUDA device `cuda:N`) now: ~25-30 s on a quiet 2-core CPU."""
+    """Measure this host (or the CUDA device `cuda:N`) now: ~35 s on a 2-core CPU (35.4 s at load 0.31 per core)."""
     import torch
 
     load = load_per_core()  # before our own threads add to it
@@ -370,7 +370,7 @@ def cached(device: str = "cpu", *, measure_if_missing: bool = True, say: Any = N
             pass
     if not measure_if_missing:
         return None
-    note = f"calibrating this host once (~30 s: kernel speeds, fixed costs, a reference model; cached in {path})"
+    note = f"calibrating this host once (~35 s: kernel speeds, fixed costs, a reference model; cached in {path})"
     if say:
         say(note)
     else:  # half a minute of silence would look like a hang

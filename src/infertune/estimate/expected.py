@@ -305,9 +305,9 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     lin_p, host_p = linear_time(B * q, B)
     host_p *= host_x
     lin_p = lin_p * chunks
-    rate_p = cal.attn_rate("prefill", impl, s.dtype) if cal is not None else None
-    if rate_p and impl == "eager":  # its fp32 score matrix (one layer) stays partly in the caches when small
-        rate_p = cal.eager_prefill_rate(s.dtype, 4.0 * B * p.num_attention_heads * S * S) or rate_p
+    rate_p = None if cal is None else (  # eager: its fp32 score matrix (one layer) fits the caches better when small
+        cal.eager_prefill_rate(s.dtype, 4.0 * B * p.num_attention_heads * S * S) if impl == "eager"
+        else cal.attn_rate("prefill", impl, s.dtype))
     if rate_p:  # measured: the eager score matrix's traffic and the softmax included
         attn_p = _attn_flops(p, S, S, B, causal=not _eager(s)) / rate_p
     else:

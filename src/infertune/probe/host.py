@@ -80,10 +80,9 @@ def release_freed_memory() -> bool:
     does not. On the development CPU one sequence of bf16 eager prefill attention ran at 62-69 GFLOP/s in a fresh
     process and at 109-218 after a model had been loaded and freed; trimmed before each call, 61-70 again."""
     import ctypes
-    import ctypes.util
 
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    try:  # the process's own symbols: libc is loaded already, no library search (find_library runs a subprocess)
+        ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         return False
     return True
