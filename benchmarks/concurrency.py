@@ -18,14 +18,13 @@ from pathlib import Path
 
 import httpx
 
-from infertune import models
-from infertune.config import InferenceConfig
+from infertune.core.config import InferenceConfig, serve_flags
+from infertune.core.workload import Workload
 from infertune.measure import run_trial
+from infertune.models import store
 from infertune.serving.loadtest import loadtest
-from infertune.config import serve_flags
 from infertune.serving.server import ServeProcess
 from infertune.techniques.batching import BLOCK_SIZE
-from infertune.workload import Workload
 
 
 def main() -> int:
@@ -34,14 +33,15 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=16)
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
-    path = models.prepare("smollm2")
+    path = store.prepare("smollm2")
     rows: dict[tuple[str, int], tuple[float, float, float]] = {}
     print(f"{'mode':12} {'conc':>4} | {'TTFT p50':>9} {'TTFT p95':>9} | {'tok/s':>7} | {'peak':>7} | vs serial")
     blocks = 2  # per request: the default prompts + 16 tokens fit one 256-token block; one spare
     for n in levels:
         for mode in ("serial", "static", "continuous", "cont-sized"):
-            wl = Workload(model="demo", max_new_tokens=args.max_new_tokens, ignore_eos=True, concurrency=n,
-                          warmup=1, repeats=1)
+            wl = Workload(
+                model="demo", max_new_tokens=args.max_new_tokens, ignore_eos=True, concurrency=n, warmup=1, repeats=1
+            )
             cb = {"max_batch_tokens": 256} if mode.startswith("cont") else {}
             if mode == "cont-sized":
                 cb.update(cb_block_size=BLOCK_SIZE, cb_num_blocks=blocks * n)
@@ -53,25 +53,33 @@ def main() -> int:
             m = r.metrics
             rows[mode, n] = (m.ttft_p50_s, m.ttft_p95_s, m.tokens_per_s)
             base = rows.get(("serial", n), (0, 0, m.tokens_per_s))[2]
-            print(f"{mode:12} {n:>4} | {m.ttft_p50_s * 1e3:8.0f}ms {m.ttft_p95_s * 1e3:8.0f}ms | "
-                  f"{m.tokens_per_s:7.1f} | {m.peak_memory_bytes / 2**20:6.0f}M | {m.tokens_per_s / base:5.2f}x",
-                  flush=True)
+            print(
+                f"{mode:12} {n:>4} | {m.ttft_p50_s * 1e3:8.0f}ms {m.ttft_p95_s * 1e3:8.0f}ms | "
+                f"{m.tokens_per_s:7.1f} | {m.peak_memory_bytes / 2**20:6.0f}M | {m.tokens_per_s / base:5.2f}x",
+                flush=True,
+            )
     with tempfile.TemporaryDirectory() as tmp:
-        flags = serve_flags(dtype="bfloat16", continuous_batching=True, block_size=BLOCK_SIZE,
-                            num_blocks=blocks * max(levels))
+        flags = serve_flags(
+            dtype="bfloat16", continuous_batching=True, block_size=BLOCK_SIZE, num_blocks=blocks * max(levels)
+        )
         server = ServeProcess([str(path), *flags], Path(tmp) / "server.log")
         with server:
-            httpx.post(server.url + "/v1/chat/completions", timeout=300,
-                       json={"model": str(path), "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
+            httpx.post(
+                server.url + "/v1/chat/completions",
+                timeout=300,
+                json={"model": str(path), "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2},
+            )
             for n in levels:
                 res = loadtest(server.url, str(path), [n], n, None, args.max_new_tokens, None, None)
                 lv = res.levels[0]
                 base = rows.get(("serial", n), (0, 0, lv.output_tokens_per_s))[2]
                 ttft = f"{(lv.ttft_s.p50 or 0) * 1e3:8.0f}ms {(lv.ttft_s.p95 or 0) * 1e3:8.0f}ms"
                 peak = server.peak_rss_bytes() or 0
-                print(f"{'serve --cb':12} {n:>4} | {ttft} | {lv.output_tokens_per_s:7.1f} | {peak / 2**20:6.0f}M | "
-                      f"{lv.output_tokens_per_s / base:5.2f}x"
-                      + (f"  failed: {lv.errors}" if lv.errors else ""), flush=True)
+                print(
+                    f"{'serve --cb':12} {n:>4} | {ttft} | {lv.output_tokens_per_s:7.1f} | {peak / 2**20:6.0f}M | "
+                    f"{lv.output_tokens_per_s / base:5.2f}x" + (f"  failed: {lv.errors}" if lv.errors else ""),
+                    flush=True,
+                )
     return 0
 
 

@@ -40,8 +40,10 @@ def timed(cmd: list[str], env: dict) -> tuple[float, float, int]:
 
 def summary(xs: list[float]) -> str:
     q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
-    return f"median {statistics.median(xs) * 1e3:6.1f} ms  (p25 {q[0] * 1e3:.1f}, p75 {q[2] * 1e3:.1f}, " \
-           f"min {min(xs) * 1e3:.1f}, max {max(xs) * 1e3:.1f})"
+    return (
+        f"median {statistics.median(xs) * 1e3:6.1f} ms  (p25 {q[0] * 1e3:.1f}, p75 {q[2] * 1e3:.1f}, "
+        f"min {min(xs) * 1e3:.1f}, max {max(xs) * 1e3:.1f})"
+    )
 
 
 def main() -> None:
@@ -69,18 +71,24 @@ def main() -> None:
         src.append(c)
         ratios.append(b[0] / a[0])
         src_ratios.append(c[0] / a[0])
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} interleaved rounds, "
-          f"load average before {load0[0]:.2f}")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} interleaved rounds, "
+        f"load average before {load0[0]:.2f}"
+    )
     print(f"bare interpreter (python -c pass)      wall {summary([w for w, _, _ in bare])}")
     print(f"doctor, one file, bytecode cached      wall {summary([w for w, _, _ in doc])}")
     print(f"doctor, one file, compiled each run    wall {summary([w for w, _, _ in src])}")
     print(f"bare interpreter                       cpu  {summary([c for _, c, _ in bare])}")
     print(f"doctor, one file, bytecode cached      cpu  {summary([c for _, c, _ in doc])}")
     print(f"doctor, one file, compiled each run    cpu  {summary([c for _, c, _ in src])}")
-    print(f"ratio doctor/bare, cached (wall, per round): median {statistics.median(ratios):.1f}x "
-          f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x); limit 10x")
-    print(f"ratio doctor/bare, compiled each run:        median {statistics.median(src_ratios):.1f}x "
-          f"(min {min(src_ratios):.1f}x, max {max(src_ratios):.1f}x)")
+    print(
+        f"ratio doctor/bare, cached (wall, per round): median {statistics.median(ratios):.1f}x "
+        f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x); limit 10x"
+    )
+    print(
+        f"ratio doctor/bare, compiled each run:        median {statistics.median(src_ratios):.1f}x "
+        f"(min {min(src_ratios):.1f}x, max {max(src_ratios):.1f}x)"
+    )
     shapes = sorted(CORPUS.glob("*.py"))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "scripts"
@@ -91,8 +99,10 @@ def main() -> None:
         runs = [timed([py, "-m", "infertune", "doctor", str(folder)], env) for _ in range(args.folder_runs)]
     print(f"doctor, 300 files (one process)     wall {summary([w for w, _, _ in runs])}")
     print(f"doctor, 300 files                   cpu  {summary([c for _, c, _ in runs])}")
-    print(f"load average after {os.getloadavg()[0]:.2f} (2 cores shared with other work: compare the ratios, "
-          "not the absolute times)")
+    print(
+        f"load average after {os.getloadavg()[0]:.2f} (2 cores shared with other work: compare the ratios, "
+        "not the absolute times)"
+    )
     shutil.rmtree(cache, ignore_errors=True)
 
 

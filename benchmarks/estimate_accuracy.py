@@ -30,12 +30,12 @@ import statistics
 import sys
 from pathlib import Path
 
-from infertune import models
-from infertune.config import InferenceConfig
+from infertune.core.config import InferenceConfig
+from infertune.core.workload import Workload
 from infertune.estimate.memory import EstimateSettings, estimate_memory
 from infertune.measure import run_trial
+from infertune.models import store
 from infertune.probe.model import profile_model
-from infertune.workload import Workload
 
 MiB = 2**20
 
@@ -44,14 +44,20 @@ def cells(full: bool):
     """The quick matrix covers every axis at least once; --full is the whole product (hours on 2 cores:
     bf16 matmuls without native bf16 support are slow, eager attention at 4k is quadratic)."""
     if full:
-        yield from itertools.product(["float32", "bfloat16"], ["eager", "sdpa"], ["dynamic", "static"], [1, 4],
-                                     [128, 1024, 4096])
+        yield from itertools.product(
+            ["float32", "bfloat16"], ["eager", "sdpa"], ["dynamic", "static"], [1, 4], [128, 1024, 4096]
+        )
         return
     yield from itertools.product(["float32"], ["eager", "sdpa"], ["dynamic"], [1, 4], [128, 1024])
     yield from itertools.product(["bfloat16"], ["eager", "sdpa"], ["dynamic"], [1], [128, 1024])
-    yield from [("float32", "sdpa", "static", 1, 128), ("float32", "sdpa", "static", 4, 1024),
-                ("bfloat16", "sdpa", "static", 1, 1024), ("bfloat16", "sdpa", "dynamic", 4, 128),
-                ("float32", "sdpa", "dynamic", 1, 4096), ("float32", "eager", "dynamic", 1, 4096)]
+    yield from [
+        ("float32", "sdpa", "static", 1, 128),
+        ("float32", "sdpa", "static", 4, 1024),
+        ("bfloat16", "sdpa", "static", 1, 1024),
+        ("bfloat16", "sdpa", "dynamic", 4, 128),
+        ("float32", "sdpa", "dynamic", 1, 4096),
+        ("float32", "eager", "dynamic", 1, 4096),
+    ]
 
 
 def main() -> int:
@@ -61,16 +67,27 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write every cell here")
     args = ap.parse_args()
 
-    path = models.resolve("demo")
+    path = store.resolve("demo")
     prof = profile_model(path)
     rows = []
-    print(f"{'dtype':9} {'attn':6} {'cache':8} {'batch':>5} {'input':>6} | {'estimate':>9} | {'exact':>7} {'err':>7} |"
-          f" {'rss':>7} {'err':>7} | {'weights-only err (exact)':>24}")
+    print(
+        f"{'dtype':9} {'attn':6} {'cache':8} {'batch':>5} {'input':>6} | {'estimate':>9} | {'exact':>7} {'err':>7} |"
+        f" {'rss':>7} {'err':>7} | {'weights-only err (exact)':>24}"
+    )
     for dtype, attn, cache, batch, n in cells(args.full):
-        cfg = InferenceConfig(dtype=dtype, attn_implementation=attn,
-                              cache_implementation=None if cache == "dynamic" else cache)
-        wl = Workload(model=str(path), prompts=["Tell me about the sea."], input_len=n, batch=batch,
-                      max_new_tokens=args.new_tokens, ignore_eos=True, warmup=0, repeats=1)
+        cfg = InferenceConfig(
+            dtype=dtype, attn_implementation=attn, cache_implementation=None if cache == "dynamic" else cache
+        )
+        wl = Workload(
+            model=str(path),
+            prompts=["Tell me about the sea."],
+            input_len=n,
+            batch=batch,
+            max_new_tokens=args.new_tokens,
+            ignore_eos=True,
+            warmup=0,
+            repeats=1,
+        )
         measured = {}
         for mode in ("rss", "exact"):
             if mode == "exact":
@@ -84,20 +101,43 @@ def main() -> int:
         if len(measured) < 2:
             print(f"{dtype:9} {attn:6} {cache:8} {batch:>5} {n:>6} | trial {r.status}: {r.error}")
             continue
-        s = EstimateSettings(dtype=dtype, attn=attn, kv_cache=cache, input_len=n, max_new_tokens=args.new_tokens,
-                             batch=batch, platform="cpu")
+        s = EstimateSettings(
+            dtype=dtype,
+            attn=attn,
+            kv_cache=cache,
+            input_len=n,
+            max_new_tokens=args.new_tokens,
+            batch=batch,
+            platform="cpu",
+        )
         est = estimate_memory(prof, s, prof.native_dtype)
         err = {k: (est.total_bytes - v) / v for k, v in measured.items()}
         werr = (est.weights_bytes - measured["exact"]) / measured["exact"]
-        rows.append({"dtype": dtype, "attn": attn, "cache": cache, "batch": batch, "input_len": n,
-                     "estimate_bytes": est.total_bytes, "measured_exact_bytes": measured["exact"],
-                     "measured_rss_bytes": measured["rss"], "error": err["exact"], "error_rss": err["rss"],
-                     "weights_only_bytes": est.weights_bytes, "weights_only_error": werr})
-        print(f"{dtype:9} {attn:6} {cache:8} {batch:>5} {n:>6} | {est.total_bytes / MiB:8.0f}M | "
-              f"{measured['exact'] / MiB:6.0f}M {err['exact']:+7.1%} | {measured['rss'] / MiB:6.0f}M {err['rss']:+7.1%} |"
-              f" {werr:+24.1%}", flush=True)
+        rows.append(
+            {
+                "dtype": dtype,
+                "attn": attn,
+                "cache": cache,
+                "batch": batch,
+                "input_len": n,
+                "estimate_bytes": est.total_bytes,
+                "measured_exact_bytes": measured["exact"],
+                "measured_rss_bytes": measured["rss"],
+                "error": err["exact"],
+                "error_rss": err["rss"],
+                "weights_only_bytes": est.weights_bytes,
+                "weights_only_error": werr,
+            }
+        )
+        print(
+            f"{dtype:9} {attn:6} {cache:8} {batch:>5} {n:>6} | {est.total_bytes / MiB:8.0f}M | "
+            f"{measured['exact'] / MiB:6.0f}M {err['exact']:+7.1%} | {measured['rss'] / MiB:6.0f}M {err['rss']:+7.1%} |"
+            f" {werr:+24.1%}",
+            flush=True,
+        )
     if not rows:
         return 1
+
     def summary(key: str) -> str:
         errs = [abs(r[key]) for r in rows]
         return f"median |error| {statistics.median(errs):.1%}, max {max(errs):.1%}"

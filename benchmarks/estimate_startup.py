@@ -70,11 +70,15 @@ def main() -> None:
     for name, ts in times.items():
         med, med_cpu = statistics.median(ts), statistics.median(cpu[name])
         heavy = "" if name.startswith("python") else (", ".join(_heavy_imports(*VERBS[name])) or "none")
-        row = (f"{med * 1e3:7.0f}ms {min(ts) * 1e3:7.0f}ms {max(ts) * 1e3:7.0f}ms {med / bare:6.1f}x "
-               f"{med_cpu * 1e3:5.0f}ms {med_cpu / bare_cpu:6.1f}x")
+        row = (
+            f"{med * 1e3:7.0f}ms {min(ts) * 1e3:7.0f}ms {max(ts) * 1e3:7.0f}ms {med / bare:6.1f}x "
+            f"{med_cpu * 1e3:5.0f}ms {med_cpu / bare_cpu:6.1f}x"
+        )
         print(f"{name:<26} {row}  {heavy}")
-    print(f"\n{args.repeats} interleaved runs each; 1-minute load average {load_before:.1f} before, {load_after:.1f} "
-          f"after, on {os.cpu_count()} cores")
+    print(
+        f"\n{args.repeats} interleaved runs each; 1-minute load average {load_before:.1f} before, {load_after:.1f} "
+        f"after, on {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

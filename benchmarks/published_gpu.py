@@ -31,32 +31,105 @@ from infertune.probe.model import profile_model
 
 # Shapes from the models' public config.json files (huggingface.co/<id>/blob/main/config.json).
 ARCH = {
-    "Qwen2.5-3B-Instruct": {"model_type": "qwen2", "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
-                                "num_attention_heads": 16, "num_key_value_heads": 2, "vocab_size": 151936,
-                                "tie_word_embeddings": True, "max_position_embeddings": 32768},
-    "Qwen2.5-14B-Instruct": {"model_type": "qwen2", "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 48,
-                                 "num_attention_heads": 40, "num_key_value_heads": 8, "vocab_size": 152064,
-                                 "tie_word_embeddings": False, "max_position_embeddings": 32768},
-    "Qwen2.5-32B-Instruct": {"model_type": "qwen2", "hidden_size": 5120, "intermediate_size": 27648, "num_hidden_layers": 64,
-                                 "num_attention_heads": 40, "num_key_value_heads": 8, "vocab_size": 152064,
-                                 "tie_word_embeddings": False, "max_position_embeddings": 32768},
-    "Llama-3.1-8B": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                         "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-                         "tie_word_embeddings": False, "max_position_embeddings": 131072},
-    "Llama-3.1-70B": {"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
-                          "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 128256,
-                          "tie_word_embeddings": False, "max_position_embeddings": 131072},
-    "Mistral-7B": {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                       "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000, "sliding_window": 4096,
-                       "tie_word_embeddings": False, "max_position_embeddings": 32768},
-    "Llama-2-13b": {"model_type": "llama", "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
-                        "num_attention_heads": 40, "num_key_value_heads": 40, "vocab_size": 32000,
-                        "tie_word_embeddings": False, "max_position_embeddings": 4096},
-    "Llama-2-7b": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-                       "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
-                       "tie_word_embeddings": False, "max_position_embeddings": 4096},
-    "octocoder": {"model_type": "gpt_bigcode", "n_embd": 6144, "n_inner": 24576, "n_layer": 40, "n_head": 48,
-                      "multi_query": True, "vocab_size": 49152, "n_positions": 8192},
+    "Qwen2.5-3B-Instruct": {
+        "model_type": "qwen2",
+        "hidden_size": 2048,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 32768,
+    },
+    "Qwen2.5-14B-Instruct": {
+        "model_type": "qwen2",
+        "hidden_size": 5120,
+        "intermediate_size": 13824,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 32768,
+    },
+    "Qwen2.5-32B-Instruct": {
+        "model_type": "qwen2",
+        "hidden_size": 5120,
+        "intermediate_size": 27648,
+        "num_hidden_layers": 64,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 32768,
+    },
+    "Llama-3.1-8B": {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 131072,
+    },
+    "Llama-3.1-70B": {
+        "model_type": "llama",
+        "hidden_size": 8192,
+        "intermediate_size": 28672,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 131072,
+    },
+    "Mistral-7B": {
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 32000,
+        "sliding_window": 4096,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 32768,
+    },
+    "Llama-2-13b": {
+        "model_type": "llama",
+        "hidden_size": 5120,
+        "intermediate_size": 13824,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 40,
+        "vocab_size": 32000,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 4096,
+    },
+    "Llama-2-7b": {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "vocab_size": 32000,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 4096,
+    },
+    "octocoder": {
+        "model_type": "gpt_bigcode",
+        "n_embd": 6144,
+        "n_inner": 24576,
+        "n_layer": 40,
+        "n_head": 48,
+        "multi_query": True,
+        "vocab_size": 49152,
+        "n_positions": 8192,
+    },
 }
 
 
@@ -71,9 +144,16 @@ def profile(name: str, cache: dict):
 def predicted(row: dict, cache: dict) -> tuple[float, float | None]:
     """(the estimate in the row's convention, the roofline bound for speed rows)."""
     p = profile(row["model"], cache)
-    s = EstimateSettings(dtype=row["dtype"], quantization=Quantization.parse(row["quantization"]), attn=row["attn"],
-                         input_len=int(row["input_len"]), max_new_tokens=int(row["output_len"]),
-                         batch=int(row["batch"]), platform="cuda", compile=row["mode"] == "compiled")
+    s = EstimateSettings(
+        dtype=row["dtype"],
+        quantization=Quantization.parse(row["quantization"]),
+        attn=row["attn"],
+        input_len=int(row["input_len"]),
+        max_new_tokens=int(row["output_len"]),
+        batch=int(row["batch"]),
+        platform="cuda",
+        compile=row["mode"] == "compiled",
+    )
     e = estimate(p, s, find_accelerator(row["gpu"]), model=row["model"])
     m, metric = e.memory, row["metric"]
     if metric == "tpot_s":
@@ -96,8 +176,10 @@ def main() -> int:
     rows = list(csv.DictReader(args.csv.open()))
     cache: dict = {}
     speed, memory = [], []
-    print(f"{'model':22} {'gpu':9} {'dtype':8} {'quant':10} {'b':>3} {'metric':26} {'measured':>10} {'expected':>10}"
-          f" {'exp/meas':>8} {'bound/meas':>10}")
+    print(
+        f"{'model':22} {'gpu':9} {'dtype':8} {'quant':10} {'b':>3} {'metric':26} {'measured':>10} {'expected':>10}"
+        f" {'exp/meas':>8} {'bound/meas':>10}"
+    )
     for r in rows:
         exp, bound = predicted(r, cache)
         meas = float(r["value"])
@@ -107,16 +189,22 @@ def main() -> int:
             ratio, bratio = exp / meas, (bound / meas if bound else None)
         (speed if bound is not None else memory).append(ratio)
         fmt = (lambda v: f"{v / 2**30:8.2f}Gi") if "bytes" in r["metric"] else (lambda v: f"{v:10.4f}")
-        print(f"{r['model'][:22]:22} {r['gpu'][:9]:9} {r['dtype'][:8]:8} {r['quantization'][:10]:10} {r['batch']:>3} "
-              f"{r['metric'][:26]:26} {fmt(meas)} {fmt(exp)} {ratio:8.2f} {bratio if bratio is None else round(bratio, 2)!s:>10}")
+        print(
+            f"{r['model'][:22]:22} {r['gpu'][:9]:9} {r['dtype'][:8]:8} {r['quantization'][:10]:10} {r['batch']:>3} "
+            f"{r['metric'][:26]:26} {fmt(meas)} {fmt(exp)} {ratio:8.2f} {bratio if bratio is None else round(bratio, 2)!s:>10}"
+        )
     if speed:
         inside = sum(0.5 <= x <= 2 for x in speed) / len(speed)
-        print(f"\nspeed: {len(speed)} rows, expected/measured median {statistics.median(speed):.2f}, "
-              f"min {min(speed):.2f}, max {max(speed):.2f}; within 0.5-2: {inside:.0%} (goal >= 80 %)")
+        print(
+            f"\nspeed: {len(speed)} rows, expected/measured median {statistics.median(speed):.2f}, "
+            f"min {min(speed):.2f}, max {max(speed):.2f}; within 0.5-2: {inside:.0%} (goal >= 80 %)"
+        )
     if memory:
         errs = [abs(x - 1) for x in memory]
-        print(f"memory: {len(memory)} rows, median |error| {statistics.median(errs):.1%}, max {max(errs):.1%} "
-              f"(goal: median < 8 %)")
+        print(
+            f"memory: {len(memory)} rows, median |error| {statistics.median(errs):.1%}, max {max(errs):.1%} "
+            f"(goal: median < 8 %)"
+        )
     return 0
 
 

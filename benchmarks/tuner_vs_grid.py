@@ -29,16 +29,18 @@ from pathlib import Path
 
 import numpy as np
 
-from infertune import models
-from infertune.render import config_for
 from infertune.api import host_facts
+from infertune.core.workload import Workload
 from infertune.measure import run_trial
 from infertune.measure.machine import combine
 from infertune.measure.stats import paired
+from infertune.models import store
 from infertune.probe.model import profile_model
 from infertune.techniques import Setup
-from infertune.tune import Run, TuneSpec, best_step, objective_value, tune
-from infertune.workload import Workload
+from infertune.techniques.render import config_for
+from infertune.tuning.loop import tune
+from infertune.tuning.run import Run, TuneSpec, best_step
+from infertune.tuning.verdict import objective_value
 
 
 def label(s: Setup) -> str:
@@ -54,13 +56,19 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--max-trials", type=int, default=8, help="the tuner's steps at most, baseline included")
     args = ap.parse_args()
-    path = models.prepare("smollm2")
+    path = store.prepare("smollm2")
     wl = Workload(model="demo", max_new_tokens=args.max_new_tokens)
     higher = args.objective == "throughput"
     loads = []
 
-    spec = TuneSpec(model="demo", model_path=str(path), workload=wl, start=Setup(dtype="float32", attn="eager"),
-                    objective=args.objective, max_trials=args.max_trials)
+    spec = TuneSpec(
+        model="demo",
+        model_path=str(path),
+        workload=wl,
+        start=Setup(dtype="float32", attn="eager"),
+        objective=args.objective,
+        max_trials=args.max_trials,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         run = Run.create(Path(tmp) / "run", spec)
         events: list[dict] = []
@@ -71,18 +79,23 @@ def main() -> int:
     print(f"tuner ({args.objective}):")
     for s in steps:
         band = "" if s.delta is None else f" {s.delta:+.1%} ± {s.noise:.1%} over {len(s.pairs)} pairs"
-        print(f"  {s.index} {s.technique or 'baseline':15} {s.verdict or '-':12}{band}"
-              f"{' (adopted)' if s.accepted and s.technique else ''}: {s.reason}", flush=True)
+        print(
+            f"  {s.index} {s.technique or 'baseline':15} {s.verdict or '-':12}{band}"
+            f"{' (adopted)' if s.accepted and s.technique else ''}: {s.reason}",
+            flush=True,
+        )
 
-    cells = [Setup(dtype=d, attn=a, kv_cache=k) for d, a, k in itertools.product(
-        ["float32", "bfloat16"], args.attn.split(","), ["dynamic", "static"])]
+    cells = [
+        Setup(dtype=d, attn=a, kv_cache=k)
+        for d, a, k in itertools.product(["float32", "bfloat16"], args.attn.split(","), ["dynamic", "static"])
+    ]
     grid_cells = len(cells)
     if best.setup not in cells:  # measured beside the grid, not counted as one of its configurations
         cells.append(best.setup)
     values: dict[int, list[float]] = {i: [] for i in range(len(cells))}
     for r in range(args.repeats):
         order = list(range(len(cells)))
-        order = order[r % len(order):] + order[: r % len(order)]  # rotate: no cell always runs first
+        order = order[r % len(order) :] + order[: r % len(order)]  # rotate: no cell always runs first
         for i in order:
             t = run_trial(config_for(cells[i]), wl, path, timeout_s=900)
             loads.append(t.machine)
@@ -99,25 +112,35 @@ def main() -> int:
         ok = [k for k in range(args.repeats) if not np.isnan(values[i][k]) and not np.isnan(values[j][k])]
         return paired([values[i][k] for k in ok], [values[j][k] for k in ok])
 
-    print(f"\ngrid best: {label(cells[g])}: {med[g]:.4g} (median of {args.repeats}); runner-up "
-          f"{label(cells[runner])}: {med[runner]:.4g}")
+    print(
+        f"\ngrid best: {label(cells[g])}: {med[g]:.4g} (median of {args.repeats}); runner-up "
+        f"{label(cells[runner])}: {med[runner]:.4g}"
+    )
     c = versus(g, runner)
-    print(f"  runner-up vs best: {c.delta:+.1%} ± {c.noise or 0:.1%} over {c.n} rounds: "
-          f"{'a clear difference' if c.clear else 'within the noise: the grid cannot tell them apart'}")
+    print(
+        f"  runner-up vs best: {c.delta:+.1%} ± {c.noise or 0:.1%} over {c.n} rounds: "
+        f"{'a clear difference' if c.clear else 'within the noise: the grid cannot tell them apart'}"
+    )
     p = versus(g, pick)
     # the pick's share of the grid's best, and at the band's pessimistic edge
     reached = (1 + p.delta) if higher else 1 / (1 + p.delta)
     worst = (1 + p.delta - (p.noise or 0)) if higher else 1 / (1 + p.delta + (p.noise or 0))
-    print(f"tuner pick: {label(best.setup)} in {len(steps)} configurations ({tuner_trials} trials); in the grid's "
-          f"rounds: {med[pick]:.4g}, {p.delta:+.1%} ± {p.noise or 0:.1%} against the grid's best")
-    print(f"tuner reaches {reached:.1%} of the grid's best (band down to {worst:.1%}) with {len(steps) / grid_cells:.0%} "
-          f"of its configurations ({tuner_trials / grid_trials:.0%} of its trials); targets: >= 95 %, <= 40 %; "
-          f"sure: {'yes' if worst >= 0.95 else 'no (the band reaches below 95 %)'}")
+    print(
+        f"tuner pick: {label(best.setup)} in {len(steps)} configurations ({tuner_trials} trials); in the grid's "
+        f"rounds: {med[pick]:.4g}, {p.delta:+.1%} ± {p.noise or 0:.1%} against the grid's best"
+    )
+    print(
+        f"tuner reaches {reached:.1%} of the grid's best (band down to {worst:.1%}) with {len(steps) / grid_cells:.0%} "
+        f"of its configurations ({tuner_trials / grid_trials:.0%} of its trials); targets: >= 95 %, <= 40 %; "
+        f"sure: {'yes' if worst >= 0.95 else 'no (the band reaches below 95 %)'}"
+    )
     load = combine(loads)
     if load is not None:
-        print(f"machine: {'BUSY' if load.busy else 'quiet'} (highest load average {load.load_average:.1f} on "
-              f"{load.cores} cores; others used up to {load.others_cpu or 0:.2f} cores"
-              f"{'; ' + '; '.join(load.reasons) if load.reasons else ''})")
+        print(
+            f"machine: {'BUSY' if load.busy else 'quiet'} (highest load average {load.load_average:.1f} on "
+            f"{load.cores} cores; others used up to {load.others_cpu or 0:.2f} cores"
+            f"{'; ' + '; '.join(load.reasons) if load.reasons else ''})"
+        )
     return 0
 
 

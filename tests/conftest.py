@@ -18,8 +18,14 @@ CORPUS = [
 ] * 20
 
 
-def build_tiny_model(folder: Path, chat_template: bool = True, dtype: str = "float32", seed: int = 0,
-                     layers: int = 2, max_shard_size: str | None = None) -> Path:
+def build_tiny_model(
+    folder: Path,
+    chat_template: bool = True,
+    dtype: str = "float32",
+    seed: int = 0,
+    layers: int = 2,
+    max_shard_size: str | None = None,
+) -> Path:
     """A 2-layer (by default) Llama with GQA and tied embeddings, plus a byte-level BPE tokenizer trained on the spot
     (`max_shard_size`, e.g. "100KB": safetensors shards and an index)."""
     import torch
@@ -30,16 +36,29 @@ def build_tiny_model(folder: Path, chat_template: bool = True, dtype: str = "flo
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  bos_token="<|im_start|>")
+    tk.train_from_iterator(
+        CORPUS,
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>"
+    )
     if chat_template:
         tok.chat_template = CHATML
     cfg = LlamaConfig(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg).to(getattr(torch, dtype))
@@ -82,9 +101,9 @@ def _offline(monkeypatch):
 @pytest.fixture(scope="session")
 def demo_model() -> Path:
     """The embedded model, prepared in the normal infertune cache (once, ~1 minute; then reused)."""
-    from infertune import models
+    from infertune.models import store
 
-    return models.prepare("smollm2")
+    return store.prepare("smollm2")
 
 
 class Started:
@@ -168,9 +187,21 @@ class Browser:
     def _run(self, *args: str) -> str:
         import subprocess
 
-        r = subprocess.run([self.exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                            "--no-first-run", "--disable-extensions", *args],
-                           capture_output=True, text=True, timeout=180)
+        r = subprocess.run(
+            [
+                self.exe,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--no-first-run",
+                "--disable-extensions",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         return r.stdout
 
@@ -186,15 +217,20 @@ class Browser:
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp) / "page.html"
             copy.write_text(text.replace("</body>", f"<script>{CHECK_JS}</script></body>"), encoding="utf-8")
-            dom = self._run(f"--window-size={width},{height}", "--virtual-time-budget=15000", "--dump-dom",
-                            copy.as_uri())
+            dom = self._run(
+                f"--window-size={width},{height}", "--virtual-time-budget=15000", "--dump-dom", copy.as_uri()
+            )
         found = re.search(r"<pre id=\"infertune-check\">(.*?)</pre>", dom, re.S)
         assert found, "the check script did not run: " + dom[-500:]
         return json.loads(html.unescape(found.group(1)))
 
     def screenshot(self, page: Path, out: Path, width: int = 1280, height: int = 2000) -> Path:
-        self._run(f"--window-size={width},{height}", "--virtual-time-budget=15000", f"--screenshot={out}",
-                  Path(page).absolute().as_uri())
+        self._run(
+            f"--window-size={width},{height}",
+            "--virtual-time-budget=15000",
+            f"--screenshot={out}",
+            Path(page).absolute().as_uri(),
+        )
         return out
 
 

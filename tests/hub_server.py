@@ -47,12 +47,19 @@ class Olah:
         self.port = free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "olah.toml"
-        config.write_text(f'[basic]\nhost = "127.0.0.1"\nport = {self.port}\nmirrors-path = ["{mirrors}"]\n'
-                          f'repos-path = "{workdir / "repos"}"\n\n[accessibility]\noffline = true\n')
+        config.write_text(
+            f'[basic]\nhost = "127.0.0.1"\nport = {self.port}\nmirrors-path = ["{mirrors}"]\n'
+            f'repos-path = "{workdir / "repos"}"\n\n[accessibility]\noffline = true\n'
+        )
         self.log = workdir / "olah.log"
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "olah.server", "-c", str(config)], cwd=workdir,
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "olah.server", "-c", str(config)],
+                cwd=workdir,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     @property
     def url(self) -> str:

@@ -5,20 +5,42 @@ import json
 
 import pytest
 
-from infertune.advise import advise
+from infertune.advisor.advise import advise
 from infertune.estimate.accelerators import find_accelerator
 from infertune.probe.model import profile_model
 from infertune.techniques import REGISTRY, Facts, Setup
 
 # meta-llama/Meta-Llama-3-8B's published config.json (the fields that shape memory and speed)
 LLAMA3_8B = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-    "max_position_embeddings": 8192, "rope_theta": 500000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16", "bos_token_id": 128000, "eos_token_id": 128001,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+    "rope_theta": 500000.0,
+    "rms_norm_eps": 1e-05,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
 }
-CUDA_ONLY = {"attn-flash2", "attn-flash3", "attn-kernels-hub", "quant-bnb-8bit", "quant-bnb-4bit", "kv-offloaded",
-             "static-cache-compile", "device-map", "tensor-parallel", "serving-engine", "quant-prequantized"}
+CUDA_ONLY = {
+    "attn-flash2",
+    "attn-flash3",
+    "attn-kernels-hub",
+    "quant-bnb-8bit",
+    "quant-bnb-4bit",
+    "kv-offloaded",
+    "static-cache-compile",
+    "device-map",
+    "tensor-parallel",
+    "serving-engine",
+    "quant-prequantized",
+}
 HOST = {"torch": "2.13.0", "transformers": "5.24.0", "accelerate": "1.10.0"}
 
 
@@ -32,12 +54,34 @@ def llama8b(tmp_path_factory):
 
 
 def facts(profile, gpu, *, input_len=512, max_new_tokens=256, batch=1, concurrency=1, gpus=1, platform="cuda"):
-    acc = find_accelerator(gpu) if gpu else find_accelerator("L4").model_copy(
-        update={"name": "CPU", "vendor": "host", "memory_bytes": 24 * 2**30, "compute_capability": None,
-                "flash_attn_2": False, "flash_attn_3": False})
-    return Facts(profile=profile, model="meta-llama/Meta-Llama-3-8B", input_len=input_len,
-                 max_new_tokens=max_new_tokens, batch=batch, concurrency=concurrency, accelerator=acc, gpus=gpus,
-                 platform=platform, cpu_ram_bytes=64 * 2**30, packages=dict(HOST), packages_known=True)
+    acc = (
+        find_accelerator(gpu)
+        if gpu
+        else find_accelerator("L4").model_copy(
+            update={
+                "name": "CPU",
+                "vendor": "host",
+                "memory_bytes": 24 * 2**30,
+                "compute_capability": None,
+                "flash_attn_2": False,
+                "flash_attn_3": False,
+            }
+        )
+    )
+    return Facts(
+        profile=profile,
+        model="meta-llama/Meta-Llama-3-8B",
+        input_len=input_len,
+        max_new_tokens=max_new_tokens,
+        batch=batch,
+        concurrency=concurrency,
+        accelerator=acc,
+        gpus=gpus,
+        platform=platform,
+        cpu_ram_bytes=64 * 2**30,
+        packages=dict(HOST),
+        packages_known=True,
+    )
 
 
 def proposed(a):
@@ -130,7 +174,7 @@ def test_missing_packages_are_open_issues_not_rejections(llama8b):
 
 
 def test_intake_asks_when_a_person_is_there_and_states_assumptions_otherwise(llama8b):
-    from infertune import intake
+    from infertune.advisor import intake
 
     acc = find_accelerator("L4")
     asked = []
@@ -157,8 +201,8 @@ def test_the_advisor_doc_lists_every_technique():
 
 
 def test_a_measured_trial_joins_the_evidence_and_a_measured_oom_overrides_the_estimate(llama8b):
+    from infertune.core.workload import Workload
     from infertune.measure.results import TrialResult
-    from infertune.workload import Workload
 
     oom = TrialResult(status="oom", error="CUDA out of memory", config={}, workload=Workload(), model_path="-")
     a = advise(facts(llama8b, "H100 SXM"), Setup(dtype="bfloat16"), measured=oom)
@@ -170,8 +214,15 @@ def test_a_measured_trial_joins_the_evidence_and_a_measured_oom_overrides_the_es
 
 def test_a_model_beyond_one_machine_gets_a_multi_machine_serving_engine(llama8b):
     """~70B (Llama-3-70B's shape) on 2 x L4 (48 GB): 141 GB of bf16 weights need 4 such machines."""
-    big = llama8b.model_copy(update={"num_parameters": 70_553_706_496, "num_layers": 80, "hidden_size": 8192,
-                                     "num_attention_heads": 64, "num_kv_heads": 8})
+    big = llama8b.model_copy(
+        update={
+            "num_parameters": 70_553_706_496,
+            "num_layers": 80,
+            "hidden_size": 8192,
+            "num_attention_heads": 64,
+            "num_kv_heads": 8,
+        }
+    )
     a = advise(facts(big, "L4", gpus=2), Setup(dtype="bfloat16"))
     engine = next(r for r in a.recommendations if r.technique == "serving-engine")
     assert "--tensor-parallel-size 2 --pipeline-parallel-size 4" in engine.snippet.serve
@@ -186,10 +237,22 @@ def _engine_evidence(better: bool):
     from infertune.techniques.base import EngineEvidence
 
     ratio = 2.45 if better else 0.8
-    return EngineEvidence(engine="vllm", against="transformers serve, continuous batching", concurrency=4,
-                          objective="throughput", objective_ratio=ratio, band=0.12, clear=True, better=better,
-                          throughput_ratio=ratio, ttft_p50_ratio=0.6, startup_s=240.0, peak_memory_bytes=3_700 * 2**20,
-                          reference_peak_memory_bytes=700 * 2**20, source="runs/tune-1")
+    return EngineEvidence(
+        engine="vllm",
+        against="transformers serve, continuous batching",
+        concurrency=4,
+        objective="throughput",
+        objective_ratio=ratio,
+        band=0.12,
+        clear=True,
+        better=better,
+        throughput_ratio=ratio,
+        ttft_p50_ratio=0.6,
+        startup_s=240.0,
+        peak_memory_bytes=3_700 * 2**20,
+        reference_peak_memory_bytes=700 * 2**20,
+        source="runs/tune-1",
+    )
 
 
 def test_the_serving_engine_move_carries_what_a_tune_run_measured(llama8b):

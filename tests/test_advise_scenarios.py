@@ -5,23 +5,45 @@ someone ran a model, hit a memory or speed wall, and a change helped; the test c
 Where the report does not name a detail (the GPU, the prompt length), the test says what it assumes."""
 
 import pytest
-from scenario_models import (FALCON_7B, FALCON_40B, LLAMA2_7B, LLAMA2_13B, LLAMA2_70B, LLAMA3_8B, LLAMA3_70B,
-                             MISTRAL_7B, QWEN3_8B, SMOLLM2_1B7, cpu, facts, profile)
 
-from infertune.advise import advise
-from infertune.errors import UserError
+from infertune.advisor.advise import advise
+from infertune.core.errors import UserError
+from infertune.core.workload import Workload
 from infertune.measure.results import TrialResult
 from infertune.techniques import Setup
-from infertune.workload import Workload
+from scenario_models import (
+    FALCON_7B,
+    FALCON_40B,
+    LLAMA2_7B,
+    LLAMA2_13B,
+    LLAMA2_70B,
+    LLAMA3_8B,
+    LLAMA3_70B,
+    MISTRAL_7B,
+    QWEN3_8B,
+    SMOLLM2_1B7,
+    cpu,
+    facts,
+    profile,
+)
 
 OOM = TrialResult(status="oom", error="CUDA out of memory", config={}, workload=Workload(), model_path="-")
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    cfgs = {"llama3-8b": LLAMA3_8B, "llama3-70b": LLAMA3_70B, "llama2-7b": LLAMA2_7B, "llama2-13b": LLAMA2_13B,
-            "llama2-70b": LLAMA2_70B, "qwen3-8b": QWEN3_8B, "mistral-7b": MISTRAL_7B, "falcon-7b": FALCON_7B,
-            "falcon-40b": FALCON_40B, "smollm2-1.7b": SMOLLM2_1B7}
+    cfgs = {
+        "llama3-8b": LLAMA3_8B,
+        "llama3-70b": LLAMA3_70B,
+        "llama2-7b": LLAMA2_7B,
+        "llama2-13b": LLAMA2_13B,
+        "llama2-70b": LLAMA2_70B,
+        "qwen3-8b": QWEN3_8B,
+        "mistral-7b": MISTRAL_7B,
+        "falcon-7b": FALCON_7B,
+        "falcon-40b": FALCON_40B,
+        "smollm2-1.7b": SMOLLM2_1B7,
+    }
     return {name: profile(tmp_path_factory, cfg) for name, cfg in cfgs.items()}
 
 
@@ -43,8 +65,9 @@ def test_llama3_8b_fp16_on_one_t4_gets_a_quantization_that_fits_not_a_second_mac
     assert a.diagnosis.bottleneck == "load-memory"
     assert a.next.family == "quantization" and a.next.expected.fits_after and list(a.next.settings) == ["quantization"]
     on_stated_hardware(a)
-    assert all(r.family == "quantization" or r.technique != "serving-engine" or r.needs_hardware
-               for r in a.recommendations)
+    assert all(
+        r.family == "quantization" or r.technique != "serving-engine" or r.needs_hardware for r in a.recommendations
+    )
 
 
 def test_llama3_8b_in_bnb_8bit_on_an_a100_40gb_decoding_slowly_drops_the_quantization(models):
@@ -132,8 +155,10 @@ def test_bnb_8bit_where_16bit_does_not_fit_switches_to_a_faster_method(models):
     chat turns (128 + 128 tokens; the report gives no lengths). At 512 + 256 tokens the estimate, with the CUDA
     context, library workspaces and the growing cache's allocator reserve, puts 8-bit at the card's edge and the
     advice turns to the KV cache instead."""
-    a = advise(facts(models["llama2-13b"], "T4", input_len=128, max_new_tokens=128),
-               Setup(dtype="float16", quantization="bnb-8bit"))
+    a = advise(
+        facts(models["llama2-13b"], "T4", input_len=128, max_new_tokens=128),
+        Setup(dtype="float16", quantization="bnb-8bit"),
+    )
     assert a.next.family == "quantization" and a.next.settings["quantization"] not in ("none", "bnb-8bit")
     assert list(a.next.settings) == ["quantization"] and a.next.expected.fits_after
     assert a.next.expected.tpot_s_after < a.next.expected.tpot_s_before / 2
@@ -144,8 +169,10 @@ def test_bnb_4bit_decoding_slower_than_fp16_moves_to_a_prequantized_checkpoint(m
     """https://github.com/bitsandbytes-foundation/bitsandbytes/issues/611: with a current bitsandbytes, NF4 decoding
     was still slower than fp16 (36.5 vs 48.6 tokens/s). Llama-2-13B on an L4 (24 GB: 16-bit does not fit): an
     AWQ/GPTQ checkpoint with fast 4-bit kernels, asking whether one exists."""
-    a = advise(facts(models["llama2-13b"], "L4", stated={"bitsandbytes": "0.45.0"}),
-               Setup(dtype="bfloat16", quantization="bnb-4bit"))
+    a = advise(
+        facts(models["llama2-13b"], "L4", stated={"bitsandbytes": "0.45.0"}),
+        Setup(dtype="bfloat16", quantization="bnb-4bit"),
+    )
     assert a.next.technique == "quant-prequantized" and a.next.settings == {"quantization": "awq"}
     assert any("AWQ or GPTQ checkpoint" in i for i in a.next.compatibility.issues)
     assert all(r.technique != "upgrade" for r in a.recommendations)  # 0.45 has the fast kernels
@@ -218,8 +245,10 @@ def test_an_offloaded_kv_cache_that_fits_is_not_a_memory_problem(models):
     """https://github.com/huggingface/transformers/pull/31325: the offloaded cache keeps the KV in CPU RAM (more CPU
     memory, a small increase in generation time). The CPU RAM holding it is listed, not checked as the GPU is:
     Llama-3-8B with 8k prompts and an offloaded cache on an A100 80GB fits."""
-    a = advise(facts(models["llama3-8b"], "A100 80GB", input_len=8192, max_new_tokens=512),
-               Setup(dtype="bfloat16", kv_cache="offloaded"))
+    a = advise(
+        facts(models["llama3-8b"], "A100 80GB", input_len=8192, max_new_tokens=512),
+        Setup(dtype="bfloat16", kv_cache="offloaded"),
+    )
     assert a.diagnosis.bottleneck not in ("load-memory", "kv-cache-growth") and a.diagnosis.evidence["fits"]
 
 
@@ -371,8 +400,11 @@ def test_llama_oom_after_upgrading_to_transformers_4_38(models):
     f = facts(models["llama2-7b"], "A100 40GB", input_len=2048, stated={"transformers": "4.38.2"})
     a = advise(f, Setup(dtype="bfloat16"), measured=OOM)
     assert a.next.technique == "upgrade" and a.next.settings == {"packages": {"transformers": ">=4.40.0"}}
-    fine = advise(facts(models["llama2-7b"], "A100 40GB", input_len=2048, stated={"transformers": "4.40.1"}),
-                  Setup(dtype="bfloat16"), measured=OOM)
+    fine = advise(
+        facts(models["llama2-7b"], "A100 40GB", input_len=2048, stated={"transformers": "4.40.1"}),
+        Setup(dtype="bfloat16"),
+        measured=OOM,
+    )
     assert all(r.technique != "upgrade" for r in fine.recommendations)
 
 
@@ -408,8 +440,10 @@ def test_the_run_file_config_describes_the_current_placement(models, tmp_path):
     from infertune import api
 
     run = tmp_path / "run.yaml"
-    run.write_text(f"model: {models['mistral-7b'].path}\ninput_len: 512\nmax_new_tokens: 256\nconcurrency: 1\n"
-                   "config:\n  dtype: bfloat16\n  device_map: auto\n  max_memory: {'0': 6GiB, cpu: 64GiB}\n")
+    run.write_text(
+        f"model: {models['mistral-7b'].path}\ninput_len: 512\nmax_new_tokens: 256\nconcurrency: 1\n"
+        "config:\n  dtype: bfloat16\n  device_map: auto\n  max_memory: {'0': 6GiB, cpu: 64GiB}\n"
+    )
     a = api.advise(run, gpu="RTX 4090", lib=["bitsandbytes=0.45.0"])
     assert a.current.device_map == "auto" and a.current.max_memory == {"0": "6GiB", "cpu": "64GiB"}
     assert a.next.technique == "single-device"

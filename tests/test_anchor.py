@@ -2,15 +2,25 @@
 figures, and how the expected model applies them (only to what is not attention, only on a calibrated CPU)."""
 
 import pytest
-
-from infertune.estimate import anchor, estimate
-from infertune.estimate.memory import EstimateSettings
 from tests.test_estimate import llama
 from tests.test_expected import cal, cpu_acc
 
-TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
-        "max_position_embeddings": 128, "tie_word_embeddings": True, "torch_dtype": "float32"}
+from infertune.estimate import anchor, estimate
+from infertune.estimate.memory import EstimateSettings
+
+TINY = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 256,
+    "max_position_embeddings": 128,
+    "tie_word_embeddings": True,
+    "torch_dtype": "float32",
+}
 
 
 def test_the_factor_is_measured_over_expected_of_what_is_not_attention():

@@ -14,10 +14,12 @@ import pytest
 from conftest import build_tiny_model
 
 # Runs the CLI as `python -m infertune` does, then says on stderr whether pydantic was imported.
-RUN = ("import runpy, sys\n"
-       "sys.argv = ['infertune', *sys.argv[1:]]\n"
-       "try:\n    runpy.run_module('infertune', run_name='__main__')\n"
-       "finally:\n    sys.stderr.write('\\npydantic imported: %s\\n' % ('pydantic' in sys.modules))\n")
+RUN = (
+    "import runpy, sys\n"
+    "sys.argv = ['infertune', *sys.argv[1:]]\n"
+    "try:\n    runpy.run_module('infertune', run_name='__main__')\n"
+    "finally:\n    sys.stderr.write('\\npydantic imported: %s\\n' % ('pydantic' in sys.modules))\n"
+)
 
 
 @pytest.fixture()
@@ -76,6 +78,11 @@ def test_failures_and_turned_off_runs_are_not_kept(tmp_path, folder):
     assert code == 2
     assert not list((tmp_path / "home").glob("answers/*.json"))
     env = {**os.environ, "INFERTUNE_HOME": str(tmp_path / "home"), "INFERTUNE_NO_ANSWER_CACHE": "1"}
-    subprocess.run([sys.executable, "-m", "infertune", "estimate", "--model", str(folder), "--cpu"], env=env,
-                   capture_output=True, check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "infertune", "estimate", "--model", str(folder), "--cpu"],
+        env=env,
+        capture_output=True,
+        check=True,
+        timeout=300,
+    )
     assert not list((tmp_path / "home").glob("answers/*.json"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import infertune
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 
 API_MD = Path(__file__).parents[1] / "docs" / "api.md"
 EXAMPLES = [b for b in re.findall(r"```python\n(.*?)```", API_MD.read_text(), re.S) if "import infertune" in b]
@@ -32,8 +32,24 @@ def test_verbs_are_callable_modules_and_the_cli_prints_the_same_json(tiny_model)
 
     e = infertune.estimate(model=str(tiny_model), input_len=256, cpu=True)
     assert isinstance(e, Estimate) and e.schema_version == "1"
-    r = subprocess.run([sys.executable, "-m", "infertune", "estimate", "--model", str(tiny_model), "--input-len",
-                        "256", "--cpu", "--format", "json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infertune",
+            "estimate",
+            "--model",
+            str(tiny_model),
+            "--input-len",
+            "256",
+            "--cpu",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     cli = json.loads(r.stdout)
     assert cli["memory"] == e.model_dump(mode="json")["memory"] and cli["kind"] == "estimate"
     sweep = infertune.estimate(model=str(tiny_model), input_len="256,1k", cpu=True)

@@ -25,6 +25,7 @@ class Started(BaseException):  # not an Exception: nothing in the CLI may swallo
 def _stop(what):
     def raise_started(*_a, **_k):
         raise Started(what)
+
     return raise_started
 
 
@@ -48,10 +49,16 @@ def work_guarded():
     raises Started."""
     _import_everything()
     with contextlib.ExitStack() as stack:
-        for target in ("infertune.measure.run_trial", "infertune.tune.run_trial", "infertune.api.run_tune",
-                       "infertune.api.runs.run_tune", "infertune.serving.trial.run_serve_trial",
-                       "infertune.serving.loadtest.loadtest", "infertune.models.prepare",
-                       "infertune.estimate.accelerators.probe_cpu"):
+        for target in (
+            "infertune.measure.run_trial",
+            "infertune.tuning.loop.run_trial",
+            "infertune.api.run_tune",
+            "infertune.api.runs.run_tune",
+            "infertune.serving.trial.run_serve_trial",
+            "infertune.serving.loadtest.loadtest",
+            "infertune.models.store.prepare",
+            "infertune.estimate.accelerators.probe_cpu",
+        ):
             stack.enter_context(mock.patch(target, side_effect=_stop(target)))
         yield
 
@@ -62,9 +69,14 @@ def invoke(*args: str, env: dict | None = None, cwd: Path | None = None) -> tupl
     from infertune import cli
 
     out, err = io.StringIO(), io.StringIO()
-    with (mock.patch.object(sys, "argv", ["infertune", *args]), contextlib.redirect_stdout(out),
-          contextlib.redirect_stderr(err), mock.patch.dict(os.environ, env or {}), work_guarded(),
-          contextlib.chdir(cwd or Path.cwd())):
+    with (
+        mock.patch.object(sys, "argv", ["infertune", *args]),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        mock.patch.dict(os.environ, env or {}),
+        work_guarded(),
+        contextlib.chdir(cwd or Path.cwd()),
+    ):
         try:
             cli.main()
         except Started:
@@ -91,8 +103,9 @@ def places(tmp_path_factory, tiny_model):
     folder = home / "models" / "smollm2"
     folder.mkdir(parents=True)
     (folder / "model.safetensors").write_bytes(b"x" * 64)
-    (folder / "infertune-model.json").write_text(json.dumps(
-        {"name": "smollm2", "files": {"model.safetensors": {"size": 64, "sha256": "0" * 64}}}))
+    (folder / "infertune-model.json").write_text(
+        json.dumps({"name": "smollm2", "files": {"model.safetensors": {"size": 64, "sha256": "0" * 64}}})
+    )
     return {"root": root, "tiny": str(tiny_model), "home": home}
 
 
@@ -211,16 +224,19 @@ def test_every_bad_input_is_one_line_exit_2_before_any_work(places, args, needle
 def test_an_unwritable_home_refuses_models_prepare(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    from infertune import models
+    from infertune.models import store
 
-    with mock.patch.dict(os.environ, {"INFERTUNE_HOME": str(blocker / "home")}):
-        with pytest.raises(Exception, match="INFERTUNE_HOME: model folder .* is a file, so nothing can be created"):
-            models.prepare("smollm2", install=False)
+    with (
+        mock.patch.dict(os.environ, {"INFERTUNE_HOME": str(blocker / "home")}),
+        pytest.raises(Exception, match="INFERTUNE_HOME: model folder .* is a file, so nothing can be created"),
+    ):
+        store.prepare("smollm2", install=False)
 
 
 def test_a_fresh_home_says_it_is_preparing_the_demo_model(tmp_path, tiny_model):
-    kind, _, err = invoke("estimate", "--model", "demo", "--gpu", "L4", env={"INFERTUNE_HOME": str(tmp_path)},
-                          cwd=tmp_path)
+    kind, _, err = invoke(
+        "estimate", "--model", "demo", "--gpu", "L4", env={"INFERTUNE_HOME": str(tmp_path)}, cwd=tmp_path
+    )
     assert kind == "started"  # the conversion is where work begins...
     assert "demo: preparing smollm2 for its first use" in err  # ...and it was announced first
 
@@ -231,35 +247,126 @@ ABSURD = {"-3", "-1", "-10", "-0.5", "-5", "nan", "inf", "1e400", "9999999999999
 INTS = st.sampled_from(["-3", "-1", "0", "1", "2", "3", "7", "64", "70000", "99999999999999999999999"])
 FLOATS = st.sampled_from(["-10", "-0.5", "0", "0.001", "0.5", "1", "2", "900", "nan", "inf", "1e400"])
 TOKENS = st.sampled_from(["0", "-5", "1", "16", "1k", "1.5", "2k,4k", "10000000k", "lots", ""])
-WORDS = st.sampled_from(["bogus", "", "auto", "sdpa", "eager", "bfloat16", "float77", "latency", "memory", "static",
-                         "dynamic", "quantized", "serial", "continuous", "chat", "bnb-4bit", "L4", "nvidia a100",
-                         "H100", "1GiB", "lots", "0=1GiB", "int3"])
+WORDS = st.sampled_from(
+    [
+        "bogus",
+        "",
+        "auto",
+        "sdpa",
+        "eager",
+        "bfloat16",
+        "float77",
+        "latency",
+        "memory",
+        "static",
+        "dynamic",
+        "quantized",
+        "serial",
+        "continuous",
+        "chat",
+        "bnb-4bit",
+        "L4",
+        "nvidia a100",
+        "H100",
+        "1GiB",
+        "lots",
+        "0=1GiB",
+        "int3",
+    ]
+)
 
 FLAGS: dict[str, dict[str, st.SearchStrategy]] = {
-    "estimate": {"--input-len": TOKENS, "--max-new-tokens": TOKENS, "--batch": INTS, "--concurrency": INTS,
-                 "--gpus": INTS, "--kv-nbits": INTS, "--kv-residual-len": INTS, "--max-cache-len": TOKENS,
-                 "--prefill-chunk": TOKENS, "--attn": WORDS, "--dtype": WORDS, "--kv-cache": WORDS, "--gpu": WORDS,
-                 "--quantization": WORDS, "--max-memory": WORDS},
-    "advise": {"--input-len": TOKENS, "--max-new-tokens": TOKENS, "--batch": INTS, "--concurrency": INTS,
-               "--gpus": INTS, "--gpu": WORDS, "--dtype": WORDS, "--attn": WORDS, "--kv-cache": WORDS,
-               "--batching": WORDS, "--quantization": WORDS, "--vram": WORDS},
-    "measure": {"--max-new-tokens": INTS, "--input-len": TOKENS, "--batch": INTS, "--repeats": INTS,
-                "--warmup": INTS, "--seed": INTS, "--concurrency": INTS, "--timeout": FLOATS, "--tp": INTS,
-                "--dtype": WORDS, "--attn": WORDS, "--kv-cache": WORDS, "--batching": WORDS,
-                "--memory-limit": WORDS, "--max-batch-tokens": INTS},
-    "tune": {"--max-new-tokens": INTS, "--batch": INTS, "--max-trials": INTS, "--time-budget": FLOATS,
-             "--max-ttft": FLOATS, "--max-tpot": FLOATS, "--min-quality": FLOATS, "--max-kl": FLOATS,
-             "--trial-timeout": FLOATS, "--objective": WORDS, "--dtype": WORDS, "--attn": WORDS,
-             "--max-memory": WORDS},
-    "loadtest": {"--duration": FLOATS, "--requests": INTS, "--max-new-tokens": INTS, "--timeout": FLOATS,
-                 "--max-ttft": FLOATS, "--concurrency": INTS, "--rate": FLOATS, "--endpoint": WORDS},
-    "serve-trial": {"--dtype": WORDS, "--attn": WORDS, "--requests": INTS, "--max-new-tokens": INTS,
-                    "--concurrency": INTS, "--ready-timeout": FLOATS, "--quantization": WORDS,
-                    "--cb-block-size": INTS},
+    "estimate": {
+        "--input-len": TOKENS,
+        "--max-new-tokens": TOKENS,
+        "--batch": INTS,
+        "--concurrency": INTS,
+        "--gpus": INTS,
+        "--kv-nbits": INTS,
+        "--kv-residual-len": INTS,
+        "--max-cache-len": TOKENS,
+        "--prefill-chunk": TOKENS,
+        "--attn": WORDS,
+        "--dtype": WORDS,
+        "--kv-cache": WORDS,
+        "--gpu": WORDS,
+        "--quantization": WORDS,
+        "--max-memory": WORDS,
+    },
+    "advise": {
+        "--input-len": TOKENS,
+        "--max-new-tokens": TOKENS,
+        "--batch": INTS,
+        "--concurrency": INTS,
+        "--gpus": INTS,
+        "--gpu": WORDS,
+        "--dtype": WORDS,
+        "--attn": WORDS,
+        "--kv-cache": WORDS,
+        "--batching": WORDS,
+        "--quantization": WORDS,
+        "--vram": WORDS,
+    },
+    "measure": {
+        "--max-new-tokens": INTS,
+        "--input-len": TOKENS,
+        "--batch": INTS,
+        "--repeats": INTS,
+        "--warmup": INTS,
+        "--seed": INTS,
+        "--concurrency": INTS,
+        "--timeout": FLOATS,
+        "--tp": INTS,
+        "--dtype": WORDS,
+        "--attn": WORDS,
+        "--kv-cache": WORDS,
+        "--batching": WORDS,
+        "--memory-limit": WORDS,
+        "--max-batch-tokens": INTS,
+    },
+    "tune": {
+        "--max-new-tokens": INTS,
+        "--batch": INTS,
+        "--max-trials": INTS,
+        "--time-budget": FLOATS,
+        "--max-ttft": FLOATS,
+        "--max-tpot": FLOATS,
+        "--min-quality": FLOATS,
+        "--max-kl": FLOATS,
+        "--trial-timeout": FLOATS,
+        "--objective": WORDS,
+        "--dtype": WORDS,
+        "--attn": WORDS,
+        "--max-memory": WORDS,
+    },
+    "loadtest": {
+        "--duration": FLOATS,
+        "--requests": INTS,
+        "--max-new-tokens": INTS,
+        "--timeout": FLOATS,
+        "--max-ttft": FLOATS,
+        "--concurrency": INTS,
+        "--rate": FLOATS,
+        "--endpoint": WORDS,
+    },
+    "serve-trial": {
+        "--dtype": WORDS,
+        "--attn": WORDS,
+        "--requests": INTS,
+        "--max-new-tokens": INTS,
+        "--concurrency": INTS,
+        "--ready-timeout": FLOATS,
+        "--quantization": WORDS,
+        "--cb-block-size": INTS,
+    },
     "doctor": {"--gpu": WORDS},
 }
-BASE = {"estimate": ["--gpu", "L4"], "advise": ["--gpu", "L4", "--no-input"], "loadtest": ["--url", "http://127.0.0.1:9"],
-        "doctor": ["{syntax}"]}
+BASE = {
+    "estimate": ["--gpu", "L4"],
+    "advise": ["--gpu", "L4", "--no-input"],
+    "loadtest": ["--url", "http://127.0.0.1:9"],
+    "doctor": ["{syntax}"],
+}
 
 
 @st.composite
@@ -276,8 +383,9 @@ def test_any_flags_exit_0_or_2_never_a_traceback_never_work_on_a_refusal(places,
     command, args = line
     base = [a.format(syntax=places["root"] / "syntax.py") for a in BASE.get(command, [])]
     model = ["--model", places["tiny"]] if command not in ("loadtest", "doctor") else []
-    kind, code, err = invoke(command, *model, *base, *args, env={"INFERTUNE_HOME": str(places["home"])},
-                             cwd=places["root"])
+    kind, code, err = invoke(
+        command, *model, *base, *args, env={"INFERTUNE_HOME": str(places["home"])}, cwd=places["root"]
+    )
     assert "Traceback" not in err and "internal error" not in err, err
     if kind == "exit":
         assert code in (0, 2), (code, err)

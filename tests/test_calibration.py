@@ -4,10 +4,10 @@ microbenchmarks' code at toy sizes. How the expected model uses a calibration: t
 import json
 
 import pytest
+from tests.test_expected import cal
 
 from infertune.estimate import calibration
 from infertune.probe import host
-from tests.test_expected import cal
 
 
 def test_cpu_flags_and_native_half_types(tmp_path):
@@ -49,12 +49,20 @@ def test_the_host_key_is_read_without_torch_once_remembered(infertune_home):
     import subprocess
     import sys
 
-    code = ("import json, sys; from infertune.estimate import calibration; "
-            "print(json.dumps([calibration.host_key('cpu'), 'torch' in sys.modules]))")
+    code = (
+        "import json, sys; from infertune.estimate import calibration; "
+        "print(json.dumps([calibration.host_key('cpu'), 'torch' in sys.modules]))"
+    )
 
     def child(**env):
-        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
-                             timeout=300, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
         return json.loads(out.stdout)
 
     key, asked_torch = child()
@@ -84,8 +92,11 @@ def test_the_real_microbenchmarks_measure_every_cell(monkeypatch):
     assert all(v >= 0 for v in (*step.values(), *layer.values()))
     attn = calibration.measure_attention(seconds=0.001, heads=1, head_dim=8, rows=2)
     assert set(attn) == {"decode", "prefill", "prefill_one"}
-    assert all(set(v) == (set(calibration.ATTNS) if phase != "prefill_one" else {"eager"})
-               and all(set(d) == set(calibration.DTYPES) for d in v.values()) for phase, v in attn.items())
+    assert all(
+        set(v) == (set(calibration.ATTNS) if phase != "prefill_one" else {"eager"})
+        and all(set(d) == set(calibration.DTYPES) for d in v.values())
+        for phase, v in attn.items()
+    )
     assert all(r > 0 for v in attn.values() for d in v.values() for r in d.values())
 
 

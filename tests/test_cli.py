@@ -11,8 +11,9 @@ import pytest
 
 def run(*args, env=None, cwd=None):
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "infertune", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "infertune", *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=600
+    )
 
 
 def test_version_and_help():
@@ -58,8 +59,19 @@ def test_malformed_workload_file(tmp_path):
 
 def test_measure_json_and_output_file(tiny_model, tmp_path):
     out = tmp_path / "result.json"
-    r = run("measure", "--model", str(tiny_model), "--max-new-tokens", "4", "--repeats", "1",
-            "--format", "json", "--output", str(out))
+    r = run(
+        "measure",
+        "--model",
+        str(tiny_model),
+        "--max-new-tokens",
+        "4",
+        "--repeats",
+        "1",
+        "--format",
+        "json",
+        "--output",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["kind"] == "measured" and data["status"] == "ok"
@@ -71,7 +83,7 @@ def test_measure_json_and_output_file(tiny_model, tmp_path):
     assert json.loads(out.read_text()) == data
     est = data["estimate"]  # predicted beside measured, under its own label
     assert est["kind"] == "estimate-vs-measured" and est["measured_peak_memory_bytes"] > 0
-    assert 0 < est["tpot_fraction_of_roofline"] and est["predicted_peak_memory_bytes"] > 0
+    assert est["tpot_fraction_of_roofline"] > 0 and est["predicted_peak_memory_bytes"] > 0
     assert est["expected_tpot_s"] > 0 and est["expected_ttft_s"] > 0
     assert est["tpot_expected_over_measured"] == pytest.approx(est["expected_tpot_s"] / m["tpot_s"])
 
@@ -116,8 +128,17 @@ def test_estimate_json_shape(tiny_model):
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["kind"] == "estimate"
-    for key in ("weights_bytes", "kv_cache_bytes", "state_bytes", "attention_scratch_bytes", "activations_bytes", "logits_bytes",
-                "overhead_bytes", "total_bytes", "per_device"):
+    for key in (
+        "weights_bytes",
+        "kv_cache_bytes",
+        "state_bytes",
+        "attention_scratch_bytes",
+        "activations_bytes",
+        "logits_bytes",
+        "overhead_bytes",
+        "total_bytes",
+        "per_device",
+    ):
         assert key in d["memory"]
     for key in ("prefill_s", "tpot_s", "tokens_per_s", "bound", "expected", "limited_by"):
         assert key in d["speed"]
@@ -133,8 +154,9 @@ def test_estimate_json_shape(tiny_model):
 
 
 def test_estimate_sweep_and_cpu(tiny_model):
-    r = run("estimate", "--model", str(tiny_model), "--cpu", "--input-len", "128,1k", "--attn", "eager",
-            "--format", "json")
+    r = run(
+        "estimate", "--model", str(tiny_model), "--cpu", "--input-len", "128,1k", "--attn", "eager", "--format", "json"
+    )
     assert r.returncode == 0, r.stderr
     sweep = json.loads(r.stdout)["sweep"]
     assert [e["settings"]["input_len"] for e in sweep] == [128, 1024]
@@ -144,22 +166,27 @@ def test_estimate_sweep_and_cpu(tiny_model):
     assert r.returncode == 0 and "memory versus context" in r.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--gpu", "H1000"], "closest"),
-    (["--input-len", "lots"], "not a token count"),
-    (["--quantization", "magic"], "unknown quantization"),
-    (["--kv-cache", "huge"], "--kv-cache"),
-    (["--gpu", "L4", "--max-memory", "gpu0=1GiB"], "unknown device"),
-    (["--gpu", "L4", "--max-memory", "cpu=1GiB"], "gives no GPU a budget"),
-    (["--cpu", "--max-memory", "0=1GiB"], "give --gpu NAME"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--gpu", "H1000"], "closest"),
+        (["--input-len", "lots"], "not a token count"),
+        (["--quantization", "magic"], "unknown quantization"),
+        (["--kv-cache", "huge"], "--kv-cache"),
+        (["--gpu", "L4", "--max-memory", "gpu0=1GiB"], "unknown device"),
+        (["--gpu", "L4", "--max-memory", "cpu=1GiB"], "gives no GPU a budget"),
+        (["--cpu", "--max-memory", "0=1GiB"], "give --gpu NAME"),
+    ],
+)
 def test_estimate_bad_input(tiny_model, args, needle):
     r = run("estimate", "--model", str(tiny_model), *args)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_estimate_placement_json(tiny_model):
-    r = run("estimate", "--model", str(tiny_model), "--gpu", "L4", "--max-memory", "0=1KiB,cpu=1GiB", "--format", "json")
+    r = run(
+        "estimate", "--model", str(tiny_model), "--gpu", "L4", "--max-memory", "0=1KiB,cpu=1GiB", "--format", "json"
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     devices = [x["device"] for x in d["placement"]["devices"]]
@@ -199,24 +226,30 @@ def test_advise_table_names_the_next_change(tiny_model):
     assert "Diagnosis" in r.stdout and "Next: one change" in r.stdout and "estimate" in r.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--gpu", "H1000"], "closest"),
-    (["--quantization", "magic"], "--quantization"),
-    (["--batching", "sometimes"], "--batching"),
-    (["--gpu", "L4", "--vram", "lots"], "--vram"),
-    (["--dtype", "int3"], "--dtype"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--gpu", "H1000"], "closest"),
+        (["--quantization", "magic"], "--quantization"),
+        (["--batching", "sometimes"], "--batching"),
+        (["--gpu", "L4", "--vram", "lots"], "--vram"),
+        (["--dtype", "int3"], "--dtype"),
+    ],
+)
 def test_advise_bad_input(tiny_model, args, needle):
     r = run("advise", "--model", str(tiny_model), *args)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--max-memory", "1KB"], "below the weights of every candidate"),
-    (["--objective", "speed"], "--objective"),
-    (["--min-quality", "2"], "--min-quality"),
-    (["--max-memory", "lots"], "--max-memory"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--max-memory", "1KB"], "below the weights of every candidate"),
+        (["--objective", "speed"], "--objective"),
+        (["--min-quality", "2"], "--min-quality"),
+        (["--max-memory", "lots"], "--max-memory"),
+    ],
+)
 def test_tune_refuses_bad_input_before_any_trial(tiny_model, tmp_path, args, needle):
     r = run("tune", "--model", str(tiny_model), "--output", str(tmp_path / "run"), *args)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
@@ -228,26 +261,31 @@ def test_tune_resume_of_a_non_run_directory_is_exit_2(tmp_path):
     assert r.returncode == 2 and "not a tune run directory" in r.stderr
 
 
-@pytest.mark.parametrize("command, kind, needle", [
-    ("measure", "existing folder", "is a folder"),
-    ("measure", "under a file", "is a file, so nothing can be created"),
-    ("tune", "existing file", "is a file: give a folder"),
-    ("tune", "under a file", "is a file, so nothing can be created"),
-    ("report", "existing file", "not a run folder"),
-    ("loadtest", "existing file", "is a file: give a folder"),
-    ("serve-trial", "existing file", "is a file: give a folder"),
-])
+@pytest.mark.parametrize(
+    "command, kind, needle",
+    [
+        ("measure", "existing folder", "is a folder"),
+        ("measure", "under a file", "is a file, so nothing can be created"),
+        ("tune", "existing file", "is a file: give a folder"),
+        ("tune", "under a file", "is a file, so nothing can be created"),
+        ("report", "existing file", "not a run folder"),
+        ("loadtest", "existing file", "is a file: give a folder"),
+        ("serve-trial", "existing file", "is a file: give a folder"),
+    ],
+)
 def test_every_output_path_is_checked_before_any_work(tmp_path, command, kind, needle):
     """The model named here does not exist: the output is refused first, so no model is looked up, no
     trial runs. (An unwritable folder is checked too, but the tests run as root, who can write anywhere.)"""
     afile = tmp_path / "afile"
     afile.write_text("x")
     target = {"existing folder": tmp_path, "existing file": afile, "under a file": afile / "x"}[kind]
-    args = {"measure": ["measure", "--model", "no-org/no-model-here", "--output", str(target)],
-            "tune": ["tune", "--model", "no-org/no-model-here", "--output", str(target)],
-            "report": ["report", str(target)],
-            "loadtest": ["loadtest", "--url", "http://127.0.0.1:9", "--output", str(target)],
-            "serve-trial": ["serve-trial", "--model", "no-org/no-model-here", "--output", str(target)]}[command]
+    args = {
+        "measure": ["measure", "--model", "no-org/no-model-here", "--output", str(target)],
+        "tune": ["tune", "--model", "no-org/no-model-here", "--output", str(target)],
+        "report": ["report", str(target)],
+        "loadtest": ["loadtest", "--url", "http://127.0.0.1:9", "--output", str(target)],
+        "serve-trial": ["serve-trial", "--model", "no-org/no-model-here", "--output", str(target)],
+    }[command]
     r = run(*args)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, r.stderr
@@ -255,7 +293,7 @@ def test_every_output_path_is_checked_before_any_work(tmp_path, command, kind, n
 
 
 def test_a_finished_result_that_cannot_be_written_is_printed_instead(tmp_path, capsys):
-    from infertune.paths import write_or_print
+    from infertune.core.paths import write_or_print
 
     said = []
     (tmp_path / "afile").write_text("")
@@ -277,11 +315,31 @@ def test_tune_interrupted_keeps_finished_trials_and_resume_reruns_none(tiny_mode
     import time
 
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "infertune", "tune", "--model", str(tiny_model), "--max-new-tokens", "4",
-           "--warmup", "0", "--max-trials", "3", "--output", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "infertune",
+        "tune",
+        "--model",
+        str(tiny_model),
+        "--max-new-tokens",
+        "4",
+        "--warmup",
+        "0",
+        "--max-trials",
+        "3",
+        "--output",
+        str(out),
+    ]
     # SIGINT as a terminal delivers it, even when the suite itself runs in the background (SIGINT ignored)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     results = out / "results.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and not (results.exists() and results.read_text().count("\n") >= 1):
@@ -300,12 +358,15 @@ def test_tune_interrupted_keeps_finished_trials_and_resume_reruns_none(tiny_mode
     assert (out / "report.json").exists()
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--gpu", "L4", "--gpus", "2", "--tp", "3"], "--tp 3 needs"),
-    (["--gpu", "L4", "--device-map", "everywhere"], "--device-map"),
-    (["--gpu", "L4", "--gpus", "2", "--tp", "2", "--device-map", "auto"], "exclude each other"),
-    (["--gpu", "L4", "--lib", "bitsandbytes"], "--lib"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--gpu", "L4", "--gpus", "2", "--tp", "3"], "--tp 3 needs"),
+        (["--gpu", "L4", "--device-map", "everywhere"], "--device-map"),
+        (["--gpu", "L4", "--gpus", "2", "--tp", "2", "--device-map", "auto"], "exclude each other"),
+        (["--gpu", "L4", "--lib", "bitsandbytes"], "--lib"),
+    ],
+)
 def test_advise_placement_and_library_flags_refuse_bad_input(tiny_model, args, needle):
     r = run("advise", "--model", str(tiny_model), *args)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
@@ -324,16 +385,31 @@ def test_advise_run_file_is_validated_as_measure_validates_it(tiny_model, tmp_pa
 def test_advise_describes_the_current_placement_and_library_versions(tiny_model, tmp_path):
     wl = tmp_path / "wl.yaml"
     wl.write_text(f"model: {tiny_model}\nconfig:\n  dtype: float16\n")
-    r = run("advise", str(wl), "--gpu", "A100 80GB", "--gpus", "2", "--tp", "2", "--quantization", "bnb-4bit",
-            "--lib", "bitsandbytes=0.39.1", "--format", "json")
+    r = run(
+        "advise",
+        str(wl),
+        "--gpu",
+        "A100 80GB",
+        "--gpus",
+        "2",
+        "--tp",
+        "2",
+        "--quantization",
+        "bnb-4bit",
+        "--lib",
+        "bitsandbytes=0.39.1",
+        "--format",
+        "json",
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["current"]["tp"] == 2 and d["current"]["dtype"] == "float16" and d["hardware"]["gpus"] == 2
     up = [x for x in d["recommendations"] if x["technique"] == "upgrade"]
     assert up and up[0]["settings"] == {"packages": {"bitsandbytes": ">=0.40.0"}}
     assert not any("Which library versions" in q for q in d["questions"])  # stated: not asked
-    r = run("advise", "--model", str(tiny_model), "--gpu", "L4", "--gpus", "4", "--device-map", "auto",
-            "--format", "json")
+    r = run(
+        "advise", "--model", str(tiny_model), "--gpu", "L4", "--gpus", "4", "--device-map", "auto", "--format", "json"
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["current"]["device_map"] == "auto" and any("--lib NAME=VERSION" in q for q in d["questions"])
@@ -351,8 +427,20 @@ def test_the_advise_prompt_reads_counts_as_the_flags_do(monkeypatch):
 
 def test_advise_terminal_output_keeps_code_in_square_brackets(tiny_model):
     """Rich markup must not swallow code: `[tok.apply_chat_template(p, ...) for p in prompts]` is Python."""
-    r = run("advise", "--model", str(tiny_model), "--gpu", "A100 80GB", "--concurrency", "32", "--input-len", "64",
-            "--dtype", "bfloat16", env={"COLUMNS": "140"})
+    r = run(
+        "advise",
+        "--model",
+        str(tiny_model),
+        "--gpu",
+        "A100 80GB",
+        "--concurrency",
+        "32",
+        "--input-len",
+        "64",
+        "--dtype",
+        "bfloat16",
+        env={"COLUMNS": "140"},
+    )
     assert r.returncode == 0, r.stderr
     assert "inputs = [tok.apply_chat_template(p, add_generation_prompt=True) for p in prompts]" in r.stdout
 

@@ -67,19 +67,35 @@ def test_flags_left_out_take_the_same_defaults_as_in_the_typer_command(verb, api
     assert command["fmt"].default.value == inspect.signature(getattr(quick, verb)).parameters["fmt"].default
 
 
-@pytest.mark.parametrize("verb, args", [
-    ("estimate", ["--model", "demo", "--format", "json", "--batch", "2", "--cpu"]),
-    ("estimate", ["--batch", "0"]),  # the validation layer's refusal
-    ("advise", ["--tp", "0"]),  # typer's range check
-    ("estimate", ["--format=json", "--input-len", "1k,2k", "--gpu", "L4", "--max-memory=0=1GiB,cpu=8GiB"]),
-    ("estimate", ["--gpu", "no-such-card", "--format", "json"]),  # the API's one line, exit 2
-    ("estimate", ["--no-such-flag"]),
-    ("profile", ["--format", "json", "--trust-remote-code"]),
-    ("profile", ["--format", "yaml"]),
-    ("advise", ["--model", "demo", "--gpu", "L4", "--lib", "bitsandbytes=0.39.1", "--lib", "torch=2.1",
-                "--format", "json"]),
-    ("advise", ["missing-workload.yaml", "--format", "json"]),
-])
+@pytest.mark.parametrize(
+    "verb, args",
+    [
+        ("estimate", ["--model", "demo", "--format", "json", "--batch", "2", "--cpu"]),
+        ("estimate", ["--batch", "0"]),  # the validation layer's refusal
+        ("advise", ["--tp", "0"]),  # typer's range check
+        ("estimate", ["--format=json", "--input-len", "1k,2k", "--gpu", "L4", "--max-memory=0=1GiB,cpu=8GiB"]),
+        ("estimate", ["--gpu", "no-such-card", "--format", "json"]),  # the API's one line, exit 2
+        ("estimate", ["--no-such-flag"]),
+        ("profile", ["--format", "json", "--trust-remote-code"]),
+        ("profile", ["--format", "yaml"]),
+        (
+            "advise",
+            [
+                "--model",
+                "demo",
+                "--gpu",
+                "L4",
+                "--lib",
+                "bitsandbytes=0.39.1",
+                "--lib",
+                "torch=2.1",
+                "--format",
+                "json",
+            ],
+        ),
+        ("advise", ["missing-workload.yaml", "--format", "json"]),
+    ],
+)
 def test_quick_answers_exactly_as_typer_does(demo_model, verb, args):
     fast, slow = run(verb, *args), run(verb, *args, typer=True)
     assert (fast.returncode, fast.stdout, fast.stderr) == (slow.returncode, slow.stdout, slow.stderr)
@@ -89,25 +105,52 @@ def test_quick_answers_exactly_as_typer_does(demo_model, verb, args):
         assert len(fast.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args", [
-    ["--help"], ["--batch", "-1"], ["--batch", "x"], ["--model"], ["--model", "--cpu"], ["--cpu=1"],
-    ["--model", "a", "--model", "b"], ["stray"], ["--format", "xml"], ["--model", ""], ["-m", "x"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["--batch", "-1"],
+        ["--batch", "x"],
+        ["--model"],
+        ["--model", "--cpu"],
+        ["--cpu=1"],
+        ["--model", "a", "--model", "b"],
+        ["stray"],
+        ["--format", "xml"],
+        ["--model", ""],
+        ["-m", "x"],
+    ],
+)
 def test_anything_but_a_plain_command_line_is_left_to_typer(args):
     assert quick.parse("estimate", args) is None
 
 
 def test_plain_command_lines_parse_as_typer_converts_them():
     assert quick.parse("estimate", ["--model=demo", "--batch", "3", "--cpu", "--format", "json"]) == {
-        "model": "demo", "batch": 3, "cpu": True, "fmt": "json"}
+        "model": "demo",
+        "batch": 3,
+        "cpu": True,
+        "fmt": "json",
+    }
     assert quick.parse("advise", ["w.yaml", "--lib", "a=1", "--lib=b=2", "--measured", "m.json"]) == {
-        "workload": Path("w.yaml"), "lib": ["a=1", "b=2"], "measured": Path("m.json")}
+        "workload": Path("w.yaml"),
+        "lib": ["a=1", "b=2"],
+        "measured": Path("m.json"),
+    }
     assert quick.parse("advise", ["a.yaml", "b.yaml"]) is None
     assert quick.parse("advise", ["--tp", "0"]) is None and quick.parse("advise", ["--tp", "2"]) == {"tp": 2}
 
 
-@pytest.mark.parametrize("msg", ["probing this CPU's bandwidth and FLOP/s", "reading the hardware",
-                                 "a [bold]bracket[/bold] and :smile: codes", "a\ttab", "x" * 300])
+@pytest.mark.parametrize(
+    "msg",
+    [
+        "probing this CPU's bandwidth and FLOP/s",
+        "reading the hardware",
+        "a [bold]bracket[/bold] and :smile: codes",
+        "a\ttab",
+        "x" * 300,
+    ],
+)
 def test_a_progress_line_off_a_terminal_is_the_line_rich_writes(msg, capsys):
     from infertune.cli import output
 

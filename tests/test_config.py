@@ -3,7 +3,7 @@ import ast
 import pytest
 from pydantic import ValidationError
 
-from infertune.config import InferenceConfig
+from infertune.core.config import InferenceConfig
 
 
 def test_dtype_aliases_normalise():
@@ -14,11 +14,21 @@ def test_dtype_aliases_normalise():
 
 
 def test_from_pretrained_kwargs_carry_every_knob():
-    cfg = InferenceConfig(dtype="bf16", attn_implementation="sdpa", device_map="auto",
-                          max_memory={"0": "20GiB", "cpu": "64GiB"}, load_kwargs={"low_cpu_mem_usage": True})
+    cfg = InferenceConfig(
+        dtype="bf16",
+        attn_implementation="sdpa",
+        device_map="auto",
+        max_memory={"0": "20GiB", "cpu": "64GiB"},
+        load_kwargs={"low_cpu_mem_usage": True},
+    )
     kw = cfg.from_pretrained_kwargs("cuda")
-    assert kw == {"dtype": "bfloat16", "attn_implementation": "sdpa", "device_map": "auto",
-                  "max_memory": {0: "20GiB", "cpu": "64GiB"}, "low_cpu_mem_usage": True}
+    assert kw == {
+        "dtype": "bfloat16",
+        "attn_implementation": "sdpa",
+        "device_map": "auto",
+        "max_memory": {0: "20GiB", "cpu": "64GiB"},
+        "low_cpu_mem_usage": True,
+    }
     assert "trust_remote_code" not in kw  # never on unless asked for
     assert InferenceConfig().from_pretrained_kwargs("cpu") == {"dtype": "auto", "device_map": "cpu"}
 
@@ -56,9 +66,23 @@ def test_serve_flags_and_label():
 
 
 def test_continuous_batching_options_become_cb_serve_flags_and_need_continuous_batching():
-    cfg = InferenceConfig(batching="continuous", attn_implementation="paged|sdpa", max_batch_tokens=256,
-                          cb_block_size=32, cb_num_blocks=128)
-    assert cfg.serve_flags() == ["--attn-implementation", "sdpa", "--continuous-batching", "--cb-max-batch-tokens",
-                                 "256", "--cb-block-size", "32", "--cb-num-blocks", "128"]
+    cfg = InferenceConfig(
+        batching="continuous",
+        attn_implementation="paged|sdpa",
+        max_batch_tokens=256,
+        cb_block_size=32,
+        cb_num_blocks=128,
+    )
+    assert cfg.serve_flags() == [
+        "--attn-implementation",
+        "sdpa",
+        "--continuous-batching",
+        "--cb-max-batch-tokens",
+        "256",
+        "--cb-block-size",
+        "32",
+        "--cb-num-blocks",
+        "128",
+    ]
     with pytest.raises(ValueError, match="cb_block_size only apply with batching 'continuous'"):
         InferenceConfig(batching="static", cb_block_size=32)

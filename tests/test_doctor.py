@@ -18,78 +18,117 @@ DATA = Path(__file__).parent / "data" / "doctor"
 HEAD = "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
 LOAD = 'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
 
-GEN = 'out = model.generate(**inputs, max_new_tokens=32)\n'
+GEN = "out = model.generate(**inputs, max_new_tokens=32)\n"
 CHAT = 'tok = AutoTokenizer.from_pretrained("m")\nmsgs = [{"role": "user", "content": q}]\n'
 # rule -> (code with the mistake, the same code done right); HEAD is prepended to both
 CASES = {
-    "IT001": ('m = AutoModelForCausalLM.from_pretrained("m", device_map="auto")',
-              'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto")'),
-    "IT002": ('model = AutoModelForCausalLM.from_pretrained("m", dtype="auto")\nmodel.eval()\n' + GEN,
-              'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto")\nmodel.to("cuda")\n' + GEN),
-    "IT003": (LOAD + 'tok = AutoTokenizer.from_pretrained("m")\n'
-              'ids = tok(f"<|im_start|>user\\n{q}<|im_end|>\\n", return_tensors="pt").to("cuda")\n'
-              'model.generate(**ids, max_new_tokens=8)',
-              LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
-              'model.generate(ids.to("cuda"), max_new_tokens=8)'),
-    "IT004": (LOAD + 'out = model.generate(**inputs)\nprint(tok.decode(out[0], skip_special_tokens=True))',
-              LOAD + 'out = model.generate(**inputs)\nprint(tok.decode(out[0, n:], skip_special_tokens=True))'),
-    "IT005": (LOAD + 'from transformers import TextIteratorStreamer\ns = TextIteratorStreamer(tok, skip_prompt=True)\n'
-              'model.generate(**inputs, streamer=s)\nfor t in s:\n    print(t)',
-              LOAD + 'from threading import Thread\nfrom transformers import TextIteratorStreamer\n'
-              's = TextIteratorStreamer(tok, skip_prompt=True)\n\n'
-              'def run():\n    model.generate(**inputs, streamer=s)\n\n'
-              'Thread(target=run).start()\nfor t in s:\n    print(t)'),
-    "IT006": (LOAD + 'model = torch.compile(model)\nmodel.generate(**inputs)',
-              LOAD + 'model.generate(**inputs, cache_implementation="static")'),
-    "IT007": ('m = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", '
-              'max_memory={0: "80GiB", "cpu": "200GiB"})',
-              'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", '
-              'max_memory={0: "64GiB", "cpu": "200GiB"})'),
-    "IT008": ('from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig(load_in_4bit=True)',
-              'from transformers import BitsAndBytesConfig\n'
-              'q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)'),
-    "IT009": ('m = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float32, device_map="auto", '
-              'attn_implementation="flash_attention_2")',
-              'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto", '
-              'attn_implementation="flash_attention_2")'),
-    "IT010": (LOAD + 'out = model.generate(**inputs, max_new_tokens=64, do_sample=True, top_k=20)',
-              LOAD + 'out = model.generate(**inputs, max_new_tokens=64, do_sample=True)'),
-    "IT011": (LOAD + 'from fastapi import FastAPI\napp = FastAPI()\n\n@app.post("/chat")\n'
-              'def chat(req):\n    return model.generate(**req.inputs)',
-              LOAD + 'from fastapi import FastAPI\napp = FastAPI()\n\n@app.get("/health")\n'
-              'async def health():\n    return {"ok": True}'),
-    "IT012": ('m = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", trust_remote_code=True)',
-              'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", '
-              'trust_remote_code=False)'),
-    "IT013": ('tok = AutoTokenizer.from_pretrained("org/Model-7B-Instruct")\n'
-              'model = AutoModelForCausalLM.from_pretrained("org/Model-7B-Instruct", dtype="auto", device_map="auto")\n'
-              'ids = tok(q, return_tensors="pt").to(model.device)\nmodel.generate(**ids, max_new_tokens=8)',
-              'tok = AutoTokenizer.from_pretrained("org/Model-7B-Instruct")\n'
-              'model = AutoModelForCausalLM.from_pretrained("org/Model-7B-Instruct", dtype="auto", device_map="auto")\n'
-              'msgs = [{"role": "user", "content": q}]\n'
-              'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt").to(model.device)\n'
-              'model.generate(ids, max_new_tokens=8)'),
-    "IT014": (LOAD + 'model.generate(**inputs, max_length=64)', LOAD + 'model.generate(**inputs, max_new_tokens=64)'),
-    "IT015": (LOAD + 'model.generate(**inputs, max_new_tokens=8, num_beams=4, top_p=cfg.top_p)',
-              LOAD + 'model.generate(**inputs, max_new_tokens=8, num_beams=4)'),
-    "IT016": (LOAD + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt")\n'
-              'model.generate(**enc, max_new_tokens=8)',
-              LOAD + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt").to(model.device)\n'
-              'model.generate(**enc, max_new_tokens=8)'),
-    "IT017": (LOAD + 'from transformers import TextStreamer\nmodel.generate(**inputs, streamer=TextStreamer(tok))',
-              LOAD + 'from transformers import TextStreamer\n'
-              'model.generate(**inputs, streamer=TextStreamer(tok, skip_prompt=True))'),
-    "IT018": (LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, return_tensors="pt")\nmodel.generate(ids.to("cuda"))',
-              LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
-              'model.generate(ids.to("cuda"))'),
-    "IT019": (LOAD + 'model.generate(**inputs, max_tokens=64, frequency_penalty=0.5)',
-              LOAD + 'model.generate(**inputs, max_new_tokens=64)'),
-    "IT020": (LOAD + 'model = model.half()', LOAD + 'model.eval()'),
-    "IT021": ('tok = AutoTokenizer.from_pretrained("m", attn_implementation="sdpa")',
-              'tok = AutoTokenizer.from_pretrained("m")'),
-    "IT022": (LOAD + 'async def on_message(inputs):\n    return model.generate(**inputs)',
-              LOAD + 'import asyncio\n\nasync def on_message(inputs):\n'
-              '    return await asyncio.to_thread(model.generate, **inputs)'),
+    "IT001": (
+        'm = AutoModelForCausalLM.from_pretrained("m", device_map="auto")',
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto")',
+    ),
+    "IT002": (
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto")\nmodel.eval()\n' + GEN,
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto")\nmodel.to("cuda")\n' + GEN,
+    ),
+    "IT003": (
+        LOAD + 'tok = AutoTokenizer.from_pretrained("m")\n'
+        'ids = tok(f"<|im_start|>user\\n{q}<|im_end|>\\n", return_tensors="pt").to("cuda")\n'
+        "model.generate(**ids, max_new_tokens=8)",
+        LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
+        'model.generate(ids.to("cuda"), max_new_tokens=8)',
+    ),
+    "IT004": (
+        LOAD + "out = model.generate(**inputs)\nprint(tok.decode(out[0], skip_special_tokens=True))",
+        LOAD + "out = model.generate(**inputs)\nprint(tok.decode(out[0, n:], skip_special_tokens=True))",
+    ),
+    "IT005": (
+        LOAD + "from transformers import TextIteratorStreamer\ns = TextIteratorStreamer(tok, skip_prompt=True)\n"
+        "model.generate(**inputs, streamer=s)\nfor t in s:\n    print(t)",
+        LOAD + "from threading import Thread\nfrom transformers import TextIteratorStreamer\n"
+        "s = TextIteratorStreamer(tok, skip_prompt=True)\n\n"
+        "def run():\n    model.generate(**inputs, streamer=s)\n\n"
+        "Thread(target=run).start()\nfor t in s:\n    print(t)",
+    ),
+    "IT006": (
+        LOAD + "model = torch.compile(model)\nmodel.generate(**inputs)",
+        LOAD + 'model.generate(**inputs, cache_implementation="static")',
+    ),
+    "IT007": (
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", '
+        'max_memory={0: "80GiB", "cpu": "200GiB"})',
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", '
+        'max_memory={0: "64GiB", "cpu": "200GiB"})',
+    ),
+    "IT008": (
+        "from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig(load_in_4bit=True)",
+        "from transformers import BitsAndBytesConfig\n"
+        "q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)",
+    ),
+    "IT009": (
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float32, device_map="auto", '
+        'attn_implementation="flash_attention_2")',
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto", '
+        'attn_implementation="flash_attention_2")',
+    ),
+    "IT010": (
+        LOAD + "out = model.generate(**inputs, max_new_tokens=64, do_sample=True, top_k=20)",
+        LOAD + "out = model.generate(**inputs, max_new_tokens=64, do_sample=True)",
+    ),
+    "IT011": (
+        LOAD + 'from fastapi import FastAPI\napp = FastAPI()\n\n@app.post("/chat")\n'
+        "def chat(req):\n    return model.generate(**req.inputs)",
+        LOAD + 'from fastapi import FastAPI\napp = FastAPI()\n\n@app.get("/health")\n'
+        'async def health():\n    return {"ok": True}',
+    ),
+    "IT012": (
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", trust_remote_code=True)',
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", trust_remote_code=False)',
+    ),
+    "IT013": (
+        'tok = AutoTokenizer.from_pretrained("org/Model-7B-Instruct")\n'
+        'model = AutoModelForCausalLM.from_pretrained("org/Model-7B-Instruct", dtype="auto", device_map="auto")\n'
+        'ids = tok(q, return_tensors="pt").to(model.device)\nmodel.generate(**ids, max_new_tokens=8)',
+        'tok = AutoTokenizer.from_pretrained("org/Model-7B-Instruct")\n'
+        'model = AutoModelForCausalLM.from_pretrained("org/Model-7B-Instruct", dtype="auto", device_map="auto")\n'
+        'msgs = [{"role": "user", "content": q}]\n'
+        'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt").to(model.device)\n'
+        "model.generate(ids, max_new_tokens=8)",
+    ),
+    "IT014": (LOAD + "model.generate(**inputs, max_length=64)", LOAD + "model.generate(**inputs, max_new_tokens=64)"),
+    "IT015": (
+        LOAD + "model.generate(**inputs, max_new_tokens=8, num_beams=4, top_p=cfg.top_p)",
+        LOAD + "model.generate(**inputs, max_new_tokens=8, num_beams=4)",
+    ),
+    "IT016": (
+        LOAD + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt")\n'
+        "model.generate(**enc, max_new_tokens=8)",
+        LOAD + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt").to(model.device)\n'
+        "model.generate(**enc, max_new_tokens=8)",
+    ),
+    "IT017": (
+        LOAD + "from transformers import TextStreamer\nmodel.generate(**inputs, streamer=TextStreamer(tok))",
+        LOAD + "from transformers import TextStreamer\n"
+        "model.generate(**inputs, streamer=TextStreamer(tok, skip_prompt=True))",
+    ),
+    "IT018": (
+        LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, return_tensors="pt")\nmodel.generate(ids.to("cuda"))',
+        LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
+        'model.generate(ids.to("cuda"))',
+    ),
+    "IT019": (
+        LOAD + "model.generate(**inputs, max_tokens=64, frequency_penalty=0.5)",
+        LOAD + "model.generate(**inputs, max_new_tokens=64)",
+    ),
+    "IT020": (LOAD + "model = model.half()", LOAD + "model.eval()"),
+    "IT021": (
+        'tok = AutoTokenizer.from_pretrained("m", attn_implementation="sdpa")',
+        'tok = AutoTokenizer.from_pretrained("m")',
+    ),
+    "IT022": (
+        LOAD + "async def on_message(inputs):\n    return model.generate(**inputs)",
+        LOAD + "import asyncio\n\nasync def on_message(inputs):\n"
+        "    return await asyncio.to_thread(model.generate, **inputs)",
+    ),
 }
 
 
@@ -122,8 +161,10 @@ def _v(version: str) -> Target:
 
 
 def test_target_facts_sharpen_rules(tmp_path):
-    code = ('m = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto", '
-            'attn_implementation="flash_attention_2", max_memory={0: "20GiB"})')
+    code = (
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto", '
+        'attn_implementation="flash_attention_2", max_memory={0: "20GiB"})'
+    )
     assert _check(tmp_path, code).findings == []  # 20 GiB is no card's size; FA2 in bf16
     t4 = Target(gpu_name="T4", gpu_memory_bytes=16 * 10**9, compute_capability=7.5)
     msgs = {f.rule: f.message for f in _check(tmp_path, code, target=t4).findings}
@@ -135,22 +176,38 @@ def test_target_facts_sharpen_rules(tmp_path):
 
 
 def test_suppression_by_id_or_name_on_any_line_of_the_call(tmp_path):
-    code = ('m = AutoModelForCausalLM.from_pretrained(  # infertune: ignore[IT001]\n'
-            '    "m", device_map="auto", trust_remote_code=True)  # infertune: ignore[trust-remote-code]')
+    code = (
+        "m = AutoModelForCausalLM.from_pretrained(  # infertune: ignore[IT001]\n"
+        '    "m", device_map="auto", trust_remote_code=True)  # infertune: ignore[trust-remote-code]'
+    )
     assert _check(tmp_path, code).findings == []
     assert [f.rule for f in _check(tmp_path, code.replace("[IT001]", "[IT002]")).findings] == ["IT001"]
 
 
 def test_sample_scripts_from_the_docs():
     bad = doctor.check([DATA / "bad_server.py"])
-    assert {f.rule for f in bad.findings} >= {"IT002", "IT003", "IT004", "IT005", "IT006", "IT007", "IT008", "IT010",
-                                             "IT011", "IT012", "IT013", "IT015", "IT017"}
+    assert {f.rule for f in bad.findings} >= {
+        "IT002",
+        "IT003",
+        "IT004",
+        "IT005",
+        "IT006",
+        "IT007",
+        "IT008",
+        "IT010",
+        "IT011",
+        "IT012",
+        "IT013",
+        "IT015",
+        "IT017",
+    }
     assert doctor.check([DATA / "good.py"]).findings == []
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "infertune", "doctor", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "infertune", "doctor", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_text_json_and_exit_codes(tmp_path):
@@ -181,12 +238,20 @@ def test_unreadable_input_is_one_clear_error(tmp_path):
 
 def test_settings_of_a_script_become_an_advise_run(tmp_path, tiny_model):
     s = tmp_path / "app.py"
-    s.write_text(HEAD + f'model = AutoModelForCausalLM.from_pretrained("{tiny_model}", dtype=torch.float32, '
-                 'device_map="auto", attn_implementation="eager")\n'
-                 'out = model.generate(**inputs, max_new_tokens=64, cache_implementation="static")\n')
-    assert doctor.settings(doctor.parse(s)) == {"model": str(tiny_model), "dtype": "float32", "attn": "eager",
-                                                "device_map": "auto", "max_new_tokens": "64", "kv_cache": "static",
-                                                "compile": True}
+    s.write_text(
+        HEAD + f'model = AutoModelForCausalLM.from_pretrained("{tiny_model}", dtype=torch.float32, '
+        'device_map="auto", attn_implementation="eager")\n'
+        'out = model.generate(**inputs, max_new_tokens=64, cache_implementation="static")\n'
+    )
+    assert doctor.settings(doctor.parse(s)) == {
+        "model": str(tiny_model),
+        "dtype": "float32",
+        "attn": "eager",
+        "device_map": "auto",
+        "max_new_tokens": "64",
+        "kv_cache": "static",
+        "compile": True,
+    }
     r = run(str(s), "--advise", "--format", "json")
     assert r.returncode == 0, r.stderr
     (row,) = json.loads(r.stdout)["advice"]
@@ -196,27 +261,46 @@ def test_settings_of_a_script_become_an_advise_run(tmp_path, tiny_model):
     assert advice["current"]["attn"] == "eager" and advice["current"]["kv_cache"] == "static"
     assert "--device-map auto" in row["command"] and advice["current"]["device_map"] is None  # one GPU: one device
     nowhere = tmp_path / "other.py"
-    nowhere.write_text(HEAD + 'model = AutoModelForCausalLM.from_pretrained("no-such/model", dtype="auto", '
-                       'device_map="auto")\n')
+    nowhere.write_text(
+        HEAD + 'model = AutoModelForCausalLM.from_pretrained("no-such/model", dtype="auto", device_map="auto")\n'
+    )
     r = run(str(nowhere), "--advise")
     assert r.returncode == 0 and "cannot advise" in r.stderr and "Traceback" not in r.stderr
 
 
 def _hw(gpus=(), mps=False):
-    return Hardware(platform="Linux", cpu_model="x", cpu_logical_cores=2, cpu_physical_cores=2,
-                    ram_total_bytes=32 * 2**30, ram_available_bytes=16 * 2**30, gpus=list(gpus), mps=mps)
+    return Hardware(
+        platform="Linux",
+        cpu_model="x",
+        cpu_logical_cores=2,
+        cpu_physical_cores=2,
+        ram_total_bytes=32 * 2**30,
+        ram_available_bytes=16 * 2**30,
+        gpus=list(gpus),
+        mps=mps,
+    )
 
 
 def test_environment_checks_with_injected_facts():
     ok = {"torch": "2.6.0", "transformers": "5.2.0"}
-    gpu = GPU(index=0, name="NVIDIA L4", total_memory_bytes=24 * 2**30, free_memory_bytes=22 * 2**30,
-              compute_capability="8.9", bf16=True)
+    gpu = GPU(
+        index=0,
+        name="NVIDIA L4",
+        total_memory_bytes=24 * 2**30,
+        free_memory_bytes=22 * 2**30,
+        compute_capability="8.9",
+        bf16=True,
+    )
     assert check_environment(_hw([gpu]), ok, lambda: True) == []
-    rules = {f.rule: f for f in check_environment(_hw(), {**ok, "torch": "2.6.0+cpu", "flash-attn": "2.7"},
-                                                  lambda: True)}
+    rules = {
+        f.rule: f for f in check_environment(_hw(), {**ok, "torch": "2.6.0+cpu", "flash-attn": "2.7"}, lambda: True)
+    }
     assert set(rules) == {"ENV003", "ENV004", "ENV005"} and "CPU-only torch build" in rules["ENV003"].message
-    assert [f.rule for f in check_environment(_hw(), {"torch": None, "transformers": None}, lambda: False)] == \
-        ["ENV001", "ENV001", "ENV004"]
+    assert [f.rule for f in check_environment(_hw(), {"torch": None, "transformers": None}, lambda: False)] == [
+        "ENV001",
+        "ENV001",
+        "ENV004",
+    ]
     big = check_environment(_hw([gpu]), ok, lambda: True, model_bytes=30 * 2**30, model="big")
     assert [f.rule for f in big] == ["ENV006"] and "22.0 GiB free" in big[0].message
     # the installed transformers' own torch requirement, read from its metadata, against an old torch
@@ -225,9 +309,11 @@ def test_environment_checks_with_injected_facts():
 
 
 def test_chat_templates_token_names_and_patterns_are_not_prompts(tmp_path):
-    code = ('TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}<|im_end|>{% endfor %}"\n'
-            'specials = ["<|endoftext|>", "<|im_start|>", "[INST]"]\n'
-            'import re\nMARK = re.compile(r"<\\|im_start\\|>user")')
+    code = (
+        'TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}<|im_end|>{% endfor %}"\n'
+        'specials = ["<|endoftext|>", "<|im_start|>", "[INST]"]\n'
+        'import re\nMARK = re.compile(r"<\\|im_start\\|>user")'
+    )
     assert _check(tmp_path, code).findings == []
 
 
@@ -236,8 +322,10 @@ def test_sampling_rule_reads_the_models_own_generation_config_when_it_is_here(tm
     folder.mkdir()
     (folder / "config.json").write_text("{}")
     (folder / "generation_config.json").write_text('{"temperature": 0.6, "top_p": 0.9, "do_sample": true}')
-    code = (f'model = AutoModelForCausalLM.from_pretrained("{folder}", dtype="auto", device_map="auto")\n'
-            'out = model.generate(**inputs, do_sample=True, temperature=0.7, top_k=20)')
+    code = (
+        f'model = AutoModelForCausalLM.from_pretrained("{folder}", dtype="auto", device_map="auto")\n'
+        "out = model.generate(**inputs, do_sample=True, temperature=0.7, top_k=20)"
+    )
     (f,) = _check(tmp_path, code).findings
     assert f.rule == "IT010" and "temperature (model: 0.6)" in f.message and "top_k" not in f.message
     (folder / "generation_config.json").write_text('{"do_sample": false}')  # sets none: a deliberate choice
@@ -245,8 +333,10 @@ def test_sampling_rule_reads_the_models_own_generation_config_when_it_is_here(tm
 
 
 def test_flash_attention_on_a_cpu_device_map(tmp_path):
-    code = ('m = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="cpu", '
-            'attn_implementation="flash_attention_2")')
+    code = (
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="cpu", '
+        'attn_implementation="flash_attention_2")'
+    )
     (f,) = _check(tmp_path, code).findings
     assert f.rule == "IT009" and "cpu" in f.message
 
@@ -255,9 +345,11 @@ def test_pins_beside_or_above_the_script_choose_the_dtype_message(tmp_path):
     app = tmp_path / "svc" / "app"
     app.mkdir(parents=True)
     script = app / "main.py"
-    script.write_text(HEAD + 'm = AutoModelForCausalLM.from_pretrained("m", device_map="auto")\n'
-                      'n = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16, device_map="auto")\n'
-                      'o = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float16, device_map="auto")\n')
+    script.write_text(
+        HEAD + 'm = AutoModelForCausalLM.from_pretrained("m", device_map="auto")\n'
+        'n = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16, device_map="auto")\n'
+        'o = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float16, device_map="auto")\n'
+    )
     (tmp_path / "svc" / "requirements.txt").write_text("accelerate\ntransformers==4.46.3\n")
     v4 = {f.line: f.message for f in doctor.check([script]).findings}
     assert list(v4) == [3, 5] and "4.x" in v4[3] and "requirements.txt" in v4[3] and "4.56" in v4[5]
@@ -319,8 +411,12 @@ def test_sarif_output_validates_against_the_sarif_2_1_0_structure(tmp_path):
 
 
 def test_doctor_never_imports_torch_transformers_or_pydantic(tmp_path):
-    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "infertune", "doctor", str(DATA / "good.py")],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "infertune", "doctor", str(DATA / "good.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     modules = {line.split("|")[-1].strip().split(".")[0] for line in r.stderr.splitlines() if "import time:" in line}
     assert "infertune" in modules and not modules & {"torch", "transformers", "pydantic", "typer", "rich", "numpy"}
@@ -352,7 +448,7 @@ def test_a_failing_rule_is_reported_and_the_others_still_run(tmp_path, monkeypat
 
 
 def test_keyword_findings_point_at_the_argument_and_a_comment_on_the_call_silences_them(tmp_path):
-    code = LOAD + 'out = model.generate(\n    **inputs,\n    max_length=64,\n)'
+    code = LOAD + "out = model.generate(\n    **inputs,\n    max_length=64,\n)"
     (f,) = _check(tmp_path, code).findings
     assert f.rule == "IT014" and f.line == 6  # the max_length line, as ruff points at the argument
     assert _check(tmp_path, code.replace("generate(", "generate(  # infertune: ignore[IT014]")).findings == []

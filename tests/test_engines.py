@@ -12,18 +12,25 @@ import textwrap
 import psutil
 import pytest
 
-from infertune.config import vllm_flags
-from infertune.errors import UserError
+from infertune.core.config import vllm_flags
+from infertune.core.errors import UserError
 from infertune.serving import engines
 from infertune.serving.server import ServeProcess
 
 
 def test_vllm_flags_translate_the_workload():
-    args = vllm_flags(dtype="float16", max_model_len=4096, max_num_seqs=16, quantization="awq", tp=2,
-                             kv_cache_dtype="fp8")
+    args = vllm_flags(
+        dtype="float16", max_model_len=4096, max_num_seqs=16, quantization="awq", tp=2, kv_cache_dtype="fp8"
+    )
     pairs = dict(zip(args[::2], args[1::2]))
-    assert pairs == {"--dtype": "float16", "--max-model-len": "4096", "--max-num-seqs": "16",
-                     "--tensor-parallel-size": "2", "--quantization": "awq", "--kv-cache-dtype": "fp8"}
+    assert pairs == {
+        "--dtype": "float16",
+        "--max-model-len": "4096",
+        "--max-num-seqs": "16",
+        "--tensor-parallel-size": "2",
+        "--quantization": "awq",
+        "--kv-cache-dtype": "fp8",
+    }
     # vLLM serves no "auto"-from-fp32 checkpoints on CPU: bf16; bitsandbytes has one vLLM name
     cpu = vllm_flags(dtype="float32", max_model_len=512, max_num_seqs=1, quantization="bnb-nf4")
     assert cpu[:2] == ["--dtype", "bfloat16"] and cpu[-2:] == ["--quantization", "bitsandbytes"]
@@ -42,8 +49,12 @@ def test_an_engine_that_is_not_installed_is_listed_with_its_install_command(infe
 
 
 def test_cli_engines_list_json(infertune_home):
-    r = subprocess.run([sys.executable, "-m", "infertune", "engines", "list", "--format", "json"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "infertune", "engines", "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     import json
 
@@ -56,7 +67,8 @@ def test_stop_ends_the_whole_tree_even_a_worker_in_its_own_session(tmp_path):
     """A stand-in server that answers /health and starts a worker with setsid (as engines' workers may):
     stopping the server leaves neither alive."""
     script = tmp_path / "server.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import http.server, subprocess, sys
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
         class H(http.server.BaseHTTPRequestHandler):
@@ -64,9 +76,15 @@ def test_stop_ends_the_whole_tree_even_a_worker_in_its_own_session(tmp_path):
                 self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
             def log_message(self, *a): pass
         http.server.HTTPServer((sys.argv[1], int(sys.argv[2])), H).serve_forever()
-    """))
-    server = ServeProcess([], tmp_path / "log", ready_timeout_s=60, name="stand-in",
-                          command=lambda host, port: [sys.executable, str(script), host, str(port)])
+    """)
+    )
+    server = ServeProcess(
+        [],
+        tmp_path / "log",
+        ready_timeout_s=60,
+        name="stand-in",
+        command=lambda host, port: [sys.executable, str(script), host, str(port)],
+    )
     with server:
         tree = [psutil.Process(server.proc.pid), *psutil.Process(server.proc.pid).children(recursive=True)]
         assert len(tree) == 2 and server.startup_s is not None
@@ -74,8 +92,9 @@ def test_stop_ends_the_whole_tree_even_a_worker_in_its_own_session(tmp_path):
     assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-vllm_installed = pytest.mark.skipif(not engines.info("vllm").ok,
-                                    reason="vLLM is not installed here (run `infertune engines install vllm`)")
+vllm_installed = pytest.mark.skipif(
+    not engines.info("vllm").ok, reason="vLLM is not installed here (run `infertune engines install vllm`)"
+)
 
 
 @pytest.mark.engine
@@ -87,8 +106,7 @@ def test_vllm_serves_the_embedded_model_under_load_and_leaves_nothing_behind(dem
     t = run_serve_trial(str(demo_model), flags, tmp_path / "vllm.log", [1, 4], 8, 16, engine="vllm")
     assert t.engine == "vllm" and t.startup_s and t.startup_s > 0
     assert [lv.concurrency for lv in t.load.levels] == [1, 4]
-    assert all(lv.requests_ok == 8 and lv.requests_failed == 0 and lv.output_tokens_per_s > 0
-               for lv in t.load.levels)
+    assert all(lv.requests_ok == 8 and lv.requests_failed == 0 and lv.output_tokens_per_s > 0 for lv in t.load.levels)
     assert t.peak_memory_bytes and t.peak_memory_bytes > 200 * 2**20  # the model alone is ~270 MB in bf16
     assert t.shell(str(demo_model)).startswith("vllm serve ")
     assert not psutil.Process().children(recursive=True)  # the engine's whole tree is gone
@@ -102,15 +120,26 @@ def test_tune_serve_stage_measures_vllm_beside_transformers_and_ships_the_measur
     is evidence the advisor's serving-engine move carries. Which one wins is the machine's business (no timing
     is asserted): only that the choice, the report and the advice agree."""
     from infertune import api, report
+    from infertune.core.workload import Workload
     from infertune.probe.model import profile_model
     from infertune.techniques import Setup
-    from infertune.tune import Run, TuneSpec, serve_stage, tune
-    from infertune.workload import Workload
+    from infertune.tuning.loop import tune
+    from infertune.tuning.run import Run, TuneSpec
+    from infertune.tuning.serve_stage import serve_stage
 
     wl = Workload(model="demo", max_new_tokens=16, concurrency=4, warmup=0)
-    run = Run.create(tmp_path / "r", TuneSpec(model="demo", model_path=str(demo_model), workload=wl,
-                                              start=Setup(dtype="bfloat16"), objective="throughput", max_trials=1,
-                                              serve=True))
+    run = Run.create(
+        tmp_path / "r",
+        TuneSpec(
+            model="demo",
+            model_path=str(demo_model),
+            workload=wl,
+            start=Setup(dtype="bfloat16"),
+            objective="throughput",
+            max_trials=1,
+            serve=True,
+        ),
+    )
     facts = api.host_facts(run.spec(), profile_model(demo_model))
     steps = tune(run, facts)
     served = serve_stage(run, facts, steps[0])
@@ -127,6 +156,9 @@ def test_tune_serve_stage_measures_vllm_beside_transformers_and_ships_the_measur
     a = api.advise(model="demo", measured=run.path, concurrency=4)
     moved = [x for x in a.recommendations if x.technique == "serving-engine" and x.measured]
     refused = [x for x in a.rejected if x.technique == "serving-engine"]
-    assert (moved and moved[0].measured[0].engine == "vllm") if e["better"] else \
-        refused[0].reasons[0].startswith("measured here: vllm")
+    assert (
+        (moved and moved[0].measured[0].engine == "vllm")
+        if e["better"]
+        else refused[0].reasons[0].startswith("measured here: vllm")
+    )
     assert not psutil.Process().children(recursive=True)  # every server's whole tree is gone

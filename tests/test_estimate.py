@@ -2,7 +2,7 @@
 
 import pytest
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 from infertune.estimate import estimate
 from infertune.estimate.accelerators import ACCELERATORS, find_accelerator
 from infertune.estimate.memory import (
@@ -20,13 +20,27 @@ from infertune.probe.model import ModelProfile
 def llama(**kw) -> ModelProfile:
     """SmolLM2-135M's published config (30 layers, hidden 576, 9 heads, 3 KV heads, head_dim 64)."""
     base = dict(
-        path="-", model_type="llama", architecture="LlamaForCausalLM", num_layers=30, hidden_size=576,
-        intermediate_size=1536, num_attention_heads=9, num_kv_heads=3, head_dim=64, vocab_size=49152,
-        tie_word_embeddings=True, max_position_embeddings=8192, sliding_window=None,
-        layer_types=["full_attention"] * 30, native_dtype="bfloat16", quantization=None,
-        num_parameters=134_515_008, parameter_count_source="meta-device",
+        path="-",
+        model_type="llama",
+        architecture="LlamaForCausalLM",
+        num_layers=30,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_attention_heads=9,
+        num_kv_heads=3,
+        head_dim=64,
+        vocab_size=49152,
+        tie_word_embeddings=True,
+        max_position_embeddings=8192,
+        sliding_window=None,
+        layer_types=["full_attention"] * 30,
+        native_dtype="bfloat16",
+        quantization=None,
+        num_parameters=134_515_008,
+        parameter_count_source="meta-device",
         param_groups={"embedding": 28_311_552, "lm_head": 0, "linear": 106_168_320, "other": 35_136},
-        linear_rows=30 * (576 + 2 * 192 + 576 + 2 * 1536 + 576), checkpoint_format="safetensors",
+        linear_rows=30 * (576 + 2 * 192 + 576 + 2 * 1536 + 576),
+        checkpoint_format="safetensors",
         checkpoint_bytes=269_060_552,
     )
     base.update(kw)
@@ -53,9 +67,13 @@ def test_static_cache_is_preallocated_to_max_cache_len():
 
 
 def test_static_cache_is_already_full_during_the_prefill():
-    s = EstimateSettings(dtype="float32", kv_cache="static", input_len=2048, max_new_tokens=512, attn="eager",
-                         platform="cpu")
-    static, dynamic = estimate_memory(llama(), s), estimate_memory(llama(), s.model_copy(update={"kv_cache": "dynamic"}))
+    s = EstimateSettings(
+        dtype="float32", kv_cache="static", input_len=2048, max_new_tokens=512, attn="eager", platform="cpu"
+    )
+    static, dynamic = (
+        estimate_memory(llama(), s),
+        estimate_memory(llama(), s.model_copy(update={"kv_cache": "dynamic"})),
+    )
     # The prefill transient sits on top of the whole preallocated cache, not of the prompt's share.
     assert static.total_bytes - dynamic.total_bytes == 512 * 2 * 30 * 3 * 64 * 4
 
@@ -75,8 +93,9 @@ def test_sliding_window_layers_keep_only_their_window():
 
 
 def test_quantized_kv_keeps_the_residual_in_full_precision():
-    s = EstimateSettings(dtype="bfloat16", kv_cache="quantized", kv_nbits=4, kv_residual_len=128,
-                         input_len=1000, max_new_tokens=24)
+    s = EstimateSettings(
+        dtype="bfloat16", kv_cache="quantized", kv_nbits=4, kv_residual_len=128, input_len=1000, max_new_tokens=24
+    )
     elems = 2 * 3 * 64
     full = 128 * 30 * elems * 2
     quant = (1023 - 128) * 30 * elems * (4 / 8 + 4 / 64)
@@ -130,8 +149,12 @@ def test_peak_is_the_larger_phase_not_the_sum():
     kv_prompt = 2048 * 2 * 30 * 3 * 64 * 4
     mlp = 2048 * (2 * 576 + 3 * 1536) * 4  # attention and MLP activations never coexist
     attn = 2048 * (2 * 576 + (2 * 9 + 3 * 3) * 64 + 9 * 64) * 4
-    expected = (m.weights_bytes + m.logits_bytes + CPU_RUNTIME_BYTES
-                + max(m.kv_cache_bytes, kv_prompt + max(mlp, attn + m.attention_scratch_bytes)))
+    expected = (
+        m.weights_bytes
+        + m.logits_bytes
+        + CPU_RUNTIME_BYTES
+        + max(m.kv_cache_bytes, kv_prompt + max(mlp, attn + m.attention_scratch_bytes))
+    )
     assert m.total_bytes == expected
     assert m.logits_bytes == 49152 * (4 + 4)
     assert m.activations_bytes == 2048 * (2 * 576 + 3 * 1536) * 4
@@ -151,28 +174,41 @@ def test_cuda_overhead_and_the_load_peak_of_a_dtype_conversion():
 
 
 def test_does_not_fit_is_a_normal_answer_with_the_largest_context():
-    p = llama(num_parameters=70_000_000_000, param_groups=None, num_layers=80, num_kv_heads=8, head_dim=128,
-              layer_types=["full_attention"] * 80, max_position_embeddings=131072)
+    p = llama(
+        num_parameters=70_000_000_000,
+        param_groups=None,
+        num_layers=80,
+        num_kv_heads=8,
+        head_dim=128,
+        layer_types=["full_attention"] * 80,
+        max_position_embeddings=131072,
+    )
     e = estimate(p, EstimateSettings(dtype="bfloat16", input_len=4096, max_new_tokens=256), find_accelerator("L4"))
     assert e.fits == {"cuda:0": False}
     assert e.fit_details[0].headroom_bytes < 0 and e.max_input_len is None and e.max_concurrency is None
-    e2 = estimate(llama(), EstimateSettings(dtype="bfloat16", input_len=4096, max_new_tokens=256),
-                  find_accelerator("T4"))
+    e2 = estimate(
+        llama(), EstimateSettings(dtype="bfloat16", input_len=4096, max_new_tokens=256), find_accelerator("T4")
+    )
     assert e2.fits == {"cuda:0": True} and e2.max_input_len == 8192 - 256  # bounded by the model's context
     assert e2.max_concurrency > 1
 
 
 def test_several_gpus_share_layers_and_each_pays_overhead():
-    p = llama(num_parameters=70_000_000_000, param_groups=None, num_layers=80, num_kv_heads=8, head_dim=128,
-              layer_types=["full_attention"] * 80)
+    p = llama(
+        num_parameters=70_000_000_000,
+        param_groups=None,
+        num_layers=80,
+        num_kv_heads=8,
+        head_dim=128,
+        layer_types=["full_attention"] * 80,
+    )
     s = EstimateSettings(dtype="bfloat16", input_len=1024, max_new_tokens=256)
     one = estimate(p, s, find_accelerator("H100 SXM"))
     four = estimate(p, s, find_accelerator("H100 SXM"), gpus=4)
     assert not all(one.fits.values()) and all(four.fits.values())
     per = four.memory.per_device
     assert sorted(per) == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
-    assert per["cuda:0"] == int((four.memory.total_bytes - four.memory.overhead_bytes) / 4
-                                + four.memory.overhead_bytes)
+    assert per["cuda:0"] == int((four.memory.total_bytes - four.memory.overhead_bytes) / 4 + four.memory.overhead_bytes)
 
 
 def test_roofline_decode_is_bandwidth_bound_at_batch_one_and_turns_compute_bound():
@@ -187,9 +223,16 @@ def test_roofline_decode_is_bandwidth_bound_at_batch_one_and_turns_compute_bound
     # A 135M model with GQA reads more KV than weights per extra sequence at 640 tokens: never compute-bound.
     assert sp.crossover_batch is None and all(pt.bound == "memory-bandwidth" for pt in sp.per_batch)
     # An 8B model at short context turns compute-bound once the batch amortises the weight reads.
-    big = llama(num_parameters=8_000_000_000, param_groups={"linear": 7_000_000_000, "embedding": 1_000_000_000},
-                num_layers=32, num_kv_heads=8, head_dim=128, num_attention_heads=32, hidden_size=4096,
-                layer_types=["full_attention"] * 32)
+    big = llama(
+        num_parameters=8_000_000_000,
+        param_groups={"linear": 7_000_000_000, "embedding": 1_000_000_000},
+        num_layers=32,
+        num_kv_heads=8,
+        head_dim=128,
+        num_attention_heads=32,
+        hidden_size=4096,
+        layer_types=["full_attention"] * 32,
+    )
     sp = estimate(big, EstimateSettings(dtype="bfloat16", input_len=128, max_new_tokens=128), h100).speed
     points = {pt.batch: pt for pt in sp.per_batch}
     assert points[1].bound == "memory-bandwidth" and sp.crossover_batch is not None
@@ -198,14 +241,24 @@ def test_roofline_decode_is_bandwidth_bound_at_batch_one_and_turns_compute_bound
     assert points[64].tokens_per_s > 30 * points[1].tokens_per_s  # batching is nearly free while memory-bound
 
 
-@pytest.mark.parametrize("name, expect", [("nvidia h100 sxm5", "H100 SXM"), ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
-                                          ("geforce rtx 4090", "RTX 4090"), ("Tesla T4", "T4"), ("mi300x", "MI300X")])
+@pytest.mark.parametrize(
+    "name, expect",
+    [
+        ("nvidia h100 sxm5", "H100 SXM"),
+        ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
+        ("geforce rtx 4090", "RTX 4090"),
+        ("Tesla T4", "T4"),
+        ("mi300x", "MI300X"),
+    ],
+)
 def test_gpu_names_are_forgiving(name, expect):
     assert find_accelerator(name).name == expect
 
 
-@pytest.mark.parametrize("name, candidates", [("nvidia a100", "A100 40GB, A100 80GB"), ("H100", "H100 PCIe, H100 SXM"),
-                                              ("rtx", "RTX 3090, RTX 4090")])
+@pytest.mark.parametrize(
+    "name, candidates",
+    [("nvidia a100", "A100 40GB, A100 80GB"), ("H100", "H100 PCIe, H100 SXM"), ("rtx", "RTX 3090, RTX 4090")],
+)
 def test_a_name_of_several_gpus_is_answered_with_them_never_picked(name, candidates):
     """'A100' is a 40 GB and an 80 GB card: which one decides whether a model fits."""
     with pytest.raises(UserError, match=f"names 2 GPUs: {candidates}; give one of them"):
@@ -235,8 +288,14 @@ def test_prefill_chunking_bounds_the_query_length():
 
 def test_apple_unified_memory_is_checked_against_its_capacity():
     m3 = find_accelerator("M3 Max")
-    big = llama(num_parameters=70_000_000_000, param_groups=None, num_layers=80, num_kv_heads=8, head_dim=128,
-                layer_types=["full_attention"] * 80)
+    big = llama(
+        num_parameters=70_000_000_000,
+        param_groups=None,
+        num_layers=80,
+        num_kv_heads=8,
+        head_dim=128,
+        layer_types=["full_attention"] * 80,
+    )
     s = EstimateSettings(dtype="bfloat16", input_len=1024, max_new_tokens=128, platform="mps")
     e = estimate(big, s, m3)
     assert e.fits == {"mps": False} and e.fit_details[0].headroom_bytes < 0  # 140 GB of weights > 128 GB
@@ -244,8 +303,15 @@ def test_apple_unified_memory_is_checked_against_its_capacity():
     assert estimate(llama(), s, m3).fits == {"mps": True}
 
 
-@pytest.mark.parametrize("name, gtype, per, size", [("gguf-q4_k_m", "Q4_K", 256, 144), ("gguf-Q8_0", "Q8_0", 32, 34),
-                                                    ("gguf-q6_k", "Q6_K", 256, 210), ("gguf-f16", "F16", 1, 2)])
+@pytest.mark.parametrize(
+    "name, gtype, per, size",
+    [
+        ("gguf-q4_k_m", "Q4_K", 256, 144),
+        ("gguf-Q8_0", "Q8_0", 32, 34),
+        ("gguf-q6_k", "Q6_K", 256, 210),
+        ("gguf-f16", "F16", 1, 2),
+    ],
+)
 def test_gguf_types_store_every_matrix_in_blocks_and_norms_in_f32(name, gtype, per, size):
     q = Quantization.parse(name)
     assert (q.method, q.gguf_type) == ("gguf", gtype)
@@ -303,21 +369,58 @@ def test_mlp_only_tensor_parallel_splits_the_mlp_weights_and_keeps_attention_and
     assert allreduce_s(p, s, acc, 1) > p.num_layers * ALLREDUCE_LATENCY_S
 
 
-@pytest.mark.parametrize("qc,method,detail", [
-    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq", {"bits": 4, "group_size": 128}),
-    ({"quant_method": "gptq", "bits": 8, "group_size": 32, "desc_act": False}, "gptq", {"bits": 8, "group_size": 32}),
-    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-      "bnb_4bit_use_double_quant": True}, "bnb-nf4", {"double_quant": True}),
-    ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "bnb-int8", {}),
-    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8", {"block": [128, 128]}),
-    ({"quant_method": "mxfp4"}, "mxfp4", {}),
-    ({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": {
-        "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}},
-     "gptq", {"bits": 4, "group_size": 128}),
-    ({"quant_method": "compressed-tensors", "format": "float-quantized", "config_groups": {"group_0": {
-        "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}}, "fp8",
-     {"block": None}),
-])
+@pytest.mark.parametrize(
+    "qc,method,detail",
+    [
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq", {"bits": 4, "group_size": 128}),
+        (
+            {"quant_method": "gptq", "bits": 8, "group_size": 32, "desc_act": False},
+            "gptq",
+            {"bits": 8, "group_size": 32},
+        ),
+        (
+            {
+                "quant_method": "bitsandbytes",
+                "load_in_4bit": True,
+                "bnb_4bit_quant_type": "nf4",
+                "bnb_4bit_use_double_quant": True,
+            },
+            "bnb-nf4",
+            {"double_quant": True},
+        ),
+        ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "bnb-int8", {}),
+        ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8", {"block": [128, 128]}),
+        ({"quant_method": "mxfp4"}, "mxfp4", {}),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "pack-quantized",
+                "config_groups": {
+                    "group_0": {
+                        "targets": ["Linear"],
+                        "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128},
+                    }
+                },
+            },
+            "gptq",
+            {"bits": 4, "group_size": 128},
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "float-quantized",
+                "config_groups": {
+                    "group_0": {
+                        "targets": ["Linear"],
+                        "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+                    }
+                },
+            },
+            "fp8",
+            {"block": None},
+        ),
+    ],
+)
 def test_a_checkpoint_s_quantization_config_says_how_its_weights_are_stored(qc, method, detail):
     q = Quantization.from_config(qc)
     assert q.method == method and q.from_checkpoint

@@ -7,13 +7,13 @@ GPU paths run with injected hardware facts (datasheet entries and hand-made cali
 import types
 
 import pytest
+from tests.test_estimate import llama
 
 from infertune.estimate import calibration, estimate, overhead
 from infertune.estimate import expected as X
 from infertune.estimate.accelerators import Accelerator, find_accelerator
 from infertune.estimate.memory import EstimateSettings, estimate_memory
 from infertune.measure.memory import CudaMeter, nvml_used
-from tests.test_estimate import llama
 
 L = 30  # SmolLM2's layers
 
@@ -21,16 +21,33 @@ L = 30  # SmolLM2's layers
 def cal(device="cpu", s_per_elem=1e-9, step=2e-3, layer=0.3e-3, copy=20e9) -> calibration.Calibration:
     """A calibration where F.linear costs s_per_elem per weight element at 1 row and scales with rows beyond 16."""
     table = {r: s_per_elem * max(1, r / 16) for r in calibration.ROWS}
-    return calibration.Calibration(device=device, host_key="k", measured_at=0.0, copy_Bps=copy,
-                                   linear_s_per_elem={d: dict(table) for d in ("float32", "bfloat16", "float16")},
-                                   step_s={"eager": step, "sdpa": step}, layer_s={"eager": layer, "sdpa": layer})
+    return calibration.Calibration(
+        device=device,
+        host_key="k",
+        measured_at=0.0,
+        copy_Bps=copy,
+        linear_s_per_elem={d: dict(table) for d in ("float32", "bfloat16", "float16")},
+        step_s={"eager": step, "sdpa": step},
+        layer_s={"eager": layer, "sdpa": layer},
+    )
 
 
 def cpu_acc(c) -> Accelerator:
-    return Accelerator(name="CPU", vendor="host", memory_bytes=64 * 2**30, bandwidth_Bps=20e9,
-                       flops={"float32": 1e11, "bfloat16": 1e11, "float16": 1e11}, bf16=True, fp8=False,
-                       flash_attn_2=False, flash_attn_3=False, interconnect="host memory", interconnect_Bps=20e9,
-                       source="test", calibration=c)
+    return Accelerator(
+        name="CPU",
+        vendor="host",
+        memory_bytes=64 * 2**30,
+        bandwidth_Bps=20e9,
+        flops={"float32": 1e11, "bfloat16": 1e11, "float16": 1e11},
+        bf16=True,
+        fp8=False,
+        flash_attn_2=False,
+        flash_attn_3=False,
+        interconnect="host memory",
+        interconnect_Bps=20e9,
+        source="test",
+        calibration=c,
+    )
 
 
 def test_cpu_decode_step_is_calibrated_matmuls_plus_kv_reads_plus_fixed_cost():
@@ -95,7 +112,7 @@ def test_small_matrices_run_at_the_rate_measured_for_small_matrices():
     assert c.linear_s("float32", 1, 10, matrix=calibration.SMALL_MATRIX / 4) == pytest.approx(2e-8)  # clamped
     assert c.linear_s("float32", 1, 10, matrix=calibration.LARGE_MATRIX * 4) == pytest.approx(1e-8)
     mid = (calibration.SMALL_MATRIX * calibration.LARGE_MATRIX) ** 0.5
-    assert c.linear_s("float32", 1, 10, matrix=mid) == pytest.approx(10 * 2 ** 0.5 * 1e-9)
+    assert c.linear_s("float32", 1, 10, matrix=mid) == pytest.approx(10 * 2**0.5 * 1e-9)
     s = EstimateSettings(dtype="float32", platform="cpu", input_len=100, max_new_tokens=20)
     p = llama()
     slow, fast = estimate(p, s, cpu_acc(c)).speed.expected, estimate(p, s, cpu_acc(cal())).speed.expected
@@ -105,7 +122,7 @@ def test_small_matrices_run_at_the_rate_measured_for_small_matrices():
     assert sum(share for _, share in mix) == pytest.approx(1.0)
     assert all(m < calibration.LARGE_MATRIX for m, _ in mix)  # SmolLM2's shapes: all below 2048 x 2048
     per_elem = sum(share * c.linear_s("float32", 1, 1.0, matrix=m) for m, share in mix)
-    lm_head = p.vocab_size * p.hidden_size * (c.linear_s("float32", 1, 1.0, matrix=p.hidden_size ** 2) - 1e-9)
+    lm_head = p.vocab_size * p.hidden_size * (c.linear_s("float32", 1, 1.0, matrix=p.hidden_size**2) - 1e-9)
     assert lm_head > 0  # at its inner dimension's rate: a hidden x hidden matrix's
     assert slow.tpot_s - fast.tpot_s == pytest.approx(p.linear_params * (per_elem - 1e-9) + lm_head, rel=1e-6)
 
@@ -147,11 +164,26 @@ def test_small_model_on_a_gpu_is_host_bound_and_compiling_removes_it():
 
 def big_llama(**kw):
     """Llama-3-70B's shape (80 layers, hidden 8192, GQA 64/8)."""
-    return llama(num_layers=80, hidden_size=8192, intermediate_size=28672, num_attention_heads=64, num_kv_heads=8,
-                head_dim=128, vocab_size=128256, tie_word_embeddings=False, layer_types=["full_attention"] * 80,
-                num_parameters=70_553_706_496, param_groups={"embedding": 1_050_673_152, "lm_head": 1_050_673_152,
-                                                            "linear": 68_451_041_280, "other": 1_318_912},
-                linear_rows=None, **kw)
+    return llama(
+        num_layers=80,
+        hidden_size=8192,
+        intermediate_size=28672,
+        num_attention_heads=64,
+        num_kv_heads=8,
+        head_dim=128,
+        vocab_size=128256,
+        tie_word_embeddings=False,
+        layer_types=["full_attention"] * 80,
+        num_parameters=70_553_706_496,
+        param_groups={
+            "embedding": 1_050_673_152,
+            "lm_head": 1_050_673_152,
+            "linear": 68_451_041_280,
+            "other": 1_318_912,
+        },
+        linear_rows=None,
+        **kw,
+    )
 
 
 def test_large_model_on_a_gpu_is_bandwidth_bound_at_the_kernel_efficiency():
@@ -235,8 +267,10 @@ class FakeNvml:
         return types.SimpleNamespace(used=5 * 2**30)
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
-        return [types.SimpleNamespace(pid=1, usedGpuMemory=2**30),
-                types.SimpleNamespace(pid=self.pid, usedGpuMemory=3 * 2**30)]
+        return [
+            types.SimpleNamespace(pid=1, usedGpuMemory=2**30),
+            types.SimpleNamespace(pid=self.pid, usedGpuMemory=3 * 2**30),
+        ]
 
 
 def test_nvml_reports_this_process_and_the_device_found_by_uuid():
@@ -289,7 +323,10 @@ def test_a_growing_dynamic_cache_reserves_about_its_size_beside_the_tensors():
     dynamic = estimate_memory(llama(), s)
     static = estimate_memory(llama(), s.model_copy(update={"kv_cache": "static"}))
     prefill_only = estimate_memory(llama(), s.model_copy(update={"max_new_tokens": 1}))
-    assert overhead.growth_reserve_bytes(dynamic.kv_cache_bytes, s) == overhead.CACHE_GROWTH_RESERVE * dynamic.kv_cache_bytes
+    assert (
+        overhead.growth_reserve_bytes(dynamic.kv_cache_bytes, s)
+        == overhead.CACHE_GROWTH_RESERVE * dynamic.kv_cache_bytes
+    )
     tensors = dynamic.total_bytes - dynamic.overhead_bytes - dynamic.kv_growth_reserve_bytes
     assert dynamic.allocator_reserve_bytes == int(0.05 * tensors + 0.8 * dynamic.kv_cache_bytes)
     assert any(c.name == "kv_growth_reserve" for c in dynamic.components)
@@ -325,7 +362,8 @@ def test_an_attention_the_calibration_did_not_time_says_so():
     flex_attention at 7x sdpa's TTFT on this CPU, 322 ms against 45 ms)."""
     p = llama()
     s = EstimateSettings(dtype="bfloat16", platform="cpu", input_len=100, max_new_tokens=20)
-    flex, sdpa = (estimate(p, s.model_copy(update={"attn": a}), cpu_acc(cal())).speed.expected
-                  for a in ("flex_attention", "sdpa"))
+    flex, sdpa = (
+        estimate(p, s.model_copy(update={"attn": a}), cpu_acc(cal())).speed.expected for a in ("flex_attention", "sdpa")
+    )
     assert "flex_attention is not calibrated here" in flex.basis and "not calibrated" not in sdpa.basis
     assert flex.tpot_s == sdpa.tpot_s

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.hub_server import Gate, Olah, free_port, git_commit
 
 TOKEN = "hf_infertune_test_token"
@@ -43,9 +42,13 @@ class Hub:
         custom.mkdir(parents=True)
         (custom / "configuration_tiny.py").write_text(
             "from transformers import LlamaConfig\n\n\nclass TinyCustomConfig(LlamaConfig):\n"
-            "    model_type = 'tiny_custom'\n")
-        (custom / "config.json").write_text(json.dumps({
-            **cfg, "model_type": "tiny_custom", "auto_map": {"AutoConfig": "configuration_tiny.TinyCustomConfig"}}))
+            "    model_type = 'tiny_custom'\n"
+        )
+        (custom / "config.json").write_text(
+            json.dumps(
+                {**cfg, "model_type": "tiny_custom", "auto_map": {"AutoConfig": "configuration_tiny.TinyCustomConfig"}}
+            )
+        )
         git_commit(custom, "remote code")
         self.olah = Olah(self.mirrors, root / "olah")
         self.gate = None
@@ -67,7 +70,6 @@ def _mixed_dtype_repo(scratch: Path, repo: Path) -> dict[str, int]:
     are); returns the elements per safetensors dtype, counted from the tensors themselves."""
     import torch
     from safetensors.torch import load_file, save_file
-
     from tests.conftest import build_tiny_model
 
     build_tiny_model(scratch, dtype="bfloat16")
@@ -93,13 +95,19 @@ def hub(tmp_path_factory):
 
 def infertune(*args, endpoint: str, tmp: Path, offline: bool = False, token: str | None = None):
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_TOKEN")}
-    env.update(HF_ENDPOINT=endpoint, HF_HUB_CACHE=str(tmp / "hf-cache"), INFERTUNE_HOME=str(tmp / "home"),
-               HF_MODULES_CACHE=str(tmp / "hf-modules"), HF_HUB_OFFLINE="1" if offline else "0",
-               HF_HUB_DISABLE_TELEMETRY="1")
+    env.update(
+        HF_ENDPOINT=endpoint,
+        HF_HUB_CACHE=str(tmp / "hf-cache"),
+        INFERTUNE_HOME=str(tmp / "home"),
+        HF_MODULES_CACHE=str(tmp / "hf-modules"),
+        HF_HUB_OFFLINE="1" if offline else "0",
+        HF_HUB_DISABLE_TELEMETRY="1",
+    )
     if token:
         env["HF_TOKEN"] = token
-    return subprocess.run([sys.executable, "-m", "infertune", *args], capture_output=True, text=True, env=env,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "infertune", *args], capture_output=True, text=True, env=env, timeout=600
+    )
 
 
 def one_line_error(r, needle: str) -> None:
@@ -145,31 +153,48 @@ def test_profile_reads_exact_stored_dtypes(hub, tmp_path):
     assert p["checkpoint_dtypes"] == hub.mixed_counts and set(hub.mixed_counts) == {"BF16", "F32"}
     assert p["checkpoint_bytes"] == 2 * hub.mixed_counts["BF16"] + 4 * hub.mixed_counts["F32"]
     local = json.loads(infertune(*args, str(hub.mixed), endpoint=hub.gate.url, tmp=tmp_path).stdout)
-    assert {k: v for k, v in p.items() if k not in ("path", "model_revision")} == \
-           {k: v for k, v in local.items() if k not in ("path", "model_revision")}
+    assert {k: v for k, v in p.items() if k not in ("path", "model_revision")} == {
+        k: v for k, v in local.items() if k not in ("path", "model_revision")
+    }
     assert weight_files(tmp_path / "hf-cache") == []
 
 
 def test_a_pinned_revision_describes_that_commit(hub, tmp_path):
     def profile(*extra):
-        r = infertune("profile", "--model", "acme/sharded", "--format", "json", *extra, endpoint=hub.gate.url,
-                      tmp=tmp_path)
+        r = infertune(
+            "profile", "--model", "acme/sharded", "--format", "json", *extra, endpoint=hub.gate.url, tmp=tmp_path
+        )
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 
     old, new = profile("--revision", hub.first), profile()
     assert (old["model_revision"], old["max_position_embeddings"]) == (hub.first, 1024)
     assert (new["model_revision"], new["max_position_embeddings"]) == (hub.main, 2048)
-    r = infertune("advise", "--no-input", "--model", "acme/sharded", "--revision", hub.first, "--gpu", "L4",
-                  "--format", "json", endpoint=hub.gate.url, tmp=tmp_path)
+    r = infertune(
+        "advise",
+        "--no-input",
+        "--model",
+        "acme/sharded",
+        "--revision",
+        hub.first,
+        "--gpu",
+        "L4",
+        "--format",
+        "json",
+        endpoint=hub.gate.url,
+        tmp=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["model_revision"] == hub.first
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--model", "acme/no-such-model"], "not found on"),
-    (["--model", "acme/sharded", "--revision", "no-such-branch"], "no revision 'no-such-branch'"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--model", "acme/no-such-model"], "not found on"),
+        (["--model", "acme/sharded", "--revision", "no-such-branch"], "no revision 'no-such-branch'"),
+    ],
+)
 def test_unknown_model_or_revision_is_one_line(hub, tmp_path, args, needle):
     one_line_error(infertune("estimate", "--gpu", "L4", *args, endpoint=hub.gate.url, tmp=tmp_path), needle)
 
@@ -183,8 +208,9 @@ def test_no_network_and_offline_are_one_line(hub, tmp_path):
 
 def test_measure_offline_without_the_weights_is_one_line(hub, tmp_path):
     assert infertune(*ESTIMATE, "--model", "acme/sharded", endpoint=hub.gate.url, tmp=tmp_path).returncode == 0
-    r = infertune("measure", "--model", "acme/sharded", "--max-new-tokens", "2", endpoint=hub.gate.url, tmp=tmp_path,
-                  offline=True)
+    r = infertune(
+        "measure", "--model", "acme/sharded", "--max-new-tokens", "2", endpoint=hub.gate.url, tmp=tmp_path, offline=True
+    )
     one_line_error(r, "the weights of acme/sharded are not in the local Hugging Face cache")
 
 
@@ -210,15 +236,15 @@ def test_remote_code_is_fetched_and_runs_only_when_asked_for(hub, tmp_path):
 
 
 def test_doctor_env_records_the_revision(hub, tmp_path):
-    r = infertune("doctor", "--env", "--model", "acme/sharded", "--format", "json", endpoint=hub.gate.url,
-                  tmp=tmp_path)
+    r = infertune("doctor", "--env", "--model", "acme/sharded", "--format", "json", endpoint=hub.gate.url, tmp=tmp_path)
     assert r.returncode in (0, 1), r.stderr  # 1: findings about this machine
     assert json.loads(r.stdout)["model_revision"] == hub.main
     assert weight_files(tmp_path / "hf-cache") == []
     # A static check of a script reads the cache only: not one request, even for a model not seen before.
     script = tmp_path / "app.py"
-    script.write_text('from transformers import AutoModelForCausalLM\n'
-                      'model = AutoModelForCausalLM.from_pretrained("acme/mixed")\n')
+    script.write_text(
+        'from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained("acme/mixed")\n'
+    )
     before = len(hub.gate.requests)
     r = infertune("doctor", str(script), "--format", "json", endpoint=hub.gate.url, tmp=tmp_path)
     assert r.returncode in (0, 1), r.stderr
@@ -227,8 +253,23 @@ def test_doctor_env_records_the_revision(hub, tmp_path):
 
 def test_measure_downloads_the_weights_through_the_cache(hub, tmp_path):
     assert weight_files(tmp_path / "hf-cache") == []
-    r = infertune("measure", "--model", "acme/sharded", "--max-new-tokens", "2", "--repeats", "1", "--warmup", "0",
-                  "--dtype", "float32", "--format", "json", endpoint=hub.gate.url, tmp=tmp_path)
+    r = infertune(
+        "measure",
+        "--model",
+        "acme/sharded",
+        "--max-new-tokens",
+        "2",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+        "--dtype",
+        "float32",
+        "--format",
+        "json",
+        endpoint=hub.gate.url,
+        tmp=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     m = json.loads(r.stdout)
     assert m["status"] == "ok" and m["model_revision"] == hub.main
@@ -242,9 +283,9 @@ def test_local_safetensors_headers_read_as_huggingface_hub_reads_them(tiny_model
     """The warm path reads the headers itself (huggingface_hub's reader comes with its whole client, ~0.3 s to
     import): the result must be the library's own, for one file and for shards with an index."""
     from huggingface_hub import get_local_safetensors_metadata
-
-    from infertune.hub import local_safetensors
     from tests.conftest import build_tiny_model
+
+    from infertune.models.hub import local_safetensors
 
     sharded = build_tiny_model(tmp_path / "sharded", dtype="bfloat16", max_shard_size="100KB")
     assert len(list(sharded.glob("*.safetensors"))) > 1

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.integration
 
 
 def run(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "infertune", *args], capture_output=True, text=True,
-                          timeout=timeout, env=os.environ)
+    return subprocess.run(
+        [sys.executable, "-m", "infertune", *args], capture_output=True, text=True, timeout=timeout, env=os.environ
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,12 @@ def test_prepare_is_idempotent_and_verified(demo_path):
 def test_profile_of_the_real_model(demo_path):
     p = json.loads(run("profile", "--model", "demo", "--format", "json").stdout)
     assert (p["num_layers"], p["hidden_size"], p["num_attention_heads"], p["num_kv_heads"], p["head_dim"]) == (
-        30, 576, 9, 3, 64)
+        30,
+        576,
+        9,
+        3,
+        64,
+    )
     assert p["tie_word_embeddings"] and p["vocab_size"] == 49152
     # 30 x (4*576*64*... ) computed by the model itself on the meta device; published size is 135M.
     assert 134_000_000 < p["num_parameters"] < 135_000_000
@@ -78,8 +84,21 @@ def test_demo_under_two_ranks_with_the_mlp_only_plan_matches_one_process(demo_pa
     assert refused.returncode == 2 and "does not divide 9 attention heads" in refused.stderr
     assert "--tp-plan mlp" in refused.stderr and not refused.stdout
     one = run("measure", "--model", "demo", "--max-new-tokens", "8", "--warmup", "0", "--format", "json")
-    two = run("measure", "--model", "demo", "--tp", "2", "--tp-plan", "mlp", "--max-new-tokens", "8", "--warmup", "0",
-              "--format", "json")
+    two = run(
+        "measure",
+        "--model",
+        "demo",
+        "--tp",
+        "2",
+        "--tp-plan",
+        "mlp",
+        "--max-new-tokens",
+        "8",
+        "--warmup",
+        "0",
+        "--format",
+        "json",
+    )
     assert one.returncode == 0 and two.returncode == 0, two.stderr
     a, b = json.loads(one.stdout), json.loads(two.stdout)
     assert b["status"] == "ok", b.get("error")

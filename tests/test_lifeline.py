@@ -61,9 +61,25 @@ def test_kill_9_of_measure_takes_its_hung_worker_down_and_a_later_run_sweeps_its
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "HF_MODULES_CACHE": str(tmp_path / "modules")}
-    parent = subprocess.Popen([sys.executable, "-m", "infertune", "measure", "--model", str(hanging_model),
-                               "--trust-remote-code", "--max-new-tokens", "512", "--timeout", "600"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "infertune",
+            "measure",
+            "--model",
+            str(hanging_model),
+            "--trust-remote-code",
+            "--max-new-tokens",
+            "512",
+            "--timeout",
+            "600",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     workers: list[psutil.Process] = []
     try:
         me = psutil.Process(parent.pid)
@@ -95,10 +111,17 @@ def test_the_watchdog_ends_a_trial_whose_parent_is_gone(tmp_path):
     watchdog thread sees the parent gone and ends the trial's group."""
     stand_in = subprocess.Popen(["sleep", "60"])
     tok = lifeline.token(stand_in.pid)
-    code = ("import time\nfrom infertune.measure.lifeline import die_with_parent\n"
-            "die_with_parent(interval_s=0.1)\nprint('watching', flush=True)\ntime.sleep(60)\n")
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True,
-                             env={**os.environ, lifeline.PARENT_ENV: tok, "LOCAL_RANK": "0"})
+    code = (
+        "import time\nfrom infertune.measure.lifeline import die_with_parent\n"
+        "die_with_parent(interval_s=0.1)\nprint('watching', flush=True)\ntime.sleep(60)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, lifeline.PARENT_ENV: tok, "LOCAL_RANK": "0"},
+    )
     try:
         assert child.stdout.readline().strip() == "watching"
         stand_in.kill()
@@ -116,8 +139,14 @@ def test_a_worker_started_for_a_parent_already_gone_stops_at_once(tmp_path):
     tok = lifeline.token(stand_in.pid) if psutil.pid_exists(stand_in.pid) else f"{stand_in.pid}:0"
     stand_in.wait()
     code = "from infertune.measure.lifeline import die_with_parent\ndie_with_parent()\nprint('still here')\n"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, lifeline.PARENT_ENV: tok}, start_new_session=True)
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, lifeline.PARENT_ENV: tok},
+        start_new_session=True,
+    )
     assert r.returncode != 0 and "still here" not in r.stdout
 
 
@@ -136,8 +165,10 @@ def test_sweep_removes_only_folders_whose_owner_is_gone(tmp_path):
 def test_a_program_started_through_the_launcher_dies_with_its_parent(tmp_path):
     """transformers serve is not our code: it is started through the launcher, which asks the kernel for
     SIGKILL when its parent goes, then execs it."""
-    code = ("import subprocess, sys, time\nfrom infertune.measure.lifeline import launcher\n"
-            "p = subprocess.Popen([*launcher(), 'sleep', '300'])\nprint(p.pid, flush=True)\ntime.sleep(300)\n")
+    code = (
+        "import subprocess, sys, time\nfrom infertune.measure.lifeline import launcher\n"
+        "p = subprocess.Popen([*launcher(), 'sleep', '300'])\nprint(p.pid, flush=True)\ntime.sleep(300)\n"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         child = psutil.Process(int(parent.stdout.readline()))

@@ -37,11 +37,15 @@ def test_tools_estimate_advise_and_errors_over_stdio(tiny_model):
         bad = await session.call_tool("estimate", {"model": str(tiny_model), "dtype": "int3"})
         wrong_type = await session.call_tool("estimate", {"model": str(tiny_model), "batch": "many"})
         # the same validation layer as the CLI's: ranges, ambiguous names, flags that would change a resumed run
-        refused = [await session.call_tool(tool, args) for tool, args in (
-            ("estimate", {"model": str(tiny_model), "kv_nbits": 3}),
-            ("advise", {"model": str(tiny_model), "gpu": "nvidia a100"}),
-            ("tune", {"resume": "tests/data", "max_trials": 2}),
-            ("tune", {"model": str(tiny_model), "time_budget": -10}))]
+        refused = [
+            await session.call_tool(tool, args)
+            for tool, args in (
+                ("estimate", {"model": str(tiny_model), "kv_nbits": 3}),
+                ("advise", {"model": str(tiny_model), "gpu": "nvidia a100"}),
+                ("tune", {"resume": "tests/data", "max_trials": 2}),
+                ("tune", {"model": str(tiny_model), "time_budget": -10}),
+            )
+        ]
         after = await session.call_tool("doctor", {"paths": ["tests/data/doctor/good.py"]})
         return names, est, adv, bad, wrong_type, refused, after
 
@@ -58,8 +62,16 @@ def test_tools_estimate_advise_and_errors_over_stdio(tiny_model):
     assert wrong_type.is_error
     said = [r.content[0].text for r in refused]
     assert all(r.is_error for r in refused) and not any("\n" in x for x in said)
-    for text, needle in zip(said, ("--kv-nbits 3", "A100 40GB, A100 80GB", "--max-trials would change it",
-                                   "--time-budget -10: allowed more than 0"), strict=True):
+    for text, needle in zip(
+        said,
+        (
+            "--kv-nbits 3",
+            "A100 40GB, A100 80GB",
+            "--max-trials would change it",
+            "--time-budget -10: allowed more than 0",
+        ),
+        strict=True,
+    ):
         assert needle in text, text
     d = json.loads(after.content[0].text)
     assert not after.is_error and d["kind"] == "doctor" and d["findings"] == []
@@ -72,8 +84,9 @@ def test_measure_reports_progress(tiny_model):
         async def on_progress(p, total, message):
             progress.append(message)
 
-        return await session.call_tool("measure", {"model": str(tiny_model), "max_new_tokens": 3, "warmup": 0},
-                                       progress_callback=on_progress)
+        return await session.call_tool(
+            "measure", {"model": str(tiny_model), "max_new_tokens": 3, "warmup": 0}, progress_callback=on_progress
+        )
 
     r = _with_session(body, tiny_model)
     m = json.loads(r.content[0].text)
@@ -89,5 +102,6 @@ def test_published_schemas_are_current():
     folder = Path(__file__).parents[1] / "docs" / "schema"
     for name, s in schema.schemas().items():
         published = json.loads((folder / f"{name}.json").read_text())
-        assert published == json.loads(json.dumps(s, sort_keys=True)), f"stale docs/schema/{name}.json: rerun " \
-            "python -m infertune.cli.schema"
+        assert published == json.loads(json.dumps(s, sort_keys=True)), (
+            f"stale docs/schema/{name}.json: rerun python -m infertune.cli.schema"
+        )

@@ -70,8 +70,9 @@ def test_rss_sampler_sees_a_short_lived_allocation():
         "    del block\n"
         "print(phase.peak - before, vm_hwm() - phase.peak * 0.99)\n"
     )
-    grew, slack = map(float, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                            check=True).stdout.split())
+    grew, slack = map(
+        float, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
     assert grew > 150 * 2**20
     assert slack >= 0  # the kernel's mark agrees with the sampler
 
@@ -114,8 +115,9 @@ def test_the_meter_keeps_the_peak_from_before_a_phase_reset():
         "    small = b'x' * (50 * 2**20); del small\n"
         "print(load - before, phase.peak - before, meter.process_peak() - before)\n"
     )
-    load, gen, whole = map(float, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                                 check=True).stdout.split())
+    load, gen, whole = map(
+        float, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
     assert 190 * 2**20 < load < 260 * 2**20 and 40 * 2**20 < gen < 120 * 2**20
     assert whole == load  # the reset at generation does not lose the load's peak
 
@@ -125,9 +127,9 @@ def test_a_trial_started_by_a_big_parent_reports_its_own_peak(tiny_model):
     still report only what the trial itself held."""
     code = (
         "import json, sys\n"
-        "from infertune.config import InferenceConfig\n"
+        "from infertune.core.config import InferenceConfig\n"
         "from infertune.measure import run_trial\n"
-        "from infertune.workload import Workload\n"
+        "from infertune.core.workload import Workload\n"
         "big = b'x' * (1536 * 2**20)  # written: every page resident\n"
         "del big\n"
         f"r = run_trial(InferenceConfig(), Workload(model='m', max_new_tokens=2, warmup=0), {str(tiny_model)!r})\n"

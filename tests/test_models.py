@@ -3,43 +3,43 @@ import shutil
 
 import pytest
 
-from infertune import models
-from infertune.errors import UserError
+from infertune.core.errors import UserError
+from infertune.models import store
 
 
 def test_local_folder_resolves_to_itself(tiny_model):
-    assert models.resolve(str(tiny_model)) == tiny_model
+    assert store.resolve(str(tiny_model)) == tiny_model
 
 
 def test_bad_model_specs_are_user_errors(tmp_path, infertune_home):
     with pytest.raises(UserError, match="without config.json"):
-        models.resolve(str(tmp_path))
+        store.resolve(str(tmp_path))
     f = tmp_path / "weights.bin"
     f.write_bytes(b"x")
     with pytest.raises(UserError, match="is a file"):
-        models.resolve(str(f))
+        store.resolve(str(f))
     with pytest.raises(UserError, match="not in the local Hugging Face cache"):
-        models.resolve("no-such-org/no-such-model-xyz")
+        store.resolve("no-such-org/no-such-model-xyz")
     with pytest.raises(UserError, match="not prepared"):
-        models.resolve("demo", prepare_missing=False)
+        store.resolve("demo", prepare_missing=False)
     with pytest.raises(UserError, match="unknown embedded model"):
-        models.embedded("gpt-17")
+        store.embedded("gpt-17")
 
 
 def test_manifest_detects_corruption(tiny_model, tmp_path):
     folder = tmp_path / "m"
     shutil.copytree(tiny_model, folder)
-    assert models.verify(folder) == "no valid manifest"
-    models.write_manifest(folder, {"name": "m"})
-    assert models.verify(folder) == "ok"
+    assert store.verify(folder) == "no valid manifest"
+    store.write_manifest(folder, {"name": "m"})
+    assert store.verify(folder) == "ok"
     weights = folder / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF  # same size, different content: only the checksum can tell
     weights.write_bytes(bytes(data))
-    assert models.verify(folder, checksums=False) == "ok"
-    assert "sha256" in models.verify(folder)
+    assert store.verify(folder, checksums=False) == "ok"
+    assert "sha256" in store.verify(folder)
     (folder / "extra.txt").write_text("stray")
-    assert "differ" in models.verify(folder)
+    assert "differ" in store.verify(folder)
 
 
 def _fake_convert(files):
@@ -49,6 +49,7 @@ def _fake_convert(files):
             if content is None:
                 raise RuntimeError("disk full")  # fail half-way, like a crash during save
             (out / name).write_text(content)
+
     return convert
 
 
@@ -61,33 +62,33 @@ def test_prepare_is_atomic_and_idempotent(infertune_home, tmp_path, monkeypatch)
     # A failure half-way leaves nothing that looks prepared, and no temp folder behind.
     monkeypatch.setattr(models, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": None}))
     with pytest.raises(RuntimeError):
-        models.prepare("smollm2")
-    assert not (models.models_dir() / "smollm2").exists()
-    assert list(models.models_dir().iterdir()) == []
-    assert models.list_prepared() == []
+        store.prepare("smollm2")
+    assert not (store.models_dir() / "smollm2").exists()
+    assert list(store.models_dir().iterdir()) == []
+    assert store.list_prepared() == []
 
     monkeypatch.setattr(models, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": "w"}))
-    path = models.prepare("demo")
-    assert path == models.models_dir() / "smollm2"
-    manifest = json.loads((path / models.MANIFEST).read_text())
-    assert manifest["source"]["sha256"] == models._sha256(gguf)
-    [listed] = models.list_prepared()
+    path = store.prepare("demo")
+    assert path == store.models_dir() / "smollm2"
+    manifest = json.loads((path / store.MANIFEST).read_text())
+    assert manifest["source"]["sha256"] == store._sha256(gguf)
+    [listed] = store.list_prepared()
     assert listed.status == "ok" and listed.name == "smollm2"
 
     # Prepared once: a second call converts nothing.
     monkeypatch.setattr(models, "_convert", lambda *a: pytest.fail("converted twice"))
-    assert models.prepare("smollm2") == path
-    assert models.resolve("demo") == path
+    assert store.prepare("smollm2") == path
+    assert store.resolve("demo") == path
 
     # A damaged folder is noticed and rebuilt.
     (path / "model.safetensors").write_text("x")  # same size, other bytes
     monkeypatch.setattr(models, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": "w"}))
-    assert models.list_prepared()[0].status != "ok"
-    assert models.prepare("smollm2") == path and models.verify(path) == "ok"
+    assert store.list_prepared()[0].status != "ok"
+    assert store.prepare("smollm2") == path and store.verify(path) == "ok"
 
 
 def test_hub_ids_and_snapshot_revisions(tmp_path, infertune_home):
-    from infertune import hub
+    from infertune.models import hub
 
     commit = "0123456789abcdef0123456789abcdef01234567"
     assert hub.revision_of(tmp_path / "hub" / "models--acme--tiny" / "snapshots" / commit) == commit
@@ -96,4 +97,4 @@ def test_hub_ids_and_snapshot_revisions(tmp_path, infertune_home):
     assert hub.is_hub_id("meta-llama/Llama-3.1-8B") and hub.is_hub_id("acme/tiny.v2")
     assert not hub.is_hub_id("gpt2") and not hub.is_hub_id("a/b/c") and not hub.is_hub_id("../x")
     with pytest.raises(UserError, match=r"hub id \(ORG/NAME\)"):
-        models.resolve("no-such-thing")
+        store.resolve("no-such-thing")

@@ -73,7 +73,12 @@ def test_combined_windows_are_busy_when_any_was():
     quiet = MachineLoad(cores=2, seconds=5, load_average=1.0, others_cpu=0.0, busy=False)
     busy = MachineLoad(cores=2, seconds=5, load_average=3.0, others_cpu=0.9, busy=True, reasons=["x"])
     c = combine([quiet, None, busy])
-    assert c.busy and c.load_average == 3.0 and c.seconds == 10 and c.reasons == ["x", "1 of 2 trials ran on a busy machine"]
+    assert (
+        c.busy
+        and c.load_average == 3.0
+        and c.seconds == 10
+        and c.reasons == ["x", "1 of 2 trials ran on a busy machine"]
+    )
     assert combine([None]) is None and not combine([quiet]).busy
     again = combine([c, combine([busy, busy])])  # steps of a run combined again: trials counted once each
     assert again.reasons == ["x", "3 of 4 trials ran on a busy machine"] and again.windows == 4

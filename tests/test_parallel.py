@@ -9,20 +9,30 @@ import numpy as np
 import pytest
 
 from infertune import api
-from infertune.config import InferenceConfig
-from infertune.errors import UserError
+from infertune.core.config import InferenceConfig
+from infertune.core.errors import UserError
+from infertune.core.workload import Workload
 from infertune.measure import run_trial
 from infertune.measure.quality import REFERENCE_TEXT
-from infertune.workload import Workload
 
 
 @pytest.fixture(scope="module")
 def tp_pair(tiny_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tp")
-    wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=6, warmup=0,
-                  ignore_eos=True)
-    return {tp: run_trial(InferenceConfig(tp_size=tp), wl, tiny_model, timeout_s=300, reference_text=REFERENCE_TEXT,
-                          logprobs_path=tmp / f"tp{tp}.npy") for tp in (1, 2)}, tmp
+    wl = Workload(
+        model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=6, warmup=0, ignore_eos=True
+    )
+    return {
+        tp: run_trial(
+            InferenceConfig(tp_size=tp),
+            wl,
+            tiny_model,
+            timeout_s=300,
+            reference_text=REFERENCE_TEXT,
+            logprobs_path=tmp / f"tp{tp}.npy",
+        )
+        for tp in (1, 2)
+    }, tmp
 
 
 def test_tp2_matches_one_process_and_reports_every_rank(tp_pair):
@@ -42,15 +52,39 @@ def test_tp2_matches_one_process_and_reports_every_rank(tp_pair):
 def test_a_tp_size_that_does_not_split_the_heads_is_refused_before_launch(tiny_model):
     with pytest.raises(UserError, match="tp size 3 does not divide 4 attention heads and 2 KV heads.*sizes that do: 2"):
         api.measure(model=str(tiny_model), tp=3)
-    r = subprocess.run([sys.executable, "-m", "infertune", "measure", "--model", str(tiny_model), "--tp", "3"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "infertune", "measure", "--model", str(tiny_model), "--tp", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--tp 3" in r.stderr
 
 
 def test_device_map_trial_reports_its_placement(tiny_model):
-    r = subprocess.run([sys.executable, "-m", "infertune", "measure", "--model", str(tiny_model), "--device-map", "auto",
-                        "--max-memory", "cpu=2GiB", "--max-new-tokens", "2", "--warmup", "0", "--format", "json"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infertune",
+            "measure",
+            "--model",
+            str(tiny_model),
+            "--device-map",
+            "auto",
+            "--max-memory",
+            "cpu=2GiB",
+            "--max-new-tokens",
+            "2",
+            "--warmup",
+            "0",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     d = json.loads(r.stdout)
     assert r.returncode == 0 and d["status"] == "ok", d.get("error")
     assert d["metrics"]["placement"] == {"": "cpu"} and d["config"]["max_memory"] == {"cpu": "2GiB"}
@@ -74,9 +108,10 @@ def test_offloaded_layers_are_placed_as_estimated_and_their_slowdown_is_measured
     """A CPU budget that holds the embedding and one of three layers: transformers sends the other two to
     disk (an offload folder the trial provides); the estimate names the same split, and the trial times
     each layer's forward by where its weights live."""
+    from tests.conftest import build_tiny_model
+
     from infertune.estimate.memory import EstimateSettings, estimate_memory
     from infertune.probe.model import profile_model
-    from tests.conftest import build_tiny_model
 
     folder = build_tiny_model(tmp_path / "m3", layers=3)
     prof = profile_model(folder)
@@ -84,8 +119,9 @@ def test_offloaded_layers_are_placed_as_estimated_and_their_slowdown_is_measured
     embed = prof.param_groups["embedding"] * 4
     layer = (weights - embed) / 3
     budget = int(embed + 2.5 * layer)  # one layer, plus the room for one more that accelerate keeps free
-    r = api.measure(model=str(folder), dtype="float32", device_map="auto", max_memory=f"cpu={budget}",
-                    max_new_tokens=4, warmup=0)
+    r = api.measure(
+        model=str(folder), dtype="float32", device_map="auto", max_memory=f"cpu={budget}", max_new_tokens=4, warmup=0
+    )
     assert r.status == "ok", (r.error, r.log_tail)
     m = r.metrics
     assert set(m.placement.values()) == {"cpu", "disk"}
@@ -101,8 +137,9 @@ def test_mlp_only_plan_splits_the_mlp_replicates_attention_and_matches_one_proce
 
     plan = mlp_only_tp_plan(str(tiny_model))
     assert plan == {f"model.layers.*.self_attn.{k}": "replicate" for k in ("q_proj", "k_proj", "v_proj", "o_proj")}
-    wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=6, warmup=0,
-                  ignore_eos=True)
+    wl = Workload(
+        model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=6, warmup=0, ignore_eos=True
+    )
     mlp = run_trial(InferenceConfig(tp_size=2, tp_plan=plan), wl, tiny_model, timeout_s=300)
     assert mlp.status == "ok", (mlp.error, mlp.log_tail)
     assert [o.output_token_ids for o in mlp.outputs] == [o.output_token_ids for o in r[1].outputs]
@@ -116,13 +153,16 @@ def test_mlp_only_plan_splits_the_mlp_replicates_attention_and_matches_one_proce
 
 
 def test_tp_problems_name_the_mlp_plan_when_only_the_heads_are_in_the_way():
-    from infertune.techniques.parallel import tp_problems
     from tests.test_estimate import llama
+
+    from infertune.techniques.parallel import tp_problems
 
     (problem,) = tp_problems(llama(), 2)  # SmolLM2: 9 heads, 3 KV heads, 1536 MLP columns
     assert problem.startswith("tp size 2 does not divide 9 attention heads and 3 KV heads (sizes that do: 3)")
     assert "--tp-plan mlp splits only the MLP (1536 columns)" in problem
     assert tp_problems(llama(), 2, "mlp") == [] and tp_problems(llama(), 4, "mlp") == []
-    assert tp_problems(llama(), 5, "mlp") == ["tp size 5 does not divide 1536 MLP columns (sizes that do: 2, 3, 4, 6, 8)"]
+    assert tp_problems(llama(), 5, "mlp") == [
+        "tp size 5 does not divide 1536 MLP columns (sizes that do: 2, 3, 4, 6, 8)"
+    ]
     with pytest.raises(ValueError, match="give tp_size > 1"):
         InferenceConfig(tp_plan={"model.layers.*.self_attn.q_proj": "replicate"})

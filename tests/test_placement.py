@@ -1,14 +1,14 @@
 """device_map="auto" placement: accelerate's sequential weight fill, then each device's run-time state."""
 
 import pytest
+from tests.test_estimate import llama
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 from infertune.estimate import estimate
 from infertune.estimate.accelerators import find_accelerator
 from infertune.estimate.memory import CUDA_ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES, EstimateSettings
 from infertune.estimate.placement import DEFAULT_GPU_BUDGET, parse_max_memory
 from infertune.estimate.speed import DISK_OFFLOAD_Bps, HOST_LINK_Bps
-from tests.test_estimate import llama
 
 MiB, GiB = 2**20, 2**30
 EMBED = 49152 * 576 * 2  # bf16, tied: the lm_head adds nothing
@@ -16,8 +16,7 @@ LAYER = (106_168_320 + 35_136) * 2 / 30  # every other weight, spread evenly ove
 
 
 def test_parse_max_memory():
-    assert parse_max_memory("0=20GiB,1=512MiB,cpu=64GB") == {"cuda:0": 20 * GiB, "cuda:1": 512 * MiB,
-                                                            "cpu": 64 * 10**9}
+    assert parse_max_memory("0=20GiB,1=512MiB,cpu=64GB") == {"cuda:0": 20 * GiB, "cuda:1": 512 * MiB, "cpu": 64 * 10**9}
     assert parse_max_memory({"0": "1GiB", "cpu": "2GiB"}) == {"cuda:0": GiB, "cpu": 2 * GiB}
     assert parse_max_memory(None) is None
     assert parse_max_memory("cpu=1048576") == {"cpu": MiB}  # plain bytes
@@ -90,8 +89,9 @@ def test_weights_beyond_every_budget_go_to_disk_and_are_read_back_every_step():
     assert "disk" not in e.fits or e.fits["disk"]  # the disk is not checked against the card
     resident = estimate(llama(), s, acc)
     cpu_bytes = e.placement.offloaded_weights_bytes - e.placement.disk_weights_bytes
-    assert e.speed.tpot_s == pytest.approx(resident.speed.tpot_s + cpu_bytes / HOST_LINK_Bps
-                                           + disk.weights_bytes / DISK_OFFLOAD_Bps)
+    assert e.speed.tpot_s == pytest.approx(
+        resident.speed.tpot_s + cpu_bytes / HOST_LINK_Bps + disk.weights_bytes / DISK_OFFLOAD_Bps
+    )
 
 
 def test_without_budgets_one_gpu_gets_ninety_percent():
@@ -114,8 +114,9 @@ def _transformers_layers(folder, dtype, max_memory) -> dict[str, int]:
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder), dtype=dtype)
-    dm = _get_device_map(model, "auto", {(int(k[5:]) if k.startswith("cuda:") else k): v
-                                         for k, v in max_memory.items()}, None)
+    dm = _get_device_map(
+        model, "auto", {(int(k[5:]) if k.startswith("cuda:") else k): v for k, v in max_memory.items()}, None
+    )
     n = model.config.num_hidden_layers
     if "model" in dm or "" in dm:  # the whole model on one device
         d = dm.get("model", dm.get(""))
@@ -128,21 +129,26 @@ def _transformers_layers(folder, dtype, max_memory) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("budgets", [
-    {"cpu": 0.30},                          # a host without GPUs: RAM, then disk
-    {"cuda:0": 0.45, "cpu": 0.30},          # GPU, CPU RAM, disk
-    {"cuda:0": 0.60, "cuda:1": 0.60},       # two GPUs: "auto" balances them
-    {"cuda:0": 0.30, "cuda:1": 0.30, "cpu": 0.25},
-    {"cuda:0": 2.0},                        # everything fits
-], ids=["cpu-disk", "gpu-cpu-disk", "two-gpus", "two-gpus-cpu-disk", "fits"])
+@pytest.mark.parametrize(
+    "budgets",
+    [
+        {"cpu": 0.30},  # a host without GPUs: RAM, then disk
+        {"cuda:0": 0.45, "cpu": 0.30},  # GPU, CPU RAM, disk
+        {"cuda:0": 0.60, "cuda:1": 0.60},  # two GPUs: "auto" balances them
+        {"cuda:0": 0.30, "cuda:1": 0.30, "cpu": 0.25},
+        {"cuda:0": 2.0},  # everything fits
+    ],
+    ids=["cpu-disk", "gpu-cpu-disk", "two-gpus", "two-gpus-cpu-disk", "fits"],
+)
 @pytest.mark.parametrize("tied", [True, False])
 def test_placement_replays_transformers_device_map_auto(tmp_path, budgets, tied):
     """The estimator's placement puts as many decoder layers on each device as transformers itself does,
     for budgets given as shares of the model's weights (reservations and balancing included)."""
     import json
 
-    from infertune.probe.model import profile_model
     from tests.conftest import build_tiny_model
+
+    from infertune.probe.model import profile_model
 
     folder = build_tiny_model(tmp_path / "m")
     cfg = json.loads((folder / "config.json").read_text())

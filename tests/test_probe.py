@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 from infertune.probe.hardware import detect_gpus, detect_hardware
 from infertune.probe.model import profile_model
 from infertune.probe.versions import library_versions
@@ -76,7 +76,6 @@ def test_checkpoint_as_stored_from_the_safetensors_headers(tmp_path):
     import shutil
 
     from safetensors.torch import load_file
-
     from tests.conftest import build_tiny_model
 
     folder = build_tiny_model(tmp_path / "bf16", dtype="bfloat16", max_shard_size="100KB")
@@ -95,8 +94,16 @@ def test_checkpoint_as_stored_from_the_safetensors_headers(tmp_path):
 def test_profile_of_a_hybrid_sliding_window_model(tmp_path):
     from transformers import Gemma3TextConfig
 
-    cfg = Gemma3TextConfig(num_hidden_layers=12, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                           num_key_value_heads=1, head_dim=32, vocab_size=500, sliding_window=128)
+    cfg = Gemma3TextConfig(
+        num_hidden_layers=12,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=32,
+        vocab_size=500,
+        sliding_window=128,
+    )
     cfg.save_pretrained(tmp_path)
     p = profile_model(tmp_path)
     assert p.head_dim == 32  # explicit head_dim, not hidden/heads
@@ -121,7 +128,7 @@ def test_parameter_groups_split_what_quantization_touches(tiny_model):
     g = p.param_groups
     assert sum(g.values()) == p.num_parameters
     assert g["embedding"] == p.vocab_size * p.hidden_size and g["lm_head"] == 0  # tied: counted once
-    q, kv, h, i = p.num_attention_heads * p.head_dim, p.num_kv_heads * p.head_dim, p.hidden_size, p.intermediate_size
+    q, kv, h, i = (p.num_attention_heads * p.head_dim, p.num_kv_heads * p.head_dim, p.hidden_size, p.intermediate_size)
     per_layer = h * q + 2 * h * kv + q * h + 3 * h * i  # q, k, v, o projections and the gated MLP
     assert g["linear"] == p.num_layers * per_layer
     assert p.linear_rows == p.num_layers * (q + 2 * kv + h + 2 * i + h)

@@ -33,35 +33,51 @@ def _env(home) -> dict:
 
 
 def _run(folder, home) -> dict:
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=_env(home), capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(folder)], env=_env(home), capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _cli_imports(home, *args) -> set[str]:
     """The top-level packages `python -m infertune ARGS` imported (read from -X importtime), as a user runs it."""
-    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "infertune", *args], env=_env(home),
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "infertune", *args],
+        env=_env(home),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    return {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines()
-            if line.startswith("import time:")}
+    return {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in out.stderr.splitlines()
+        if line.startswith("import time:")
+    }
 
 
 def _calibrated(home) -> None:
     """This host's calibration in the cache (made-up rates: measuring takes seconds), keyed as a real one."""
+    from infertune.core.paths import write_json_atomic
     from infertune.estimate import calibration
-    from infertune.paths import write_json_atomic
 
     table = {str(r): 1e-9 for r in calibration.ROWS}
-    cal = calibration.Calibration(device="cpu", host_key=calibration.host_key("cpu"), measured_at=0.0, copy_Bps=1e10,
-                                  linear_s_per_elem={d: table for d in calibration.DTYPES},
-                                  step_s={a: 1e-3 for a in calibration.ATTNS}, layer_s={a: 1e-4 for a in calibration.ATTNS})
+    cal = calibration.Calibration(
+        device="cpu",
+        host_key=calibration.host_key("cpu"),
+        measured_at=0.0,
+        copy_Bps=1e10,
+        linear_s_per_elem=dict.fromkeys(calibration.DTYPES, table),
+        step_s=dict.fromkeys(calibration.ATTNS, 0.001),
+        layer_s=dict.fromkeys(calibration.ATTNS, 0.0001),
+    )
     write_json_atomic(calibration.cache_path("cpu"), cal.model_dump(mode="json"))
 
 
 def test_profile_estimate_and_advise_on_a_model_seen_before_import_neither_torch_nor_transformers(
-        tiny_model, infertune_home):
+    tiny_model, infertune_home
+):
     _calibrated(infertune_home)
     first = _run(tiny_model, infertune_home)  # first sight: meta-device count, CPU probe; both cached
     assert "transformers" in first["imported"] and "torch" in first["imported"]

@@ -1,8 +1,8 @@
 import pytest
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
+from infertune.core.workload import ChatMessage
 from infertune.measure.prompts import encode_prompt
-from infertune.workload import ChatMessage
 
 CHAT = [ChatMessage(role="user", content="What is the capital of France?")]
 
@@ -12,8 +12,12 @@ def test_chat_prompts_go_through_the_chat_template(tiny_tokenizer):
     text = tiny_tokenizer.decode(ids)
     assert text.startswith("<|im_start|>user\nWhat is the capital of France?<|im_end|>")
     assert text.endswith("<|im_start|>assistant\n")
-    assert ids == tiny_tokenizer.apply_chat_template([m.model_dump() for m in CHAT], add_generation_prompt=True,
-                                                     tokenize=True, return_dict=True)["input_ids"]
+    assert (
+        ids
+        == tiny_tokenizer.apply_chat_template(
+            [m.model_dump() for m in CHAT], add_generation_prompt=True, tokenize=True, return_dict=True
+        )["input_ids"]
+    )
 
 
 @pytest.mark.parametrize("n", [40, 41, 97, 512])

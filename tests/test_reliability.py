@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infertune.config import InferenceConfig
+from infertune.core.config import InferenceConfig
 from infertune.serving.server import ServeProcess
 
 SRC = Path(__file__).parents[1] / "src" / "infertune"
@@ -52,8 +52,8 @@ def test_no_subprocess_runs_through_a_shell():
 def test_a_full_disk_stops_the_run_with_one_line_and_keeps_what_was_written(tmp_path):
     import pytest
 
-    from infertune.errors import UserError
-    from infertune.tune import Run
+    from infertune.core.errors import UserError
+    from infertune.tuning.run import Run
 
     run = Run(tmp_path)
     (tmp_path / "results.jsonl").symlink_to("/dev/full")  # every write: ENOSPC
@@ -62,14 +62,24 @@ def test_a_full_disk_stops_the_run_with_one_line_and_keeps_what_was_written(tmp_
 
 
 def _any_step():
+    from infertune.core.workload import Workload
     from infertune.measure.results import TrialResult
     from infertune.techniques import Setup
-    from infertune.tune import Step
-    from infertune.workload import Workload
+    from infertune.tuning.run import Step
 
     trial = TrialResult(status="error", error="x", config=InferenceConfig(), workload=Workload(), model_path="m")
-    return Step(index=0, technique=None, changes={}, setup=Setup(), expected=None, trial=trial, quality=None,
-                objective=None, accepted=False, reason="x")
+    return Step(
+        index=0,
+        technique=None,
+        changes={},
+        setup=Setup(),
+        expected=None,
+        trial=trial,
+        quality=None,
+        objective=None,
+        accepted=False,
+        reason="x",
+    )
 
 
 def test_every_test_the_reliability_table_names_exists():

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infertune import human
+from infertune.core import human
 from infertune.report.markdown import markdown
 from infertune.report.page import tune_page
 from infertune.report.verdict import step_verdict, summary
@@ -54,8 +54,16 @@ def test_verdict_names_the_shipped_change_and_its_measured_gain():
 
 def test_markdown_reads_top_down_with_no_repr():
     md = markdown(DEMO)
-    order = [md.index(h) for h in ("## Verdict", "## Steps (measured)", "## The configuration to ship",
-                                   "## Not verified in this run", "## Environment")]
+    order = [
+        md.index(h)
+        for h in (
+            "## Verdict",
+            "## Steps (measured)",
+            "## The configuration to ship",
+            "## Not verified in this run",
+            "## Environment",
+        )
+    ]
     assert order == sorted(order)
     prose = re.sub(r"```.*?```", "", md, flags=re.S)  # the code blocks are Python on purpose
     assert not REPR.search(prose), REPR.search(prose)

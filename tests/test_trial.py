@@ -7,10 +7,10 @@ import time
 import psutil
 import pytest
 
-from infertune.config import InferenceConfig
+from infertune.core.config import InferenceConfig
+from infertune.core.workload import Workload
 from infertune.measure import run_trial
 from infertune.measure.trial import classify_exit
-from infertune.workload import Workload
 
 
 def _fake_python(tmp_path, body: str) -> str:
@@ -43,8 +43,15 @@ def test_ok_trial_measures_everything(tiny_model):
 
 
 def test_fixed_length_batched_and_sized_inputs(tiny_model):
-    wl = Workload(model=str(tiny_model), prompts=["Paris is", "The sea"], batch=2, input_len=48,
-                  max_new_tokens=5, ignore_eos=True, warmup=0)
+    wl = Workload(
+        model=str(tiny_model),
+        prompts=["Paris is", "The sea"],
+        batch=2,
+        input_len=48,
+        max_new_tokens=5,
+        ignore_eos=True,
+        warmup=0,
+    )
     r = run_trial(InferenceConfig(attn_implementation="eager", dtype="float32"), wl, tiny_model, timeout_s=300)
     assert r.status == "ok", (r.error, r.log_tail)
     assert r.metrics.generate_calls == 1 and r.metrics.requests == 2
@@ -64,7 +71,9 @@ def test_greedy_outputs_are_reproducible_across_trials(tiny_model):
 def test_timeout_is_a_result_and_kills_the_child(tiny_model):
     r = run_trial(InferenceConfig(), Workload(model=str(tiny_model)), tiny_model, timeout_s=1)
     assert r.status == "timeout" and "timed out after 1 s" in r.error
-    workers = [c for c in psutil.Process().children(recursive=True) if "infertune.measure.worker" in " ".join(c.cmdline())]
+    workers = [
+        c for c in psutil.Process().children(recursive=True) if "infertune.measure.worker" in " ".join(c.cmdline())
+    ]
     assert workers == []  # the timed-out worker was killed, not left running
 
 

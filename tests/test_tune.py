@@ -8,19 +8,30 @@ import pytest
 
 from infertune import report
 from infertune.api import host_facts as _host_facts
+from infertune.core.workload import Workload
 from infertune.measure.quality import Tolerance, compare
 from infertune.measure.results import RequestOutput, TrialMetrics, TrialResult
 from infertune.probe.model import profile_model
 from infertune.techniques import Setup
-from infertune.decide import Pair, decide
-from infertune.tune import Run, TuneSpec, serve_stage, serve_variants, tune
-from infertune.workload import Workload
+from infertune.tuning.loop import tune
+from infertune.tuning.run import Run, TuneSpec
+from infertune.tuning.serve_stage import serve_stage, serve_variants
+from infertune.tuning.verdict import Pair, decide
 
 
 def _spec(model, **kw) -> TuneSpec:
     wl = Workload(model=str(model), prompts=["Once upon a time", "The sea is"], max_new_tokens=6, warmup=0)
-    base = dict(model=str(model), model_path=str(model), workload=wl, start=Setup(dtype="float32", attn="eager"),
-                objective="memory", max_trials=3, trial_timeout_s=300, min_pairs=2, max_pairs=2)
+    base = dict(
+        model=str(model),
+        model_path=str(model),
+        workload=wl,
+        start=Setup(dtype="float32", attn="eager"),
+        objective="memory",
+        max_trials=3,
+        trial_timeout_s=300,
+        min_pairs=2,
+        max_pairs=2,
+    )
     base.update(kw)
     return TuneSpec(**base)
 
@@ -47,7 +58,7 @@ def test_baseline_then_one_change_per_step(finished):
         assert s.trial.kind == "measured" and s.quality is not None and s.quality.kind == "measured"
         # interleaved: candidate first in pair 1, then the incumbent; incumbent first in pair 2
         roles = [(e["role"], e["repeat"]) for e in trials if e["index"] == s.index]
-        assert roles == [("candidate", 1), ("incumbent", 1), ("incumbent", 2), ("candidate", 2)][:len(roles)]
+        assert roles == [("candidate", 1), ("incumbent", 1), ("incumbent", 2), ("candidate", 2)][: len(roles)]
         assert len(roles) == 2 * len(s.pairs) and s.machine is not None
     dtype_step = next(s for s in steps if s.technique == "dtype")
     assert dtype_step.changes == {"dtype": "bfloat16"}
@@ -100,8 +111,14 @@ def test_report_files(finished):
         assert (row["verdict"], row["delta"], row["noise"]) == (s.verdict, s.delta, s.noise)
         assert row["repeats"] == (len(s.pairs) if s.technique else 1) and isinstance(row["busy"], bool)
     md = (run.path / "report.md").read_text()
-    for section in ("## Verdict", "## Steps (measured)", "estimate", "## The configuration to ship", "## Environment",
-                    "interleaved pairs"):
+    for section in (
+        "## Verdict",
+        "## Steps (measured)",
+        "estimate",
+        "## The configuration to ship",
+        "## Environment",
+        "interleaved pairs",
+    ):
         assert section in md
     assert f"Greedy output for prompt 0 (measured): `{r['best']['greedy_output_prompt_0']}`" in md
     html = (run.path / "report.html").read_text()
@@ -114,13 +131,35 @@ def test_report_files(finished):
 
 
 def _trial(tokens: list[list[int]], nll: float | None) -> TrialResult:
-    m = TrialMetrics(memory_kind="cpu_rss", load_s=1, baseline_memory_bytes=1, peak_memory_bytes=2,
-                     peak_memory_load_bytes=2, peak_memory_generate_bytes=2, cpu_peak_rss_bytes=2, weights_bytes=1,
-                     ttft_s=0.1, ttft_p50_s=0.1, ttft_p95_s=0.1, tpot_s=0.01, tpot_p50_s=0.01, tpot_p95_s=0.01,
-                     e2e_s=0.2, e2e_p50_s=0.2, e2e_p95_s=0.2, tokens_per_s=10, output_tokens=4, input_tokens_mean=3,
-                     requests=len(tokens), generate_calls=len(tokens), reference_nll=nll)
-    outs = [RequestOutput(prompt_index=i, input_tokens=3, output_token_ids=t, text="", finish="length")
-            for i, t in enumerate(tokens)]
+    m = TrialMetrics(
+        memory_kind="cpu_rss",
+        load_s=1,
+        baseline_memory_bytes=1,
+        peak_memory_bytes=2,
+        peak_memory_load_bytes=2,
+        peak_memory_generate_bytes=2,
+        cpu_peak_rss_bytes=2,
+        weights_bytes=1,
+        ttft_s=0.1,
+        ttft_p50_s=0.1,
+        ttft_p95_s=0.1,
+        tpot_s=0.01,
+        tpot_p50_s=0.01,
+        tpot_p95_s=0.01,
+        e2e_s=0.2,
+        e2e_p50_s=0.2,
+        e2e_p95_s=0.2,
+        tokens_per_s=10,
+        output_tokens=4,
+        input_tokens_mean=3,
+        requests=len(tokens),
+        generate_calls=len(tokens),
+        reference_nll=nll,
+    )
+    outs = [
+        RequestOutput(prompt_index=i, input_tokens=3, output_token_ids=t, text="", finish="length")
+        for i, t in enumerate(tokens)
+    ]
     return TrialResult(status="ok", config={}, workload=Workload(), model_path="-", metrics=m, outputs=outs)
 
 
@@ -143,15 +182,24 @@ def test_quality_gate_passes_identical_and_rejects_broken_outputs(tmp_path):
 
 
 def test_serve_variants_switch_continuous_batching_and_drop_what_serve_refuses(tiny_model):
-    facts = _host_facts(_spec(tiny_model, workload=Workload(model=str(tiny_model), concurrency=4, input_len=300,
-                                                            max_new_tokens=20)), profile_model(tiny_model))
+    facts = _host_facts(
+        _spec(tiny_model, workload=Workload(model=str(tiny_model), concurrency=4, input_len=300, max_new_tokens=20)),
+        profile_model(tiny_model),
+    )
     plain = Setup(dtype="bfloat16", attn="sdpa", compile=True, kv_cache="static")
     (l1, f1), (l2, f2) = serve_variants(facts, plain)
     assert f1 == ["--dtype", "bfloat16", "--attn-implementation", "sdpa", "--compile"]
     assert l2 == "transformers serve, continuous batching" and "--compile" not in f2
     # the paged cache is sized to the workload: 4 requests x (2 blocks of 256 for 320 tokens + 1 spare)
-    assert f2[f2.index("--continuous-batching"):] == ["--continuous-batching", "--cb-max-batch-tokens", "1200",
-                                                      "--cb-block-size", "256", "--cb-num-blocks", "12"]
+    assert f2[f2.index("--continuous-batching") :] == [
+        "--continuous-batching",
+        "--cb-max-batch-tokens",
+        "1200",
+        "--cb-block-size",
+        "256",
+        "--cb-num-blocks",
+        "12",
+    ]
     cb = Setup(attn="paged|sdpa", batching="continuous", max_batch_tokens=256)
     assert serve_variants(facts, cb)[0][1][-3:] == ["--continuous-batching", "--cb-max-batch-tokens", "256"]
     assert "--continuous-batching" not in serve_variants(facts, cb)[1][1]
@@ -159,7 +207,8 @@ def test_serve_variants_switch_continuous_batching_and_drop_what_serve_refuses(t
 
 
 def test_serve_stage_compares_both_batching_modes_lists_missing_engines_and_ships_the_measured_choice(
-        tiny_model, tmp_path, infertune_home, request):
+    tiny_model, tmp_path, infertune_home, request
+):
     """transformers serve without and with continuous batching on the same load, measured in rounds; with no
     engine installed (INFERTUNE_HOME is empty) vLLM and SGLang are rows that say "not measured" and how to install
     them; the ship-it command is the command of the variant the noise-aware choice picked, and nothing re-runs
@@ -169,17 +218,22 @@ def test_serve_stage_compares_both_batching_modes_lists_missing_engines_and_ship
     from rich.console import Console
 
     from infertune.cli.tune import served_table
-    from infertune.served import choose
+    from infertune.tuning.serve_stage import choose
 
-    wl = Workload(model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=4, warmup=0,
-                  concurrency=2)
+    wl = Workload(
+        model=str(tiny_model), prompts=["Once upon a time", "The sea is"], max_new_tokens=4, warmup=0, concurrency=2
+    )
     run = Run.create(tmp_path / "r", _spec(tiny_model, workload=wl, max_trials=1, objective="throughput", serve=True))
     facts = _host_facts(run.spec(), profile_model(tiny_model))
     steps = tune(run, facts)
     events = []
     served = serve_stage(run, facts, steps[0], events.append, rounds=2)
-    assert [v.label for v in served] == ["transformers serve (as accepted)", "transformers serve, continuous batching",
-                                         "vllm", "sglang"]
+    assert [v.label for v in served] == [
+        "transformers serve (as accepted)",
+        "transformers serve, continuous batching",
+        "vllm",
+        "sglang",
+    ]
     measured, missing = served[:2], served[2:]
     assert "--continuous-batching" in measured[1].flags and "--continuous-batching" not in measured[0].flags
     for v in measured:
@@ -218,7 +272,7 @@ def test_serve_stage_compares_both_batching_modes_lists_missing_engines_and_ship
     assert "not measured: infertune engines install vllm" in text.getvalue() and "start-up s" in text.getvalue()
     # the run is evidence for the advisor (`advise --measured RUN`): here no engine was measured, so none is carried
     from infertune import api
-    from infertune.errors import UserError
+    from infertune.core.errors import UserError
 
     a = api.advise(model=str(tiny_model), measured=run.path, concurrency=2)
     assert all(not r.measured for r in a.recommendations)
@@ -232,17 +286,26 @@ def test_report_command_rebuilds_from_finished_trials(finished):
 
     run, facts, steps, _ = finished
     (run.path / "report.json").unlink(missing_ok=True)  # as after an interrupted run
-    r = subprocess.run([sys.executable, "-m", "infertune", "report", str(run.path), "--format", "json"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "infertune", "report", str(run.path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["kind"] == "tune-report" and d["schema_version"] == "1" and len(d["steps"]) == len(steps)
     assert (run.path / "report.json").exists()
-    md = subprocess.run([sys.executable, "-m", "infertune", "report", str(run.path)], capture_output=True, text=True,
-                        timeout=120)
+    md = subprocess.run(
+        [sys.executable, "-m", "infertune", "report", str(run.path)], capture_output=True, text=True, timeout=120
+    )
     assert md.returncode == 0 and md.stdout.startswith("# infertune tune report")
-    missing = subprocess.run([sys.executable, "-m", "infertune", "report", str(run.path / "nope")],
-                             capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [sys.executable, "-m", "infertune", "report", str(run.path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
 
 
@@ -268,8 +331,10 @@ MiB = 2**20
 
 
 def _pairs(inc: list[float], cand: list[float], inc_mem: float = 903 * MiB, cand_mem: float = 903 * MiB) -> list[Pair]:
-    return [Pair(incumbent=a, candidate=b, incumbent_tie=inc_mem * (1 + k * 1e-4),
-                 candidate_tie=cand_mem * (1 + k * 1e-4)) for k, (a, b) in enumerate(zip(inc, cand, strict=True))]
+    return [
+        Pair(incumbent=a, candidate=b, incumbent_tie=inc_mem * (1 + k * 1e-4), candidate_tie=cand_mem * (1 + k * 1e-4))
+        for k, (a, b) in enumerate(zip(inc, cand, strict=True))
+    ]
 
 
 def test_a_clear_difference_is_kept_or_rejected_and_a_noisy_one_is_inconclusive():
@@ -293,26 +358,50 @@ def test_a_tie_on_the_objective_is_broken_by_a_clear_gain_on_the_other_axis():
     clear latency loss at any memory."""
     tie = decide("latency", _pairs([1.445, 1.50, 1.43], [1.456, 1.47, 1.46], cand_mem=398 * MiB))
     assert tie.accepted and tie.verdict == "inconclusive" and abs(tie.delta) <= tie.noise
-    assert tie.tie.delta < -0.10 and tie.tie.clear and "kept on the tie" in tie.reason and "903 MiB -> 398 MiB" in tie.reason
+    assert (
+        tie.tie.delta < -0.10
+        and tie.tie.clear
+        and "kept on the tie" in tie.reason
+        and "903 MiB -> 398 MiB" in tie.reason
+    )
     small = decide("latency", _pairs([1.445, 1.50, 1.43], [1.456, 1.47, 1.46], cand_mem=880 * MiB))
     assert not small.accepted and small.verdict == "inconclusive"  # memory only 2.5 % better
     worse = decide("latency", _pairs([1.445, 1.50, 1.43], [1.60, 1.66, 1.59], cand_mem=398 * MiB))
     assert worse.verdict == "rejected" and not worse.accepted
-    mem = decide("memory", [Pair(incumbent=903.0 * MiB, candidate=(903.0 + k) * MiB, incumbent_tie=1.4 + k / 100,
-                                 candidate_tie=1.0 + k / 100) for k in range(3)])
+    mem = decide(
+        "memory",
+        [
+            Pair(
+                incumbent=903.0 * MiB,
+                candidate=(903.0 + k) * MiB,
+                incumbent_tie=1.4 + k / 100,
+                candidate_tie=1.0 + k / 100,
+            )
+            for k in range(3)
+        ],
+    )
     assert mem.accepted and mem.reason.startswith("memory") and "latency" in mem.reason
 
 
 def test_the_served_choice_never_switches_on_a_difference_within_the_spread():
     """The decision rule alone, on given figures: the simpler stack stays unless a later variant meets the limits
     and its ratio clears both spreads added (and MIN_GAIN); a variant with no spread (one round) cannot win."""
-    from infertune.served import ServeStep, choose
+    from infertune.tuning.run import ServeStep
+    from infertune.tuning.serve_stage import choose
 
     def v(label, rounds, slo=(), engine="transformers"):
         from infertune.measure.stats import spread
 
-        return ServeStep(label=label, engine=engine, flags=[], trial=None, objective=float(np.median(rounds)),
-                         rounds=rounds, spread=spread(rounds), slo_missed=list(slo))
+        return ServeStep(
+            label=label,
+            engine=engine,
+            flags=[],
+            trial=None,
+            objective=float(np.median(rounds)),
+            rounds=rounds,
+            spread=spread(rounds),
+            slo_missed=list(slo),
+        )
 
     plain, cb = v("plain", [10.0, 11.0, 12.0]), v("cb", [11.5, 12.0, 12.5])  # +9 %, spreads 9 % + 4 %
     assert choose("throughput", [plain, cb])[0] is plain
@@ -326,8 +415,15 @@ def test_the_served_choice_never_switches_on_a_difference_within_the_spread():
     assert choose("throughput", [plain, v("one round", [40.0])])[0] is plain  # no spread: no verdict
     slow = v("slow", [2.0, 2.1, 2.2])  # latency: lower is better
     assert choose("latency", [slow, v("fast", [1.0, 1.05, 1.1])])[0].label == "fast"
-    missing = ServeStep(label="sglang", engine="sglang", flags=[], trial=None, objective=None,
-                        error="not installed", install="infertune engines install sglang")
+    missing = ServeStep(
+        label="sglang",
+        engine="sglang",
+        flags=[],
+        trial=None,
+        objective=None,
+        error="not installed",
+        install="infertune engines install sglang",
+    )
     chosen, rows = choose("throughput", [plain, missing])
     assert chosen is plain and rows[1].verdict == "not measured"
 
@@ -339,19 +435,33 @@ def _timed(e2e: float) -> TrialResult:
 
 
 def _kept_step(index: int, setup: Setup, pairs: list[Pair], technique: str = "attn-sdpa"):
-    from infertune.tune import Step
+    from infertune.tuning.run import Step
 
     d = decide("latency", pairs)
-    return Step(index=index, technique=technique, changes={}, setup=setup, expected=None, trial=_timed(1.0),
-                quality=None, objective=1.0, accepted=d.accepted, reason=d.reason, verdict=d.verdict, delta=d.delta,
-                noise=d.noise, pairs=pairs)
+    return Step(
+        index=index,
+        technique=technique,
+        changes={},
+        setup=setup,
+        expected=None,
+        trial=_timed(1.0),
+        quality=None,
+        objective=1.0,
+        accepted=d.accepted,
+        reason=d.reason,
+        verdict=d.verdict,
+        delta=d.delta,
+        noise=d.noise,
+        pairs=pairs,
+    )
 
 
 def test_a_thinly_kept_change_is_rechecked_at_the_end_and_undone_when_the_pooled_pairs_no_longer_show_it(tmp_path):
     """The last kept change (sdpa, -10 % on a band of 4 %) is measured again against the setup before it; here
     the machine has since drifted the other way (the candidate now 20 % slower): pooled with the step's pairs, the
     change is no longer clear, so it is undone and the setup before it is the run's pick."""
-    from infertune.tune import _confirm, best_step
+    from infertune.tuning.loop import _confirm
+    from infertune.tuning.run import best_step
 
     base = Setup(dtype="bfloat16", attn="eager")
     sdpa = base.model_copy(update={"attn": "sdpa"})
@@ -365,10 +475,20 @@ def test_a_thinly_kept_change_is_rechecked_at_the_end_and_undone_when_the_pooled
         calls.append((index, role, repeat, scored))
         return _timed(1.2 if setup == sdpa else 1.0)
 
-    from infertune.tune import Step
+    from infertune.tuning.run import Step
 
-    baseline = Step(index=0, technique=None, changes={}, setup=Setup(dtype="float32", attn="eager"), expected=None,
-                    trial=_timed(2.0), quality=None, objective=2.0, accepted=True, reason="baseline")
+    baseline = Step(
+        index=0,
+        technique=None,
+        changes={},
+        setup=Setup(dtype="float32", attn="eager"),
+        expected=None,
+        trial=_timed(2.0),
+        quality=None,
+        objective=2.0,
+        accepted=True,
+        reason="baseline",
+    )
     steps = [baseline, before, step]
     checked = _confirm(spec, steps, trial)
     assert checked is not None and checked.index == 2 and checked.confirm_pairs >= 3

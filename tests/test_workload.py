@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infertune.errors import UserError
-from infertune.workload import DEFAULT_PROMPTS, ChatMessage, Workload, load_workload, read_run_file, workload_from
+from infertune.core.errors import UserError
+from infertune.core.workload import DEFAULT_PROMPTS, ChatMessage, Workload, load_workload, read_run_file, workload_from
 
 
 def test_defaults_are_a_small_chat_workload():
@@ -95,10 +95,12 @@ def test_any_file_content_gives_a_workload_or_one_user_error(tmp_path_factory, t
 
 
 def test_run_file_with_workload_and_config_sections(tmp_path):
-    from infertune.config import config_from
+    from infertune.core.config import config_from
 
     f = tmp_path / "run.yaml"
-    f.write_text("workload:\n  max_new_tokens: 9\nconfig:\n  dtype: bf16\n  generate_kwargs:\n    repetition_penalty: 1.1\n")
+    f.write_text(
+        "workload:\n  max_new_tokens: 9\nconfig:\n  dtype: bf16\n  generate_kwargs:\n    repetition_penalty: 1.1\n"
+    )
     wl_data, cfg_data = read_run_file(f)
     assert workload_from(wl_data).max_new_tokens == 9
     cfg = config_from(cfg_data, attn_implementation="eager", dtype=None)

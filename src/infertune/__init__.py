@@ -1,9 +1,10 @@
 """infertune: pick, prove and ship the right inference optimization for a Transformers workload.
 
 The Python API (docs/api.md) is `infertune.env()`, `.estimate(...)`, `.advise(...)`, `.measure(...)`,
-`.tune(...)`, `.doctor(...)` and `.report(run_dir)`, defined in `infertune.api`. Most of those names are
-also infertune's own subpackages (`infertune.estimate` holds the estimator): read through this package,
-those modules are callable and forward the call to the API function, so both `infertune.estimate(...)` and
+`.tune(...)`, `.doctor(...)` and `.report(run_dir)`, defined in `infertune.api`. `env`, `advise` and `tune`
+are the API functions themselves. `estimate`, `measure`, `doctor` and `report` are also infertune's own
+subpackages (`infertune.estimate` holds the estimator): read through this package, those modules are
+callable and forward the call to the API function, so both `infertune.estimate(...)` and
 `from infertune.estimate import Estimate` work. This package is the top of the house (docs/architecture.md):
 it makes the verb modules callable from above, so none of them imports anything from here.
 """
@@ -13,6 +14,7 @@ import sys
 import types
 
 VERBS = ("env", "estimate", "advise", "measure", "tune", "doctor", "report")
+FUNCTIONS = ("env", "advise", "tune")  # verbs with no subpackage of their name: the API function itself
 
 
 class _VerbModule(types.ModuleType):
@@ -50,10 +52,10 @@ def _version() -> str:
 def __getattr__(name: str):
     if name == "__version__":
         return _version()
-    if name == "env":
-        from infertune.api import env
+    if name in FUNCTIONS:
+        from infertune import api
 
-        return env
+        return getattr(api, name)
     if name in VERBS:
         return importlib.import_module(f"infertune.{name}")
     raise AttributeError(f"module 'infertune' has no attribute {name!r}")

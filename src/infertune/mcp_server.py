@@ -36,9 +36,10 @@ def _progress(ctx, total: float | None, token):
             msg = e.get("phase") or f"serving {' '.join(e.get('flags', []))}"
         if msg is not None:
             try:
-                anyio.from_thread.run(ctx.report_progress, state["n"], total if total is not None else 1.0, msg,
-                                      token=token)
-            except Exception:  # noqa: BLE001 - progress is best effort: a closed client must not fail the trial
+                anyio.from_thread.run(
+                    ctx.report_progress, state["n"], total if total is not None else 1.0, msg, token=token
+                )
+            except Exception:
                 pass
 
     return on_event
@@ -50,18 +51,28 @@ def _as_json(result: Any) -> str:
     return json.dumps(result, indent=2, default=str)
 
 
-def tool_for(fn: Callable[..., Any], name: str, *, extra: list[inspect.Parameter] | None = None,
-             call: Callable[..., Any] | None = None, long: bool = False, total_arg: str | None = None):
+def tool_for(
+    fn: Callable[..., Any],
+    name: str,
+    *,
+    extra: list[inspect.Parameter] | None = None,
+    call: Callable[..., Any] | None = None,
+    long: bool = False,
+    total_arg: str | None = None,
+):
     """An async MCP tool with `fn`'s parameters (callbacks removed, `extra` added) that runs `call` (default
     `fn`) in a worker thread and returns its JSON."""
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from infertune.errors import UserError
+    from infertune.core.errors import UserError
 
     hints = typing.get_type_hints(fn)
-    params = [p.replace(annotation=hints.get(p.name, Any)) for p in inspect.signature(fn).parameters.values()
-              if p.name not in HIDDEN and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    params = [
+        p.replace(annotation=hints.get(p.name, Any))
+        for p in inspect.signature(fn).parameters.values()
+        if p.name not in HIDDEN and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
     params = [p.replace(kind=p.KEYWORD_ONLY) for p in params + (extra or [])]
     target = call or fn
 
@@ -76,7 +87,7 @@ def tool_for(fn: Callable[..., Any], name: str, *, extra: list[inspect.Parameter
             result = await anyio.to_thread.run_sync(lambda: target(**kwargs))
         except UserError as e:
             raise ToolError(str(e)) from None
-        except Exception as e:  # noqa: BLE001 - a bug: still one line for the caller
+        except Exception as e:
             raise ToolError(f"internal error: {type(e).__name__}: {e}") from None
         return _as_json(result)
 
@@ -93,24 +104,42 @@ def server():
 
     from infertune import __version__, api
 
-    srv = MCPServer("infertune", version=__version__, instructions=(
-        "Pick, prove and ship inference optimizations for Hugging Face Transformers. estimate and advise "
-        "answer from config.json (estimates); measure and tune run trials on this machine (measured)."))
-    tune_extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None)
-                  for n in ("output", "resume")]
+    srv = MCPServer(
+        "infertune",
+        version=__version__,
+        instructions=(
+            "Pick, prove and ship inference optimizations for Hugging Face Transformers. estimate and advise "
+            "answer from config.json (estimates); measure and tune run trials on this machine (measured)."
+        ),
+    )
+    tune_extra = [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None)
+        for n in ("output", "resume")
+    ]
     for name, fn, options in (
         ("env", api.env, {}),
         ("estimate", api.estimate, {}),
         ("advise", api.advise, {}),
         ("measure", api.measure, {"long": True}),
-        ("tune", api.tune_spec, {"long": True, "total_arg": "max_trials", "extra": tune_extra,
-                                 "call": lambda output=None, resume=None, **a: api.tune(output=output, resume=resume,
-                                                                                         **a)}),
+        (
+            "tune",
+            api.tune_spec,
+            {
+                "long": True,
+                "total_arg": "max_trials",
+                "extra": tune_extra,
+                "call": lambda output=None, resume=None, **a: api.tune(output=output, resume=resume, **a),
+            },
+        ),
         ("doctor", api.doctor, {}),
         ("report", api.report, {}),
     ):
-        srv.add_tool(tool_for(fn, name, **options), name=name, description=(inspect.getdoc(fn) or "").split("\n\n")[0],
-                     structured_output=False)
+        srv.add_tool(
+            tool_for(fn, name, **options),
+            name=name,
+            description=(inspect.getdoc(fn) or "").split("\n\n")[0],
+            structured_output=False,
+        )
     return srv
 
 

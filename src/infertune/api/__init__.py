@@ -9,13 +9,29 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from infertune.api.checkup import DoctorResult, ScriptAdvice, doctor
-    from infertune.api.common import (OnEvent, Say, default_run_dir, input_lengths, parse_budgets, parse_size_flag,
-                                      parse_tokens)
     from infertune.api.advice import advise
+    from infertune.api.checkup import DoctorResult, ScriptAdvice, doctor
+    from infertune.api.common import (
+        OnEvent,
+        Say,
+        default_run_dir,
+        input_lengths,
+        parse_budgets,
+        parse_size_flag,
+        parse_tokens,
+    )
     from infertune.api.plan import EnvReport, EstimateSweep, env, estimate
-    from infertune.api.runs import (TuneOutcome, check_device, host_facts, measure, report, resume_only, run_tune,
-                                    tune, tune_spec)
+    from infertune.api.runs import (
+        TuneOutcome,
+        check_device,
+        host_facts,
+        measure,
+        report,
+        resume_only,
+        run_tune,
+        tune,
+        tune_spec,
+    )
 
 # Each name is imported from its module on first use, so a verb loads only what it needs: `estimate` on a
 # model seen before stays clear of the trial runner, the tuner and their libraries (start-up, see
@@ -23,11 +39,27 @@ if TYPE_CHECKING:
 _HOME = {
     "advice": ("advise",),
     "checkup": ("DoctorResult", "ScriptAdvice", "doctor"),
-    "common": ("OnEvent", "Say", "default_run_dir", "input_lengths", "parse_budgets", "parse_size_flag",
-               "parse_tokens"),
+    "common": (
+        "OnEvent",
+        "Say",
+        "default_run_dir",
+        "input_lengths",
+        "parse_budgets",
+        "parse_size_flag",
+        "parse_tokens",
+    ),
     "plan": ("EnvReport", "EstimateSweep", "env", "estimate"),
-    "runs": ("TuneOutcome", "check_device", "host_facts", "measure", "report", "resume_only", "run_tune", "tune",
-             "tune_spec"),
+    "runs": (
+        "TuneOutcome",
+        "check_device",
+        "host_facts",
+        "measure",
+        "report",
+        "resume_only",
+        "run_tune",
+        "tune",
+        "tune_spec",
+    ),
 }
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 
@@ -41,7 +73,29 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = ["DoctorResult", "EnvReport", "EstimateSweep", "OnEvent", "Say", "ScriptAdvice", "TuneOutcome", "advise",
-           "default_run_dir", "doctor", "env", "estimate", "host_facts", "input_lengths", "measure",
-           "parse_budgets", "parse_size_flag", "parse_tokens", "report", "resume_only", "check_device", "run_tune", "tune",
-           "tune_spec"]
+__all__ = [
+    "DoctorResult",
+    "EnvReport",
+    "EstimateSweep",
+    "OnEvent",
+    "Say",
+    "ScriptAdvice",
+    "TuneOutcome",
+    "advise",
+    "check_device",
+    "default_run_dir",
+    "doctor",
+    "env",
+    "estimate",
+    "host_facts",
+    "input_lengths",
+    "measure",
+    "parse_budgets",
+    "parse_size_flag",
+    "parse_tokens",
+    "report",
+    "resume_only",
+    "run_tune",
+    "tune",
+    "tune_spec",
+]

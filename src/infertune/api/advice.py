@@ -10,29 +10,48 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from infertune import validate
-from infertune.advise import Advice
+from infertune.advisor.advise import Advice
 from infertune.api.common import Say, _quiet, input_lengths, parse_tokens
-from infertune.errors import UserError
-from infertune.hub import revision_of
+from infertune.core import validate
+from infertune.core.errors import UserError
+from infertune.models.hub import revision_of
 
 
-def advise(workload: str | Path | None = None, model: str | None = None, revision: str | None = None,
-           gpu: str | None = None, gpus: int = 1, vram: str | None = None, cpu_ram: str | None = None,
-           dtype: str | None = None, attn: str | None = None, quantization: str | None = None,
-           kv_cache: str | None = None, compile: bool = False, batching: str | None = None,
-           input_len: str | int | None = None, max_new_tokens: str | int | None = None, batch: int | None = None,
-           concurrency: int | None = None, measured: str | Path | None = None, trust_remote_code: bool = False,
-           ask: Callable[[str, int], int] | None = None, say: Say = _quiet, device_map: str | None = None,
-           tp: int = 1, lib: list[str] | dict[str, str] | None = None) -> Advice:
+def advise(
+    workload: str | Path | None = None,
+    model: str | None = None,
+    revision: str | None = None,
+    gpu: str | None = None,
+    gpus: int = 1,
+    vram: str | None = None,
+    cpu_ram: str | None = None,
+    dtype: str | None = None,
+    attn: str | None = None,
+    quantization: str | None = None,
+    kv_cache: str | None = None,
+    compile: bool = False,
+    batching: str | None = None,
+    input_len: str | int | None = None,
+    max_new_tokens: str | int | None = None,
+    batch: int | None = None,
+    concurrency: int | None = None,
+    measured: str | Path | None = None,
+    trust_remote_code: bool = False,
+    ask: Callable[[str, int], int] | None = None,
+    say: Say = _quiet,
+    device_map: str | None = None,
+    tp: int = 1,
+    lib: list[str] | dict[str, str] | None = None,
+) -> Advice:
     """Diagnose where the workload hurts and propose one compatible change: an `Advice`. Missing details
     are assumed and listed (or asked through `ask(question, default)` when given). `device_map` and `tp`
     describe the current placement; `lib` the target's library versions (NAME=VERSION)."""
-    from infertune import intake, models
-    from infertune.advise import advise as run_advise
-    from infertune.config import check_attn, config_from
+    from infertune.advisor import intake
+    from infertune.advisor.advise import advise as run_advise
+    from infertune.core.config import check_attn, config_from
+    from infertune.core.workload import load_run
+    from infertune.models import store
     from infertune.probe.model import profile_model
-    from infertune.workload import load_run
 
     validate.check(batch=batch, concurrency=concurrency, gpus=gpus)
     check_attn(attn)
@@ -45,15 +64,21 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
         if size:
             intake.parse_size(size, name)
     # the run file is validated exactly as measure validates it: the workload and its config: section
-    wl, cfg_data = load_run(workload, model=model, revision=revision, **input_lengths(input_len),
-                            max_new_tokens=parse_tokens(max_new_tokens, "max_new_tokens")[0] if max_new_tokens else None,
-                            batch=batch, concurrency=concurrency)
+    wl, cfg_data = load_run(
+        workload,
+        model=model,
+        revision=revision,
+        **input_lengths(input_len),
+        max_new_tokens=parse_tokens(max_new_tokens, "max_new_tokens")[0] if max_new_tokens else None,
+        batch=batch,
+        concurrency=concurrency,
+    )
     cfg = config_from(cfg_data, "config")
     given = wl.model_fields_set
     n_in = wl.longest_input if given & {"input_len", "input_lens"} else None
     n_out = wl.max_new_tokens if "max_new_tokens" in given else None
     conc = wl.concurrency if "concurrency" in given else None
-    model = wl.model if "model" in given else models.DEFAULT_MODEL
+    model = wl.model if "model" in given else store.DEFAULT_MODEL
     trial, engines = _read_measured(measured, model) if measured is not None else (None, [])  # before any work
     # the run file's config: describes the current setup where no flag does
     dtype = dtype or (cfg.dtype if "dtype" in cfg.model_fields_set else None)
@@ -64,17 +89,36 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
         device_map = cfg.device_map
     tp = tp if tp != 1 else cfg.tp_size
     libs = lib if isinstance(lib, dict) else intake.parse_libs(lib)
-    path = models.resolve(model, wl.revision, say=say)
+    path = store.resolve(model, wl.revision, say=say)
     prof = profile_model(path, trust_remote_code)
     intake.placement(prof, gpus, device_map, tp)  # a placement that cannot be is refused before any probe
     say("reading the hardware")
     acc, here = intake.target_hardware(gpu, vram)
-    shown = models.command_name(model, path)  # how snippets and commands name it
-    i = intake.build(prof, shown, acc, here, gpus=gpus, cpu_ram=cpu_ram, input_len=n_in, max_new_tokens=n_out,
-                     batch=wl.batch, concurrency=conc, dtype=dtype, attn=attn,
-                     quantization=quantization, kv_cache=kv_cache, compile=compile, batching=batching,
-                     gpu_given=gpu is not None, ask=ask, device_map=device_map, tp=tp, libs=libs,
-                     max_memory=cfg.max_memory)
+    shown = store.command_name(model, path)  # how snippets and commands name it
+    i = intake.build(
+        prof,
+        shown,
+        acc,
+        here,
+        gpus=gpus,
+        cpu_ram=cpu_ram,
+        input_len=n_in,
+        max_new_tokens=n_out,
+        batch=wl.batch,
+        concurrency=conc,
+        dtype=dtype,
+        attn=attn,
+        quantization=quantization,
+        kv_cache=kv_cache,
+        compile=compile,
+        batching=batching,
+        gpu_given=gpu is not None,
+        ask=ask,
+        device_map=device_map,
+        tp=tp,
+        libs=libs,
+        max_memory=cfg.max_memory,
+    )
     i.facts.engines_measured = engines
     assumptions = i.assumptions + [f"serving engine {e.line()}" for e in engines]
     advice = run_advise(i.facts, i.current, assumptions, i.questions, trial)
@@ -82,10 +126,12 @@ def advise(workload: str | Path | None = None, model: str | None = None, revisio
 
 
 def _same_model(a: str, b: str) -> bool:
-    from infertune import models
+    from infertune.models import store
 
-    a, b = models.ALIASES.get(a, a), models.ALIASES.get(b, b)
-    return a == b or (Path(a).expanduser().is_dir() and Path(a).expanduser().resolve() == Path(b).expanduser().resolve())
+    a, b = store.ALIASES.get(a, a), store.ALIASES.get(b, b)
+    return a == b or (
+        Path(a).expanduser().is_dir() and Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+    )
 
 
 def _read_measured(measured: str | Path, model: str):
@@ -108,10 +154,13 @@ def _read_measured(measured: str | Path, model: str):
     if isinstance(data, dict) and data.get("kind") == "tune-report":
         if not _same_model(str(data.get("model")), model):
             raise UserError(f"--measured: {measured} measured {data.get('model')}, not {model}")
-        return None, [EngineEvidence.model_validate({**e, "source": str(measured)})
-                      for e in data.get("serving_engine") or []]
+        return None, [
+            EngineEvidence.model_validate({**e, "source": str(measured)}) for e in data.get("serving_engine") or []
+        ]
     try:
         return TrialResult.model_validate(data), []
     except ValueError:
-        raise UserError(f"--measured: {measured} is not a measure result (infertune measure --output FILE) nor "
-                        "a tune run (its directory or report.json)") from None
+        raise UserError(
+            f"--measured: {measured} is not a measure result (infertune measure --output FILE) nor "
+            "a tune run (its directory or report.json)"
+        ) from None

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from infertune.advise import Advice
+from infertune.advisor.advise import Advice
 from infertune.api.advice import advise
 from infertune.api.common import Say, _quiet
+from infertune.core.errors import UserError
 from infertune.doctor import DoctorResult as Findings
-from infertune.errors import UserError
-from infertune.hub import revision_of
+from infertune.models.hub import revision_of
 
 
 class ScriptAdvice(BaseModel):
@@ -29,9 +29,17 @@ class DoctorResult(Findings):
 # --- doctor -----------------------------------------------------------------------------------------------
 
 
-def doctor(paths: list[str | Path] | str | Path | None = None, env: bool = False, advise: bool = False,
-           gpu: str | None = None, model: str | None = None, say: Say = _quiet, select: list[str] | None = None,
-           ignore: list[str] | None = None, target_version: str | None = None) -> DoctorResult:
+def doctor(
+    paths: list[str | Path] | str | Path | None = None,
+    env: bool = False,
+    advise: bool = False,
+    gpu: str | None = None,
+    model: str | None = None,
+    say: Say = _quiet,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    target_version: str | None = None,
+) -> DoctorResult:
     """The classic inference mistakes in scripts (never executed), optionally the environment's, and each
     script's settings as an advise run: a `DoctorResult`. `select`/`ignore` choose rules like ruff's;
     `target_version` is the transformers version the scripts run on (default: their pins)."""
@@ -72,10 +80,10 @@ def _environment_findings(model: str | None, say: Say):
 
     prof = folder = None
     if model:  # resolved first: a model that is not here is refused before anything is read
-        from infertune import models
+        from infertune.models import store
         from infertune.probe.model import profile_model
 
-        folder = models.resolve(model, None, say=say)
+        folder = store.resolve(model, None, say=say)
         prof = profile_model(folder)
     say("reading the environment")
     hw = detect_hardware()
@@ -84,7 +92,9 @@ def _environment_findings(model: str | None, say: Say):
         from infertune.estimate.memory import EstimateSettings, estimate_memory, resolve_dtype
 
         dtype = resolve_dtype("auto", prof.native_dtype) or "float32"
-        weights = estimate_memory(prof, EstimateSettings(dtype=dtype, platform="cuda" if hw.gpus else "cpu")).weights_bytes
+        weights = estimate_memory(
+            prof, EstimateSettings(dtype=dtype, platform="cuda" if hw.gpus else "cpu")
+        ).weights_bytes
     return check_environment(hw, model_bytes=weights, model=model), revision_of(folder) if folder else None
 
 
@@ -106,7 +116,9 @@ def _advise_scripts(paths: list[Path], gpu: str | None):
             continue
         if gpu:
             found["gpu"] = gpu
-        flags = [f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}") for k, v in found.items()]
+        flags = [
+            f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}") for k, v in found.items()
+        ]
         row = ScriptAdvice(path=str(f), command=f"infertune advise --no-input {' '.join(flags)}")
         try:
             row.advice = advise(**found)

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from infertune import validate
-from infertune.errors import UserError
+from infertune.core import validate
+from infertune.core.errors import UserError
 
 Say = Callable[[str], None]
 OnEvent = Callable[[dict[str, Any]], None]
@@ -45,7 +45,7 @@ def parse_budgets(text: str) -> dict[str, str]:
         key, sep, size = (x.strip() for x in part.partition("="))
         if not sep or not size:
             raise UserError(f"--max-memory: {part!r} is not DEVICE=SIZE (e.g. 0=20GiB,cpu=64GiB)")
-        (device, n), = parse_max_memory({key: size}).items()  # the estimator's reading: a known device, a size
+        ((device, n),) = parse_max_memory({key: size}).items()  # the estimator's reading: a known device, a size
         if n <= 0:
             raise UserError("--max-memory: the size must be positive")
         out[device.removeprefix("cuda:")] = size
@@ -57,7 +57,7 @@ def parse_budgets(text: str) -> dict[str, str]:
 def parse_size_flag(text: str | int | None, flag: str) -> int | None:
     if text is None or isinstance(text, int):
         return text
-    from infertune.intake import parse_size
+    from infertune.advisor.intake import parse_size
 
     return int(text) if text.strip().isdigit() else parse_size(text, flag)
 

@@ -7,13 +7,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from infertune import validate
 from infertune.api.common import Say, _quiet, parse_tokens
-from infertune.errors import UserError
+from infertune.core import validate
+from infertune.core.errors import UserError
+from infertune.core.schema import SCHEMA_VERSION
 from infertune.estimate import Estimate
-from infertune.hub import REVISION_DOC, revision_of
+from infertune.models.hub import REVISION_DOC, revision_of
 from infertune.probe.hardware import Hardware
-from infertune.schema import SCHEMA_VERSION
 
 KV_NBITS = (2, 4)  # transformers' quantized cache with the quanto backend (the one trials run)
 
@@ -47,21 +47,36 @@ class EstimateSweep(BaseModel):
     sweep: list[Estimate]  # one per input length
 
 
-def estimate(model: str | None = None, revision: str | None = None, dtype: str = "auto",
-             quantization: str | None = None, kv_cache: str = "dynamic", kv_nbits: int = 4,
-             kv_residual_len: int = 128, max_cache_len: str | int | None = None, attn: str = "sdpa",
-             prefill_chunk: str | int | None = None, input_len: str | int = "512", max_new_tokens: str | int = "256",
-             batch: int = 1, concurrency: int = 1, gpu: str | None = None, gpus: int = 1,
-             max_memory: str | None = None, cpu: bool = False, trust_remote_code: bool = False,
-             say: Say = _quiet) -> Estimate | EstimateSweep:
+def estimate(
+    model: str | None = None,
+    revision: str | None = None,
+    dtype: str = "auto",
+    quantization: str | None = None,
+    kv_cache: str = "dynamic",
+    kv_nbits: int = 4,
+    kv_residual_len: int = 128,
+    max_cache_len: str | int | None = None,
+    attn: str = "sdpa",
+    prefill_chunk: str | int | None = None,
+    input_len: str | int = "512",
+    max_new_tokens: str | int = "256",
+    batch: int = 1,
+    concurrency: int = 1,
+    gpu: str | None = None,
+    gpus: int = 1,
+    max_memory: str | None = None,
+    cpu: bool = False,
+    trust_remote_code: bool = False,
+    say: Say = _quiet,
+) -> Estimate | EstimateSweep:
     """Memory by component, roofline speed and what fits, from config.json alone: an `Estimate`, or an
     `EstimateSweep` when `input_len` lists several lengths ("1k,8k,32k")."""
-    from infertune import models
-    from infertune.config import DTYPE_ALIASES, check_attn
+    from infertune.core.config import DTYPE_ALIASES, check_attn
     from infertune.estimate import estimate as run_estimate
     from infertune.estimate.accelerators import find_accelerator, from_detected_gpu, probe_cpu
     from infertune.estimate.memory import EstimateSettings, Quantization, resolve_dtype
     from infertune.estimate.placement import parse_max_memory
+    from infertune.models import store
     from infertune.probe.model import profile_model
 
     validate.check(batch=batch, concurrency=concurrency, gpus=gpus, kv_residual_len=kv_residual_len)
@@ -88,18 +103,37 @@ def estimate(model: str | None = None, revision: str | None = None, dtype: str =
         raise UserError("--max-memory: Apple's unified memory is one device; give --gpu NAME for a CUDA card")
     if budgets and platform == "cpu" and any(d.startswith("cuda:") for d in budgets):
         raise UserError("--max-memory names GPUs but none is detected here; give --gpu NAME to estimate for one")
-    model = model or models.DEFAULT_MODEL
-    path = models.resolve(model, revision, say=say)
+    model = model or store.DEFAULT_MODEL
+    path = store.resolve(model, revision, say=say)
     prof = profile_model(path, trust_remote_code)
     resolved = resolve_dtype(dtype, prof.native_dtype)
     if acc is None:  # this CPU: measured once (it says so), then read from the cache
         acc = probe_cpu(say=say)
     base = EstimateSettings(
-        dtype=resolved, quantization=quant, kv_cache=kv_cache, kv_nbits=kv_nbits,
-        kv_residual_len=kv_residual_len, max_cache_len=cache_len, attn=attn, prefill_chunk=chunk,
-        max_new_tokens=new_tokens, batch=batch, concurrency=concurrency, platform=platform,
+        dtype=resolved,
+        quantization=quant,
+        kv_cache=kv_cache,
+        kv_nbits=kv_nbits,
+        kv_residual_len=kv_residual_len,
+        max_cache_len=cache_len,
+        attn=attn,
+        prefill_chunk=chunk,
+        max_new_tokens=new_tokens,
+        batch=batch,
+        concurrency=concurrency,
+        platform=platform,
     )
     rev = revision_of(path)
-    results = [run_estimate(prof, base.model_copy(update={"input_len": n}), acc, model=models.command_name(model, path),
-                            gpus=gpus, max_memory=budgets, model_revision=rev) for n in lengths]
+    results = [
+        run_estimate(
+            prof,
+            base.model_copy(update={"input_len": n}),
+            acc,
+            model=store.command_name(model, path),
+            gpus=gpus,
+            max_memory=budgets,
+            model_revision=rev,
+        )
+        for n in lengths
+    ]
     return results[0] if len(results) == 1 else EstimateSweep(model_revision=rev, sweep=results)

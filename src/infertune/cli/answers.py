@@ -29,10 +29,33 @@ from typing import Any
 VERSION = 1
 VERBS = ("profile", "estimate", "advise")
 KEEP = 256  # entries; the oldest go first
-ENV_PREFIXES = ("INFERTUNE_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "CUDA_", "OMP_",
-                "MKL_", "PYDANTIC_")
-ENV_NAMES = ("COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
-             "JUPYTER_COLUMNS", "JUPYTER_LINES", "CLICOLOR", "CLICOLOR_FORCE", "HOME", "XDG_CACHE_HOME")
+ENV_PREFIXES = (
+    "INFERTUNE_",
+    "HF_",
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+    "TORCH",
+    "PYTORCH_",
+    "CUDA_",
+    "OMP_",
+    "MKL_",
+    "PYDANTIC_",
+)
+ENV_NAMES = (
+    "COLUMNS",
+    "LINES",
+    "TERM",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "TTY_COMPATIBLE",
+    "TTY_INTERACTIVE",
+    "JUPYTER_COLUMNS",
+    "JUPYTER_LINES",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "HOME",
+    "XDG_CACHE_HOME",
+)
 
 
 def entry(verb: str, flags: dict[str, Any]) -> Path | None:
@@ -46,7 +69,7 @@ def entry(verb: str, flags: dict[str, Any]) -> Path | None:
         asks = terminal and not flags.get("no_input") and flags.get("fmt", "table") == "table"
         if asks or flags.get("workload") or flags.get("measured") or not no_gpu_driver():
             return None
-    from infertune.paths import home
+    from infertune.core.paths import home
 
     h = hashlib.sha256(repr(_key(verb, flags)).encode())
     return home() / "answers" / f"{verb}-{h.hexdigest()[:32]}.json"
@@ -107,20 +130,27 @@ class _Tee:
 
 
 def _keep(path: Path, flags: dict[str, Any], stdout: str) -> None:
-    from infertune import models
+    from infertune.core.paths import home, write_atomic
     from infertune.estimate.calibration import BUSY_LOAD, cache_path
-    from infertune.paths import home, write_atomic
+    from infertune.models import store
 
-    spec = flags.get("model") or models.DEFAULT_MODEL
-    if models.ALIASES.get(spec, spec) not in models.EMBEDDED and not Path(spec).expanduser().is_dir():
+    spec = flags.get("model") or store.DEFAULT_MODEL
+    if store.ALIASES.get(spec, spec) not in store.EMBEDDED and not Path(spec).expanduser().is_dir():
         return  # a hub id: the hub may hold a newer revision than the one this answer read
-    folder = models.resolve(spec, flags.get("revision"), prepare_missing=False)
+    folder = store.resolve(spec, flags.get("revision"), prepare_missing=False)
     cal = cache_path("cpu")
     if cal.is_file() and (json.loads(cal.read_text(encoding="utf-8")).get("load_per_core") or 0) > BUSY_LOAD:
         return
     engines = sorted((home() / "engines").glob("*/engine.json"))
-    deps = [folder, *_files(folder), home() / "cpu-probe.json", cal.parent, *_files(cal.parent), home() / "engines",
-            *engines]
+    deps = [
+        folder,
+        *_files(folder),
+        home() / "cpu-probe.json",
+        cal.parent,
+        *_files(cal.parent),
+        home() / "engines",
+        *engines,
+    ]
     write_atomic(path, json.dumps({"deps": _stats([str(p) for p in deps]), "stdout": stdout}))
     kept = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime)
     for old in kept[:-KEEP]:
@@ -161,8 +191,22 @@ def _key(verb: str, flags: dict[str, Any]) -> tuple:
     except (AttributeError, ValueError, OSError):
         ram = None
     path_dirs = sorted(_stats(p for p in sys.path if p and os.path.isdir(p)).items())
-    return (VERSION, verb, sorted((k, repr(v)) for k, v in flags.items()), env, tty, size, sys.executable,
-            sys.version, _source(), path_dirs, host_fingerprint("cpu"), nvidia_gpus(), ram, os.getcwd())
+    return (
+        VERSION,
+        verb,
+        sorted((k, repr(v)) for k, v in flags.items()),
+        env,
+        tty,
+        size,
+        sys.executable,
+        sys.version,
+        _source(),
+        path_dirs,
+        host_fingerprint("cpu"),
+        nvidia_gpus(),
+        ram,
+        os.getcwd(),
+    )
 
 
 def _source() -> list[tuple[str, int, int]]:

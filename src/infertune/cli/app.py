@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,11 +16,14 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,  # click's own help layout: option names are never cut, at any terminal width
 )
-models_app = typer.Typer(help="Models that need no model hub: prepare and list them.", no_args_is_help=True,
-                         rich_markup_mode=None)
+models_app = typer.Typer(
+    help="Models that need no model hub: prepare and list them.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(models_app, name="models")
-engines_app = typer.Typer(help="Serving engines (vLLM, SGLang) in environments infertune manages: install and list "
-                               "them.", no_args_is_help=True)
+engines_app = typer.Typer(
+    help="Serving engines (vLLM, SGLang) in environments infertune manages: install and list them.",
+    no_args_is_help=True,
+)
 app.add_typer(engines_app, name="engines")
 
 
@@ -36,26 +39,31 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+        bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = None,
 ) -> None:
     pass
 
 
 ModelOpt = Annotated[
-    Optional[str], typer.Option("--model", help="'demo', a local model folder, or a hub id in the local HF cache")
+    str | None, typer.Option("--model", help="'demo', a local model folder, or a hub id in the local HF cache")
 ]
 TrustOpt = Annotated[bool, typer.Option("--trust-remote-code", help="allow the model's own code to run")]
-CbBlockSizeOpt = Annotated[Optional[int], typer.Option(help="continuous batching: tokens per KV-cache block")]
-CbNumBlocksOpt = Annotated[Optional[int], typer.Option(help="continuous batching: KV-cache blocks (default: "
-                                                       "sized from free memory)")]
+CbBlockSizeOpt = Annotated[int | None, typer.Option(help="continuous batching: tokens per KV-cache block")]
+CbNumBlocksOpt = Annotated[
+    int | None, typer.Option(help="continuous batching: KV-cache blocks (default: sized from free memory)")
+]
 # workload flags shared by measure and tune
-MaxNewTokensOpt = Annotated[Optional[int], typer.Option(help="tokens to generate per request")]
-InputLenOpt = Annotated[Optional[str], typer.Option(
-    help="pad each prompt to exactly N input tokens (512, 2k); a list mixes lengths across requests: 128,2k")]
-BatchOpt = Annotated[Optional[int], typer.Option(help="prompts per generate call")]
-RepeatsOpt = Annotated[Optional[int], typer.Option(help="timed passes over the prompts")]
-WarmupOpt = Annotated[Optional[int], typer.Option(help="untimed generate calls first")]
+MaxNewTokensOpt = Annotated[int | None, typer.Option(help="tokens to generate per request")]
+InputLenOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="pad each prompt to exactly N input tokens (512, 2k); a list mixes lengths across requests: 128,2k"
+    ),
+]
+BatchOpt = Annotated[int | None, typer.Option(help="prompts per generate call")]
+RepeatsOpt = Annotated[int | None, typer.Option(help="timed passes over the prompts")]
+WarmupOpt = Annotated[int | None, typer.Option(help="untimed generate calls first")]
 FormatOpt = Annotated[Format, typer.Option("--format", help="table for people, json for programs")]
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rich.markup import escape
 
 from infertune.cli.output import err, out, print_advice, progress
@@ -21,17 +20,24 @@ class DoctorFormat(str, Enum):
 
 
 def doctor(
-    paths: Annotated[Optional[list[Path]], typer.Argument(help="Python files or folders to check")] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(help="Python files or folders to check")] = None,
     env: Annotated[bool, typer.Option("--env", help="also check this environment (versions, devices, memory)")] = False,
     advise_: Annotated[bool, typer.Option("--advise", help="then advise on each script's model and settings")] = False,
-    gpu: Annotated[Optional[str], typer.Option(
-        help="the GPU the scripts target (H100 SXM, T4, ...): sharpens the max_memory and FlashAttention rules")] = None,
-    model: Annotated[Optional[str], typer.Option(help="with --env: check this model's weights against free memory")] = None,
-    fmt: Annotated[DoctorFormat, typer.Option("--format", help="text for people, json for programs, sarif for "
-                                              "code scanning")] = DoctorFormat.text,
-    select: Annotated[Optional[list[str]], typer.Option(help="only these rules (ids, names, prefixes)")] = None,
-    ignore: Annotated[Optional[list[str]], typer.Option(help="skip these rules (ids, names, prefixes)")] = None,
-    target_version: Annotated[Optional[str], typer.Option(help="the transformers version the scripts run on")] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            help="the GPU the scripts target (H100 SXM, T4, ...): sharpens the max_memory and FlashAttention rules"
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="with --env: check this model's weights against free memory")
+    ] = None,
+    fmt: Annotated[
+        DoctorFormat, typer.Option("--format", help="text for people, json for programs, sarif for code scanning")
+    ] = DoctorFormat.text,
+    select: Annotated[list[str] | None, typer.Option(help="only these rules (ids, names, prefixes)")] = None,
+    ignore: Annotated[list[str] | None, typer.Option(help="skip these rules (ids, names, prefixes)")] = None,
+    target_version: Annotated[str | None, typer.Option(help="the transformers version the scripts run on")] = None,
 ) -> None:
     """Find the classic inference mistakes in your scripts, statically (never runs them). Exit 1 on findings.
     (Without --env/--advise/--gpu/--model, `infertune doctor` answers on a stdlib-only fast path: doctor/cli.py.)"""
@@ -39,8 +45,17 @@ def doctor(
     from infertune.doctor.cli import split
 
     with err.status("checking", spinner="dots") as status:
-        result = api.doctor(paths, env, advise_, gpu, model, say=progress(status), select=split(select or []),
-                            ignore=split(ignore or []), target_version=target_version)
+        result = api.doctor(
+            paths,
+            env,
+            advise_,
+            gpu,
+            model,
+            say=progress(status),
+            select=split(select or []),
+            ignore=split(ignore or []),
+            target_version=target_version,
+        )
     if fmt is DoctorFormat.sarif:
         import json
 
@@ -51,14 +66,19 @@ def doctor(
         print_json(result)
     else:
         for f in result.findings:
-            out.print(f"{escape(f.path)}:{f.line}:{f.col} [bold]{f.rule}[/bold] {escape(f.message)}", highlight=False,
-                      soft_wrap=True)
+            out.print(
+                f"{escape(f.path)}:{f.line}:{f.col} [bold]{f.rule}[/bold] {escape(f.message)}",
+                highlight=False,
+                soft_wrap=True,
+            )
             out.print(f"    fix: {f.fix}", style="dim", markup=False, highlight=False, soft_wrap=True)
         for e in result.errors:
             err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         n = len(result.findings)
-        scope = " and ".join(([f"{result.files} file{'s' * (result.files != 1)}"] if result.files else [])
-                             + (["the environment"] if env else []))
+        scope = " and ".join(
+            ([f"{result.files} file{'s' * (result.files != 1)}"] if result.files else [])
+            + (["the environment"] if env else [])
+        )
         if scope:  # nothing read (every input an error): the errors above are the whole answer
             err.print(f"{n} finding{'s' * (n != 1)} in {scope}" if n else f"no findings in {scope}")
         for a in result.advice or []:

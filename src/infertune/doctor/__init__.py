@@ -59,8 +59,13 @@ def parse(path: Path, target: Target | None = None) -> Script:
     return Script(str(path), source, tree, target or Target())
 
 
-def check(paths: list[Path], target: Target | None = None, select: list[str] | None = None,
-          ignore: list[str] | None = None, target_version: str | None = None) -> Report:
+def check(
+    paths: list[Path],
+    target: Target | None = None,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    target_version: str | None = None,
+) -> Report:
     """Every rule (or those selected) over every file. Raises ValueError on an unknown rule."""
     rules = select_rules(select, ignore)
     pinned.cache_clear()  # one look per folder and run: pins may change between runs in one process
@@ -151,4 +156,3 @@ def __getattr__(name: str):
 
 
 __all__ = ["RULES", "DoctorResult", "Finding", "Report", "Rule", "Target", "check", "parse", "python_files", "settings"]
-

@@ -20,15 +20,22 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="infertune doctor", description="Find the classic inference mistakes in your scripts, "
-                "statically (never runs them). Exit 1 on findings, 2 on unreadable input.")
+    p = _Parser(
+        prog="infertune doctor",
+        description="Find the classic inference mistakes in your scripts, "
+        "statically (never runs them). Exit 1 on findings, 2 on unreadable input.",
+    )
     p.add_argument("paths", nargs="*", type=Path, help="Python files or folders to check")
     p.add_argument("--format", dest="fmt", choices=FORMATS, default="text", help="text, json or sarif")
-    p.add_argument("--select", action="append", default=[], help="only these rules (ids, names, prefixes; "
-                   "comma-separated)")
+    p.add_argument(
+        "--select", action="append", default=[], help="only these rules (ids, names, prefixes; comma-separated)"
+    )
     p.add_argument("--ignore", action="append", default=[], help="skip these rules (ids, names, prefixes)")
-    p.add_argument("--target-version", help="the transformers version the scripts run on (4.46, 5, '>=4.40,<5'); "
-                   "default: the pins beside or above each script, else both 4.x and 5.x")
+    p.add_argument(
+        "--target-version",
+        help="the transformers version the scripts run on (4.46, 5, '>=4.40,<5'); "
+        "default: the pins beside or above each script, else both 4.x and 5.x",
+    )
     p.add_argument("--env", action="store_true", help="also check this environment (full CLI)")
     p.add_argument("--advise", action="store_true", help="then advise on each script's settings (full CLI)")
     p.add_argument("--gpu", help="the GPU the scripts target (full CLI)")
@@ -55,8 +62,9 @@ def main(argv: list[str]) -> int | None:
         sys.stderr.write("error: give Python files or folders to check (infertune doctor app.py), or --env\n")
         return 2
     try:
-        report = doctor.check(args.paths, select=split(args.select), ignore=split(args.ignore),
-                              target_version=args.target_version)
+        report = doctor.check(
+            args.paths, select=split(args.select), ignore=split(args.ignore), target_version=args.target_version
+        )
     except ValueError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2

@@ -57,12 +57,28 @@ class Target:
 MODEL_CLASS = re.compile(r"^(Auto\w*Model\w*|\w+For\w+|\w+LMHeadModel|\w+Model)$")
 NOT_MODELS = {"AutoConfig", "GenerationConfig", "AutoTokenizer", "AutoProcessor", "PretrainedConfig"}
 TOKENIZER_CLASS = re.compile(r"(Tokenizer\w*|Processor)$")
-GENERATIVE = re.compile(r"(CausalLM|Seq2SeqLM|ConditionalGeneration|LMHeadModel|Vision2Seq|ImageTextToText|"
-                        r"SpeechSeq2Seq|TextToWaveform)$")
-ENCODER_DECODER = re.compile(r"(Seq2SeqLM|SpeechSeq2Seq|T5\w*|Bart\w*|Marian\w*|Pegasus\w*|Whisper\w*|"
-                             r"\w+ForConditionalGeneration)$")
-MOVES = {"to", "cuda", "eval", "half", "float", "bfloat16", "requires_grad_", "train", "cpu", "npu", "xpu",
-         "merge_and_unload"}
+GENERATIVE = re.compile(
+    r"(CausalLM|Seq2SeqLM|ConditionalGeneration|LMHeadModel|Vision2Seq|ImageTextToText|"
+    r"SpeechSeq2Seq|TextToWaveform)$"
+)
+ENCODER_DECODER = re.compile(
+    r"(Seq2SeqLM|SpeechSeq2Seq|T5\w*|Bart\w*|Marian\w*|Pegasus\w*|Whisper\w*|"
+    r"\w+ForConditionalGeneration)$"
+)
+MOVES = {
+    "to",
+    "cuda",
+    "eval",
+    "half",
+    "float",
+    "bfloat16",
+    "requires_grad_",
+    "train",
+    "cpu",
+    "npu",
+    "xpu",
+    "merge_and_unload",
+}
 # Runtimes other than PyTorch (ONNX Runtime, OpenVINO, TF, Flax, Neuron...): their own devices and dtypes.
 OTHER_RUNTIME = re.compile(r"^(ORT|OV|IPEX|Neuron|TF|Flax|MLX|Gaudi|Habana)")
 PASSTHROUGH = {"get_peft_model", "prepare_model_for_kbit_training"}

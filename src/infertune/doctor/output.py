@@ -16,21 +16,32 @@ INFO_URI = "https://github.com/infertune/infertune"
 
 def text(findings: list[Finding], color: bool = False) -> str:
     bold, dim, reset = ("\033[1m", "\033[2m", "\033[0m") if color else ("", "", "")
-    return "".join(f"{f.path}:{f.line}:{f.col} {bold}{f.rule}{reset} {f.message}\n{dim}    fix: {f.fix}{reset}\n"
-                   for f in findings)
+    return "".join(
+        f"{f.path}:{f.line}:{f.col} {bold}{f.rule}{reset} {f.message}\n{dim}    fix: {f.fix}{reset}\n" for f in findings
+    )
 
 
 def summary(n_findings: int, files: int | None, env: bool = False) -> str:
-    scope = " and ".join(([f"{files} file{'s' * (files != 1)}"] if files is not None else [])
-                         + (["the environment"] if env else []))
+    scope = " and ".join(
+        ([f"{files} file{'s' * (files != 1)}"] if files is not None else []) + (["the environment"] if env else [])
+    )
     return f"{n_findings} finding{'s' * (n_findings != 1)} in {scope}" if n_findings else f"no findings in {scope}"
 
 
 def as_json(findings: list[Finding], files: int, errors: list[str]) -> str:
-    from infertune.schema import SCHEMA_VERSION
+    from infertune.core.schema import SCHEMA_VERSION
 
-    return json.dumps({"kind": "doctor", "schema_version": SCHEMA_VERSION, "findings": [asdict(f) for f in findings],
-                       "files": files, "errors": errors, "advice": None}, indent=2)
+    return json.dumps(
+        {
+            "kind": "doctor",
+            "schema_version": SCHEMA_VERSION,
+            "findings": [asdict(f) for f in findings],
+            "files": files,
+            "errors": errors,
+            "advice": None,
+        },
+        indent=2,
+    )
 
 
 def _uri(path: str) -> str:
@@ -44,25 +55,46 @@ def _uri(path: str) -> str:
 def sarif(findings: list[Finding], errors: list[str], version: str | None = None) -> dict:
     """One SARIF 2.1.0 log: every rule in the driver, each finding a result with its location."""
     index = {r.id: i for i, r in enumerate(RULES)}
-    rules = [{"id": r.id, "name": r.name, "shortDescription": {"text": r.summary},
-              "fullDescription": {"text": r.summary}, "help": {"text": f"fix: {r.fix}"}, "helpUri": r.doc_url,
-              "defaultConfiguration": {"level": "warning"}} for r in RULES]
+    rules = [
+        {
+            "id": r.id,
+            "name": r.name,
+            "shortDescription": {"text": r.summary},
+            "fullDescription": {"text": r.summary},
+            "help": {"text": f"fix: {r.fix}"},
+            "helpUri": r.doc_url,
+            "defaultConfiguration": {"level": "warning"},
+        }
+        for r in RULES
+    ]
     results = []
     for f in findings:
         result = {"ruleId": f.rule, "level": "warning", "message": {"text": f"{f.message} (fix: {f.fix})"}}
         if f.rule in index:
             result["ruleIndex"] = index[f.rule]
         if f.line > 0:
-            result["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": _uri(f.path)},
-                                                         "region": {"startLine": f.line, "startColumn": f.col}}}]
+            result["locations"] = [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": _uri(f.path)},
+                        "region": {"startLine": f.line, "startColumn": f.col},
+                    }
+                }
+            ]
         results.append(result)
-    driver = {"name": "infertune", "informationUri": INFO_URI, "rules": rules} | ({"version": version} if version
-                                                                                 else {})
-    run = {"tool": {"driver": driver},
-           "results": results,
-           "invocations": [{"executionSuccessful": not errors,
-                            "toolExecutionNotifications": [{"level": "error", "message": {"text": e}}
-                                                           for e in errors]}]}
+    driver = {"name": "infertune", "informationUri": INFO_URI, "rules": rules} | (
+        {"version": version} if version else {}
+    )
+    run = {
+        "tool": {"driver": driver},
+        "results": results,
+        "invocations": [
+            {
+                "executionSuccessful": not errors,
+                "toolExecutionNotifications": [{"level": "error", "message": {"text": e}} for e in errors],
+            }
+        ],
+    }
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 

@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from infertune.core.schema import SCHEMA_VERSION
 from infertune.doctor.nodes import Finding
-from infertune.hub import REVISION_DOC
-from infertune.schema import SCHEMA_VERSION
+from infertune.models.hub import REVISION_DOC
 
 
 class DoctorResult(BaseModel):

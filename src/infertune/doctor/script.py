@@ -83,8 +83,9 @@ class Script:
                 self.parents[row] = node
                 self._bind(node.target, row)
             elif isinstance(node, ast.AugAssign) and dotted(node.target):  # x += v is x = x + v
-                grown = ast.copy_location(ast.BinOp(left=ast.Name(dotted(node.target), ast.Load()), op=node.op,
-                                                    right=node.value), node)
+                grown = ast.copy_location(
+                    ast.BinOp(left=ast.Name(dotted(node.target), ast.Load()), op=node.op, right=node.value), node
+                )
                 ast.copy_location(grown.left, node)
                 self.parents[grown], self.parents[grown.left] = node, grown
                 self._bind(node.target, grown)
@@ -101,13 +102,20 @@ class Script:
         self._memo: dict[int, list] = {}
         self.loads = [c for c in self.calls if self.is_model_load(c)]
         self.tokenizers = [c for c in self.calls if self.is_tokenizer_load(c)]
-        self.pipelines = [c for c in self.calls if callee(c) == "pipeline" and dotted(c.func) in ("pipeline",
-                                                                                                "transformers.pipeline")]
+        self.pipelines = [
+            c for c in self.calls if callee(c) == "pipeline" and dotted(c.func) in ("pipeline", "transformers.pipeline")
+        ]
         self.generates = [c for c in self.calls if method(c) == "generate" and not self.foreign(c.func.value)]
-        self.thread_generates = [c for c in self.calls if callee(c) in ("Thread", "submit") and isinstance(
-            t := kw(c, "target") or (c.args[0] if c.args else None), ast.Attribute) and t.attr == "generate"]
-        self.trains = any(callee(c) in ("Trainer", "SFTTrainer", "TrainingArguments", "SFTConfig", "backward")
-                          for c in self.calls)
+        self.thread_generates = [
+            c
+            for c in self.calls
+            if callee(c) in ("Thread", "submit")
+            and isinstance(t := kw(c, "target") or (c.args[0] if c.args else None), ast.Attribute)
+            and t.attr == "generate"
+        ]
+        self.trains = any(
+            callee(c) in ("Trainer", "SFTTrainer", "TrainingArguments", "SFTConfig", "backward") for c in self.calls
+        )
 
     def defined(self, c: ast.Call) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
         """The functions of this file a call runs: `f(...)`, `self.f(...)` (not `model.generate(...)`)."""
@@ -116,8 +124,12 @@ class Script:
             return self.functions.get(callee(c), [])
         if isinstance(func, ast.Attribute) and hasattr(self, "_memo"):  # engine.stream(...), engine = Engine()
             classes = {callee(o) for o in self.origins(func.value) if isinstance(o, ast.Call)} & set(self.classes)
-            return [f for name in classes for f in self.classes[name].body
-                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == func.attr]
+            return [
+                f
+                for name in classes
+                for f in self.classes[name].body
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == func.attr
+            ]
         return []
 
     def _bind(self, target: ast.expr, value: ast.expr) -> None:
@@ -183,8 +195,13 @@ class Script:
         line, fn = getattr(use, "lineno", None), self.enclosing_function(use)
         if line is None or len(values) == 1:
             return values
-        before = [v for v in values if _line(v) is not None and _line(v) < line
-                  and self.enclosing_function(v.value if isinstance(v, Unpack) else v) is fn]
+        before = [
+            v
+            for v in values
+            if _line(v) is not None
+            and _line(v) < line
+            and self.enclosing_function(v.value if isinstance(v, Unpack) else v) is fn
+        ]
         return [max(before, key=_line)] if before else values
 
     def strings(self, node, depth: int = 0) -> list[tuple[ast.AST, str]]:
@@ -217,8 +234,12 @@ class Script:
         if not (isinstance(c, ast.Call) and method(c) == "from_pretrained"):
             return False
         name = dotted(c.func.value).split(".")[-1]
-        return (name not in NOT_MODELS and name != "PeftModel" and bool(MODEL_CLASS.match(name))
-                and not TOKENIZER_CLASS.search(name))
+        return (
+            name not in NOT_MODELS
+            and name != "PeftModel"
+            and bool(MODEL_CLASS.match(name))
+            and not TOKENIZER_CLASS.search(name)
+        )
 
     def torch_generative(self, load: ast.Call) -> bool:
         """A PyTorch generative model (the dtype/placement rules' subject)."""
@@ -226,21 +247,29 @@ class Script:
         return bool(GENERATIVE.search(name)) and not OTHER_RUNTIME.match(name)
 
     def is_tokenizer_load(self, c: ast.AST) -> bool:
-        return (isinstance(c, ast.Call) and method(c) == "from_pretrained"
-                and bool(TOKENIZER_CLASS.search(dotted(c.func.value).split(".")[-1])))
+        return (
+            isinstance(c, ast.Call)
+            and method(c) == "from_pretrained"
+            and bool(TOKENIZER_CLASS.search(dotted(c.func.value).split(".")[-1]))
+        )
 
     def models_of(self, node) -> list[ast.Call]:
         return [o for o in self.origins(node) if o in self.loads]
 
     def is_tokenizer(self, node) -> bool:
         return any(o in self.tokenizers for o in self.origins(node)) or dotted(node).split(".")[-1] in (
-            "tokenizer", "tok", "processor")
+            "tokenizer",
+            "tok",
+            "processor",
+        )
 
     def foreign(self, node) -> bool:
         """A value known to come from elsewhere than transformers (vLLM's LLM, an OpenAI client, ...)."""
         origins = self.origins(node)
-        return bool(origins) and all(isinstance(o, ast.Call) and o not in self.loads and o not in self.pipelines
-                                     and not self.is_model_load(o) for o in origins)
+        return bool(origins) and all(
+            isinstance(o, ast.Call) and o not in self.loads and o not in self.pipelines and not self.is_model_load(o)
+            for o in origins
+        )
 
     def model_class(self, load: ast.Call) -> str:
         return dotted(load.func.value).split(".")[-1]
@@ -253,7 +282,8 @@ class Script:
     def encoder_decoder(self) -> bool:
         return any(ENCODER_DECODER.search(self.model_class(c)) for c in self.loads) or any(
             const(p.args[0] if p.args else kw(p, "task")) in ("text2text-generation", "summarization", "translation")
-            for p in self.pipelines)
+            for p in self.pipelines
+        )
 
     def quantized(self, load: ast.Call) -> bool:
         """Loaded quantized: bitsandbytes/GPTQ/AWQ config, load_in_4bit/8bit, or a pre-quantized checkpoint."""
@@ -299,9 +329,13 @@ class Script:
         return any(k.arg is None and self.star_options_value(k.value) for k in c.keywords)
 
     def star_options_value(self, value: ast.expr) -> bool:
-        return not (re.search(r"input|encod|batch|token", dotted(value), re.I) or any(
-            isinstance(o, ast.Call) and (self.is_tokenizer_call(o) or method(o) == "apply_chat_template")
-            for o in self.origins(value)))
+        return not (
+            re.search(r"input|encod|batch|token", dotted(value), re.I)
+            or any(
+                isinstance(o, ast.Call) and (self.is_tokenizer_call(o) or method(o) == "apply_chat_template")
+                for o in self.origins(value)
+            )
+        )
 
     def calls_named(self, name: str) -> list[ast.Call]:
         return [c for c in self.calls if callee(c) == name]
@@ -313,8 +347,21 @@ class Script:
         """The generate/pipeline/tokenizer calls this value flows into (by name, file-wide)."""
         names = {dotted(node)} if dotted(node) else set()
         n = node
-        while isinstance(self.parents.get(n), (ast.Call, ast.Attribute, ast.keyword, ast.Subscript, ast.Starred,
-                                              ast.BinOp, ast.JoinedStr, ast.FormattedValue, ast.Dict, ast.List)):
+        while isinstance(
+            self.parents.get(n),
+            (
+                ast.Call,
+                ast.Attribute,
+                ast.keyword,
+                ast.Subscript,
+                ast.Starred,
+                ast.BinOp,
+                ast.JoinedStr,
+                ast.FormattedValue,
+                ast.Dict,
+                ast.List,
+            ),
+        ):
             p = self.parents[n]
             if isinstance(p, ast.Call) and self.is_sink(p):
                 return [p]
@@ -326,8 +373,9 @@ class Script:
         names = self.flow_names(node) | names
         out = []
         for c in self.calls:
-            if self.is_sink(c) and any(dotted(a) in names for arg in c.args + [k.value for k in c.keywords]
-                                       for a in ast.walk(arg)):
+            if self.is_sink(c) and any(
+                dotted(a) in names for arg in c.args + [k.value for k in c.keywords] for a in ast.walk(arg)
+            ):
                 out.append(c)
         return out
 
@@ -335,25 +383,40 @@ class Script:
         """The names this value is bound to, and those bound to values built from them (a few steps)."""
         n = node
         while isinstance(self.parents.get(n), (ast.Attribute, ast.Subscript)) or (
-                isinstance(self.parents.get(n), ast.Call) and self.parents[n].func is n):
+            isinstance(self.parents.get(n), ast.Call) and self.parents[n].func is n
+        ):
             n = self.parents[n]  # tok(...).to(device), tok(...)["input_ids"]
         a = self.parents.get(n)
-        names = {dotted(t) for t in a.targets} if isinstance(a, ast.Assign) else (
-            {dotted(a.target)} if isinstance(a, (ast.AnnAssign, ast.NamedExpr)) else set())
+        names = (
+            {dotted(t) for t in a.targets}
+            if isinstance(a, ast.Assign)
+            else ({dotted(a.target)} if isinstance(a, (ast.AnnAssign, ast.NamedExpr)) else set())
+        )
         names.discard("")
         for _ in range(3):
-            grown = {t for t, vs in self.assigns.items() if t not in names and any(
-                isinstance(v, ast.AST) and any(isinstance(x, (ast.Name, ast.Attribute)) and dotted(x) in names
-                                               for x in ast.walk(v)) for v in vs)}
+            grown = {
+                t
+                for t, vs in self.assigns.items()
+                if t not in names
+                and any(
+                    isinstance(v, ast.AST)
+                    and any(isinstance(x, (ast.Name, ast.Attribute)) and dotted(x) in names for x in ast.walk(v))
+                    for v in vs
+                )
+            }
             if not grown:
                 break
             names |= grown
         return names
 
     def is_sink(self, c: ast.Call) -> bool:
-        return (c in self.generates or c in self.thread_generates or self.is_pipeline_call(c)
-                or self.is_tokenizer_call(c)
-                or (method(c) in ("encode", "apply_chat_template") and self.is_tokenizer(c.func.value)))
+        return (
+            c in self.generates
+            or c in self.thread_generates
+            or self.is_pipeline_call(c)
+            or self.is_tokenizer_call(c)
+            or (method(c) in ("encode", "apply_chat_template") and self.is_tokenizer(c.func.value))
+        )
 
     def is_tokenizer_call(self, c: ast.Call) -> bool:
         """`tok(text, ...)`: the tokenizer (or processor) itself called."""

@@ -59,8 +59,7 @@ def _specs_in(path: Path) -> list[str]:
         return []
     if path.name == "pyproject.toml":  # poetry tables write `transformers = "^4.40"`
         text = re.sub(r"""(?m)^\s*transformers\s*=\s*["']([^"']+)["']""", r"transformers \1", text)
-        text = re.sub(r"""(?m)^\s*transformers\s*=\s*\{[^}]*version\s*=\s*["']([^"']+)["']""", r"transformers \1",
-                      text)
+        text = re.sub(r"""(?m)^\s*transformers\s*=\s*\{[^}]*version\s*=\s*["']([^"']+)["']""", r"transformers \1", text)
     specs = []
     for line in text.splitlines():
         line = line.split("#", 1)[0] if path.suffix in (".txt", ".cfg") else line

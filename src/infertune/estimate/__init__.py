@@ -9,27 +9,16 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
+from infertune.core.schema import SCHEMA_VERSION
 from infertune.estimate.accelerators import Accelerator
 from infertune.estimate.expected import expected_speed
-from infertune.estimate.memory import (
-    DTYPE_BYTES,
-    EstimateSettings,
-    MemoryEstimate,
-    estimate_memory,
-)
+from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
 from infertune.estimate.placement import Placement, place
 from infertune.estimate.quant import resolve
-from infertune.estimate.speed import (
-    DISK_OFFLOAD_Bps,
-    HOST_LINK_Bps,
-    SpeedEstimate,
-    allreduce_s,
-    estimate_speed,
-)
-from infertune.hub import REVISION_DOC
+from infertune.estimate.speed import DISK_OFFLOAD_Bps, HOST_LINK_Bps, SpeedEstimate, allreduce_s, estimate_speed
+from infertune.models.hub import REVISION_DOC
 from infertune.probe.model import ModelProfile
-from infertune.schema import SCHEMA_VERSION
 
 CPU_PROCESS_BASELINE_BYTES = 250 * 2**20  # Python + torch + transformers imported (measured ~246-266 MB)
 
@@ -75,12 +64,14 @@ def _checked(placed: dict[str, int], s: EstimateSettings) -> dict[str, int]:
     return {dev: need for dev, need in placed.items() if dev != "disk" and (dev != "cpu" or s.platform == "cpu")}
 
 
-def _placed(p: ModelProfile, s: EstimateSettings, acc: Accelerator, gpus: int,
-            max_memory: dict[str, int] | None) -> tuple[MemoryEstimate, dict[str, int], Placement | None]:
+def _placed(
+    p: ModelProfile, s: EstimateSettings, acc: Accelerator, gpus: int, max_memory: dict[str, int] | None
+) -> tuple[MemoryEstimate, dict[str, int], Placement | None]:
     mem = estimate_memory(p, s, p.native_dtype)
     if max_memory and s.platform in ("cuda", "cpu") and s.tp == 1:
-        placement = place(p, mem, DTYPE_BYTES[s.dtype], gpus if s.platform == "cuda" else 0, acc.memory_bytes,
-                          max_memory)
+        placement = place(
+            p, mem, DTYPE_BYTES[s.dtype], gpus if s.platform == "cuda" else 0, acc.memory_bytes, max_memory
+        )
         placed = {d.device: d.total_bytes for d in placement.devices}
         if mem.kv_cache_cpu_bytes:
             placed["cpu"] = placed.get("cpu", 0) + mem.kv_cache_cpu_bytes
@@ -146,8 +137,15 @@ def per_device(mem: MemoryEstimate, s: EstimateSettings, gpus: int) -> dict[str,
     return placed
 
 
-def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str = "", gpus: int = 1,
-             max_memory: dict[str, int] | None = None, model_revision: str | None = None) -> Estimate:
+def estimate(
+    p: ModelProfile,
+    s: EstimateSettings,
+    acc: Accelerator,
+    model: str = "",
+    gpus: int = 1,
+    max_memory: dict[str, int] | None = None,
+    model_revision: str | None = None,
+) -> Estimate:
     """`max_memory` ({'cuda:0': bytes, 'cpu': bytes}) switches to accelerate's sequential placement."""
     s = s.model_copy(update={"quantization": resolve(s.quantization, p.quantization)})  # auto: as stored
     if s.platform == "cuda" and s.compute_capability is None and acc.compute_capability:
@@ -181,31 +179,55 @@ def estimate(p: ModelProfile, s: EstimateSettings, acc: Accelerator, model: str 
     assumptions = [
         f"KV cache and compute in {s.dtype}" + (" (quantized KV: see kv_nbits)" if s.kv_cache == "quantized" else ""),
         "prefill of one generate call at a time (batch prompts); KV held for batch x concurrency sequences",
-        (f"speed.bound is a roofline on {acc.name} ({acc.source}): real runs are slower; speed.expected adds the "
-         f"fixed per-step costs and kernel efficiencies ({speed.expected.basis})"),
+        (
+            f"speed.bound is a roofline on {acc.name} ({acc.source}): real runs are slower; speed.expected adds the "
+            f"fixed per-step costs and kernel efficiencies ({speed.expected.basis})"
+        ),
     ]
     if not in_ctx:
-        what = (f"output {s.max_new_tokens:,} tokens (input {s.input_len:,})" if p.is_encoder_decoder
-                else f"input + output = {s.input_len + s.max_new_tokens:,} tokens")
+        what = (
+            f"output {s.max_new_tokens:,} tokens (input {s.input_len:,})"
+            if p.is_encoder_decoder
+            else f"input + output = {s.input_len + s.max_new_tokens:,} tokens"
+        )
         assumptions.insert(0, f"does not fit the context: {what}, the model is built for {ctx_limit:,} positions")
     if p.is_encoder_decoder:
-        assumptions.append(f"encoder-decoder: the decoder's cache holds the {s.max_new_tokens} generated tokens; "
-                           f"cross-attention holds {p.encoder_length or s.input_len:,} encoder positions")
+        assumptions.append(
+            f"encoder-decoder: the decoder's cache holds the {s.max_new_tokens} generated tokens; "
+            f"cross-attention holds {p.encoder_length or s.input_len:,} encoder positions"
+        )
     if p.tower_parameters:
         assumptions.append(f"{p.tower_parameters:,} tower/encoder parameters held in memory, not read by a decode step")
     if s.quantization.method == "gguf":
-        assumptions.append("GGUF weights as stored (llama.cpp-style runtimes keep them so); transformers "
-                           "dequantizes a GGUF checkpoint to the dtype at load: for a transformers run, no quantization")
+        assumptions.append(
+            "GGUF weights as stored (llama.cpp-style runtimes keep them so); transformers "
+            "dequantizes a GGUF checkpoint to the dtype at load: for a transformers run, no quantization"
+        )
     if placement and placement.offloaded_weights_bytes > placement.disk_weights_bytes:
-        assumptions.append(f"{placement.layers_by_device().get('cpu', 0)} layers offloaded to CPU RAM: their weights "
-                           f"cross the host link every step ({HOST_LINK_Bps / 1e9:.0f} GB/s assumed)")
+        assumptions.append(
+            f"{placement.layers_by_device().get('cpu', 0)} layers offloaded to CPU RAM: their weights "
+            f"cross the host link every step ({HOST_LINK_Bps / 1e9:.0f} GB/s assumed)"
+        )
     if placement and placement.disk_weights_bytes:
-        assumptions.append(f"{placement.layers_by_device().get('disk', 0)} layers offloaded to disk (from_pretrained "
-                           f"needs offload_folder): read back every step ({DISK_OFFLOAD_Bps / 1e9:.2f} GB/s assumed)")
+        assumptions.append(
+            f"{placement.layers_by_device().get('disk', 0)} layers offloaded to disk (from_pretrained "
+            f"needs offload_folder): read back every step ({DISK_OFFLOAD_Bps / 1e9:.2f} GB/s assumed)"
+        )
     return Estimate(
-        model=model, model_revision=model_revision, settings=s, accelerator=acc, gpus=gpus, max_memory=max_memory, memory=mem, placement=placement,
+        model=model,
+        model_revision=model_revision,
+        settings=s,
+        accelerator=acc,
+        gpus=gpus,
+        max_memory=max_memory,
+        memory=mem,
+        placement=placement,
         speed=speed,
-        fits={f.device: f.fits for f in fit_details} | ({} if in_ctx else {"context": False}), fit_details=fit_details,
-        context_length=p.max_position_embeddings, within_context=in_ctx, max_input_len=max_in,
-        max_concurrency=max_conc, assumptions=assumptions,
+        fits={f.device: f.fits for f in fit_details} | ({} if in_ctx else {"context": False}),
+        fit_details=fit_details,
+        context_length=p.max_position_embeddings,
+        within_context=in_ctx,
+        max_input_len=max_in,
+        max_concurrency=max_conc,
+        assumptions=assumptions,
     )

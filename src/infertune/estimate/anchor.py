@@ -26,9 +26,17 @@ import time
 # `Calibration` (calibration.py) is named in annotations, not imported: the calibration runs this module.
 
 REFERENCE = {
-    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 768, "intermediate_size": 2048,
-    "num_hidden_layers": 12, "num_attention_heads": 12, "num_key_value_heads": 4, "vocab_size": 8192,
-    "max_position_embeddings": 1024, "tie_word_embeddings": True, "torch_dtype": "float32",
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 768,
+    "intermediate_size": 2048,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 4,
+    "vocab_size": 8192,
+    "max_position_embeddings": 1024,
+    "tie_word_embeddings": True,
+    "torch_dtype": "float32",
 }
 PROMPT, NEW_TOKENS = 128, 16
 DTYPES = ("float32", "bfloat16")  # fp16 on a CPU is emulated and slow: 1 (what the microbenchmarks say)
@@ -42,7 +50,7 @@ class _Steps:
         self.times: list[float] = []
         self._prompt = True
 
-    def put(self, value) -> None:  # noqa: ARG002 - the streamer protocol
+    def put(self, value) -> None:
         if self._prompt:
             self._prompt = False
             return
@@ -56,8 +64,16 @@ def _generate(model, ids, calls: int, new_tokens: int) -> tuple[float, float]:
     """(time to first token, time per output token): the medians of `calls` timed calls after one warm-up."""
     import torch
 
-    kw = {"attention_mask": torch.ones_like(ids), "max_new_tokens": new_tokens, "min_new_tokens": new_tokens,
-          "do_sample": False, "pad_token_id": 0, "temperature": None, "top_p": None, "top_k": None}
+    kw = {
+        "attention_mask": torch.ones_like(ids),
+        "max_new_tokens": new_tokens,
+        "min_new_tokens": new_tokens,
+        "do_sample": False,
+        "pad_token_id": 0,
+        "temperature": None,
+        "top_p": None,
+        "top_k": None,
+    }
     ttft, tpot = [], []
     for i in range(calls + 1):
         steps = _Steps()
@@ -76,8 +92,14 @@ def _expected(cal: Calibration, p, dtype: str, attn: str, prompt: int, new_token
     from infertune.estimate.memory import EstimateSettings, estimate_memory
     from infertune.estimate.quant import Quantization
 
-    s = EstimateSettings(dtype=dtype, attn=attn, input_len=prompt, max_new_tokens=new_tokens, platform="cpu",
-                         quantization=Quantization(method="none"))
+    s = EstimateSettings(
+        dtype=dtype,
+        attn=attn,
+        input_len=prompt,
+        max_new_tokens=new_tokens,
+        platform="cpu",
+        quantization=Quantization(method="none"),
+    )
     return expected_speed(p, estimate_memory(p, s), s, None, cal)
 
 
@@ -88,9 +110,16 @@ def factor(measured: float, expected: float, attention: float) -> float:
     return min(max(x, LIMITS[0]), LIMITS[1])
 
 
-def measure_in_model(cal: Calibration, device: str = "cpu", calls: int = 3, rounds: int = 2,
-                     attns: tuple[str, ...] = ("eager", "sdpa"), reference: dict | None = None,
-                     prompt: int = PROMPT, new_tokens: int = NEW_TOKENS) -> dict[str, dict[str, dict[str, float]]]:
+def measure_in_model(
+    cal: Calibration,
+    device: str = "cpu",
+    calls: int = 3,
+    rounds: int = 2,
+    attns: tuple[str, ...] = ("eager", "sdpa"),
+    reference: dict | None = None,
+    prompt: int = PROMPT,
+    new_tokens: int = NEW_TOKENS,
+) -> dict[str, dict[str, dict[str, float]]]:
     """phase ('prefill' | 'decode') -> attention implementation -> dtype -> factor (see the module's text).
     `rounds` passes over every cell, each keeping its quietest pass, as the microbenchmarks do."""
     import copy

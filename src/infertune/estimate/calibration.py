@@ -59,17 +59,23 @@ class Calibration(BaseModel):
     copy_Bps: float = Field(description="large copy, read + write bytes per second")
     linear_s_per_elem: dict[str, dict[int, float]] = Field(
         description="dtype -> activation rows -> seconds per weight element of F.linear, weights from memory "
-        "(2048 x 2048 matrices)")
+        "(2048 x 2048 matrices)"
+    )
     linear_small_s_per_elem: dict[str, dict[int, float]] = Field(
-        default_factory=dict, description="the same for 640 x 640 matrices: small Linears pay more per element")
+        default_factory=dict, description="the same for 640 x 640 matrices: small Linears pay more per element"
+    )
     step_s: dict[str, float] = Field(description="attention implementation -> fixed seconds per generate step")
     layer_s: dict[str, float] = Field(description="attention implementation -> seconds per decoder layer per step")
     attn_flops_per_s: dict[str, dict[str, dict[str, float]]] = Field(
-        default_factory=dict, description="'decode' | 'prefill' -> attention implementation -> dtype -> FLOP/s of "
-        "attention as transformers runs it (see attention_flops)")
+        default_factory=dict,
+        description="'decode' | 'prefill' -> attention implementation -> dtype -> FLOP/s of "
+        "attention as transformers runs it (see attention_flops)",
+    )
     in_model_x: dict[str, dict[str, dict[str, float]]] = Field(
-        default_factory=dict, description="'prefill' | 'decode' -> attention implementation -> dtype -> measured / "
-        "expected of a reference model's non-attention time on this host (estimate/anchor.py)")
+        default_factory=dict,
+        description="'prefill' | 'decode' -> attention implementation -> dtype -> measured / "
+        "expected of a reference model's non-attention time on this host (estimate/anchor.py)",
+    )
     cpu_flags: list[str] = Field(default_factory=list)
 
     def in_model(self, phase: str, attn: str, dtype: str) -> float:
@@ -128,7 +134,7 @@ def host_key(device: str = "cpu") -> str:
     the key is remembered per `host_fingerprint` in `calibration/host-keys.json`: a warm estimate reads it
     without torch. (The thread count is the one torch reported in the first process to meet this
     fingerprint; infertune never changes it in its own process.)"""
-    from infertune.paths import home, write_json_atomic
+    from infertune.core.paths import home, write_json_atomic
 
     memo_file, fingerprint = home() / "calibration" / "host-keys.json", host_fingerprint(device)
     try:
@@ -146,14 +152,15 @@ def host_key(device: str = "cpu") -> str:
 
 
 def cache_path(device: str = "cpu") -> Path:
-    from infertune.paths import home
+    from infertune.core.paths import home
 
     safe = "".join(c if c.isalnum() else "-" for c in device.lower())
     return home() / "calibration" / f"{safe}.json"
 
 
-def _time(fn, seconds: float, sync=None, calls: int = 3, typical: bool = False,
-          slow_s: float | None = None, before=None) -> float:
+def _time(
+    fn, seconds: float, sync=None, calls: int = 3, typical: bool = False, slow_s: float | None = None, before=None
+) -> float:
     """The fastest of the calls made in ~`seconds` (at least `calls`, after one warm-up): what the machine
     allows (contention only ever adds time), for the probe's bound. With `typical`, the median call: what a
     run meets, for the expected figure (on the development CPU the median F.linear call of a quiet pass was
@@ -183,15 +190,21 @@ def _time(fn, seconds: float, sync=None, calls: int = 3, typical: bool = False,
     return sorted(times)[(len(times) - 1) // 2] if typical else min(times)
 
 
-def measure_linear(device: str = "cpu", seconds: float = 0.05, elems_per_matrix: int = LARGE_MATRIX,
-                   matrices: int = 8, rounds: int = 3, sync=None) -> dict[str, dict[int, float]]:
+def measure_linear(
+    device: str = "cpu",
+    seconds: float = 0.05,
+    elems_per_matrix: int = LARGE_MATRIX,
+    matrices: int = 8,
+    rounds: int = 3,
+    sync=None,
+) -> dict[str, dict[int, float]]:
     """Seconds per weight element of F.linear by dtype and activation rows; `matrices` weights cycled so
     they come from memory, not the caches (8 x 4M elements: 128 MB in fp32, 64 MB in half; the small
     matrices: 64 x 410k). Every cell is timed in `rounds` passes over all cells and keeps its fastest: a busy
     spell on a shared host then hits one pass of a cell, not all of them."""
     import torch
 
-    n = int(elems_per_matrix ** 0.5)
+    n = int(elems_per_matrix**0.5)
     cells = []
     for name in DTYPES:
         dtype = getattr(torch, name)
@@ -228,15 +241,29 @@ def _tiny_model(layers: int, attn: str, device: str):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-                      num_hidden_layers=layers, vocab_size=256, max_position_embeddings=512, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=layers,
+        vocab_size=256,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
     cfg._attn_implementation = attn
     torch.manual_seed(0)
     return LlamaForCausalLM(cfg).to(device).eval()
 
 
-def measure_overhead(device: str = "cpu", seconds: float = 0.4, rounds: int = 3, sync=None,
-                     lengths: tuple[int, int] = (8, 40), calls: int = 3) -> tuple[dict[str, float], dict[str, float]]:
+def measure_overhead(
+    device: str = "cpu",
+    seconds: float = 0.4,
+    rounds: int = 3,
+    sync=None,
+    lengths: tuple[int, int] = (8, 40),
+    calls: int = 3,
+) -> tuple[dict[str, float], dict[str, float]]:
     """(step_s, layer_s) by attention implementation: generate on tiny Llamas of 1 and 5 layers, 8 and 40 new
     tokens; per step = (t40 - t8) / 32; per layer = slope between the two depths; the rest is per step."""
     import torch
@@ -250,6 +277,7 @@ def measure_overhead(device: str = "cpu", seconds: float = 0.4, rounds: int = 3,
     for _ in range(rounds):  # passes over every cell, each keeping its fastest (see measure_linear)
         for (attn, depth), m in models.items():
             for n in lengths:
+
                 def gen(m=m, n=n):
                     with torch.inference_mode():
                         m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n, **kw)
@@ -264,9 +292,14 @@ def measure_overhead(device: str = "cpu", seconds: float = 0.4, rounds: int = 3,
     return step, layer
 
 
-def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
-                      heads: int = ATTN_HEADS, head_dim: int = 64,
-                      rows: int = ATTN_ROWS) -> dict[str, dict[str, dict[str, float]]]:
+def measure_attention(
+    device: str = "cpu",
+    seconds: float = 0.05,
+    sync=None,
+    heads: int = ATTN_HEADS,
+    head_dim: int = 64,
+    rows: int = ATTN_ROWS,
+) -> dict[str, dict[str, dict[str, float]]]:
     """Attention FLOP/s per phase, implementation and dtype: one query over a 2,048-token cache (decode, `rows`
     sequences, K/V from memory as in a real cache) and a causal 1,024-token prefill: eager over `rows` sequences
     (128 MB of fp32 scores, beyond the caches) and, as 'prefill_one', over one (32 MB, partly in a large L3;
@@ -279,7 +312,7 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
     import torch.nn.functional as F
 
     def eager(q, k, v, causal):
-        w = torch.matmul(q, k.transpose(-1, -2)) * head_dim ** -0.5
+        w = torch.matmul(q, k.transpose(-1, -2)) * head_dim**-0.5
         if causal:
             n = q.shape[-2]
             w = w + torch.full((n, n), float("-inf"), dtype=w.dtype, device=w.device).triu(1)
@@ -290,7 +323,10 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
 
     fns, L = {"eager": eager, "sdpa": sdpa}, PREFILL_LEN
     cells = [("decode", name, rows, 1, 2048) for name in fns] + [  # phase, implementation, sequences, q, kv
-        ("prefill", "eager", rows, L, L), ("prefill", "sdpa", 1, L, L), ("prefill_one", "eager", 1, L, L)]
+        ("prefill", "eager", rows, L, L),
+        ("prefill", "sdpa", 1, L, L),
+        ("prefill_one", "eager", 1, L, L),
+    ]
     out: dict[str, dict[str, dict[str, float]]] = {"decode": {}, "prefill": {}, "prefill_one": {}}
     for phase, name, n, nq, nkv in cells:
         causal, fn = phase != "decode", fns[name]
@@ -300,8 +336,14 @@ def measure_attention(device: str = "cpu", seconds: float = 0.05, sync=None,
             q = torch.randn(n, heads, nq, head_dim, device=device).to(dt)
             k, v = (torch.randn(n, heads, nkv, head_dim, device=device).to(dt) for _ in range(2))
             with torch.inference_mode():
-                t = _time(lambda q=q, k=k, v=v, fn=fn, causal=causal: fn(q, k, v, causal), seconds, sync,
-                          typical=True, slow_s=0.5, before=fresh)
+                t = _time(
+                    lambda q=q, k=k, v=v, fn=fn, causal=causal: fn(q, k, v, causal),
+                    seconds,
+                    sync,
+                    typical=True,
+                    slow_s=0.5,
+                    before=fresh,
+                )
             counted = attention_flops(heads, head_dim, nq, nkv, n, causal and name != "eager")
             out[phase].setdefault(name, {})[dtype] = counted / t
     return out
@@ -321,10 +363,19 @@ def measure(device: str = "cpu") -> Calibration:
     step, layer = measure_overhead(device, sync=sync)
     attn = measure_attention(device, sync=sync)
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
-    cal = Calibration(device=name, host_key=host_key(name), measured_at=time.time(), load_per_core=load,
-                      copy_Bps=copy, linear_s_per_elem=lin, linear_small_s_per_elem=lin_small, step_s=step,
-                      layer_s=layer, attn_flops_per_s=attn,
-                      cpu_flags=sorted(f for f in cpu_flags() if "avx" in f or "amx" in f or f in ("bf16", "asimdhp")))
+    cal = Calibration(
+        device=name,
+        host_key=host_key(name),
+        measured_at=time.time(),
+        load_per_core=load,
+        copy_Bps=copy,
+        linear_s_per_elem=lin,
+        linear_small_s_per_elem=lin_small,
+        step_s=step,
+        layer_s=layer,
+        attn_flops_per_s=attn,
+        cpu_flags=sorted(f for f in cpu_flags() if "avx" in f or "amx" in f or f in ("bf16", "asimdhp")),
+    )
     if device == "cpu":  # a reference model's generate against what the figures above expect of it
         from infertune.estimate.anchor import measure_in_model
 
@@ -356,7 +407,7 @@ def _quieter_now(cal: Calibration) -> bool:
 def cached(device: str = "cpu", *, measure_if_missing: bool = True, say: Any = None) -> Calibration | None:
     """This host's calibration: from the cache when its host key matches, else measured now and cached
     (None when `measure_if_missing` is False and none is cached). `INFERTUNE_NO_CALIBRATION=1` skips it."""
-    from infertune.paths import write_json_atomic
+    from infertune.core.paths import write_json_atomic
 
     if os.environ.get("INFERTUNE_NO_CALIBRATION") == "1":
         return None
@@ -378,8 +429,13 @@ def cached(device: str = "cpu", *, measure_if_missing: bool = True, say: Any = N
     if device.startswith("cuda"):  # in a child: this process must not hold a CUDA context (trials need the memory)
         import subprocess
 
-        done = subprocess.run([sys.executable, "-m", "infertune.estimate.calibration", device],
-                              capture_output=True, text=True, timeout=600, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "infertune.estimate.calibration", device],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         if done.returncode != 0 or not path.is_file():
             return None
         return Calibration.model_validate(json.loads(path.read_text(encoding="utf-8")))
@@ -389,7 +445,7 @@ def cached(device: str = "cpu", *, measure_if_missing: bool = True, say: Any = N
 
 
 if __name__ == "__main__":  # python -m infertune.estimate.calibration [cpu|cuda|cuda:N]: measure now, cache, print
-    from infertune.paths import write_json_atomic
+    from infertune.core.paths import write_json_atomic
 
     dev = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     result = measure(dev)

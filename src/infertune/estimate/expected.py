@@ -172,7 +172,7 @@ def _overhead(s: EstimateSettings, layers: int, cal: Calibration | None, on_gpu:
     if cal is not None and attn in cal.layer_s:
         return cal.step_s[attn], cal.layer_s[attn], f"measured on this host ({cal.device})"
     if on_gpu:
-        return CUDA_STEP_S, CUDA_LAYER_S.get(s.attn, CUDA_LAYER_S["sdpa"]), "fitted to published eager GPU runs"
+        return (CUDA_STEP_S, CUDA_LAYER_S.get(s.attn, CUDA_LAYER_S["sdpa"]), "fitted to published eager GPU runs")
     return 2e-3, 0.3e-3, "default (no calibration of this CPU)"
 
 
@@ -188,12 +188,16 @@ def matrix_mix(p: ModelProfile) -> list[tuple[float, float]]:
 
 def calibrated_linear(cal: Calibration, dtype: str, rows: int, elems: float, mix: list[tuple[float, float]]) -> float:
     """The calibrated F.linear time of `elems` weight elements shaped as `mix` (matrix_mix)."""
-    return sum(share * cal.linear_s(dtype, rows, elems, matrix=m) for m, share in mix) if mix else cal.linear_s(
-        dtype, rows, elems)
+    return (
+        sum(share * cal.linear_s(dtype, rows, elems, matrix=m) for m, share in mix)
+        if mix
+        else cal.linear_s(dtype, rows, elems)
+    )
 
 
-def _cpu_linear(cal: Calibration, s: EstimateSettings, rows: int, elems: float, quant_bytes: float,
-                mix: list[tuple[float, float]]) -> float:
+def _cpu_linear(
+    cal: Calibration, s: EstimateSettings, rows: int, elems: float, quant_bytes: float, mix: list[tuple[float, float]]
+) -> float:
     """Calibrated CPU matmul time; weight-only quantization is dequantized per call on CPU: the dtype's matmul
     plus reading the packed bytes and writing the dequantized copy at the copy rate (the matmul reads it)."""
     t = calibrated_linear(cal, s.dtype, rows, elems, mix)
@@ -204,8 +208,15 @@ def _cpu_linear(cal: Calibration, s: EstimateSettings, rows: int, elems: float, 
     return t
 
 
-def _gpu_linear(acc: Accelerator, s: EstimateSettings, rows: int, elems: float, weight_bytes: float,
-                cal: Calibration | None, mix: list[tuple[float, float]]) -> tuple[float, float]:
+def _gpu_linear(
+    acc: Accelerator,
+    s: EstimateSettings,
+    rows: int,
+    elems: float,
+    weight_bytes: float,
+    cal: Calibration | None,
+    mix: list[tuple[float, float]],
+) -> tuple[float, float]:
     """(device time, extra host time per layer) of the matmuls on a GPU."""
     from infertune.estimate.memory import DTYPE_BYTES
 
@@ -229,8 +240,14 @@ def _gpu_linear(acc: Accelerator, s: EstimateSettings, rows: int, elems: float, 
     return max(weight_bytes / (acc.bandwidth_Bps * q["eff"]), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
 
 
-def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator | None,
-                   cal: Calibration | None = None, extra_step_s: float = 0.0) -> ExpectedSpeed:
+def expected_speed(
+    p: ModelProfile,
+    mem: MemoryEstimate,
+    s: EstimateSettings,
+    acc: Accelerator | None,
+    cal: Calibration | None = None,
+    extra_step_s: float = 0.0,
+) -> ExpectedSpeed:
     """`cal`: this host's calibration (CPU, or the CUDA device it ran on); `acc`: the datasheet (None only with a
     CPU calibration, which needs none); `extra_step_s`: what the bound adds per forward pass beside the kernels
     (offloaded weights crossing the host link, tensor-parallel all-reduces)."""
@@ -276,7 +293,7 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
             t, host = dense(rows, elems, packed), 0.0
         # the lm_head at the rate of a hidden x hidden matrix: a GEMV's pace follows its inner dimension (fp32
         # 49152 x 576 here ran at 269 ps per element, as 640 x 640 did at 274, where 2048 x 2048 ran at 206)
-        return t / max(s.tp, 1) + dense(with_lm_rows, lm, lm * b, matrix=p.hidden_size ** 2), host
+        return t / max(s.tp, 1) + dense(with_lm_rows, lm, lm * b, matrix=p.hidden_size**2), host
 
     flops_rate = 2 * 256 * 1e6 / dense(256, 1e6, 1e6 * b)  # the dtype's matmul rate at many rows
 
@@ -286,14 +303,20 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     impl = "eager" if _eager(s) else "sdpa"
     rate_dec = cal.attn_rate("decode", impl, s.dtype) if cal is not None else None
     if rate_dec:  # the kernel as measured (K/V read from memory), plus the cache's growth and eager's copies
-        attn_dec = (_attn_flops(p, 1, int(ctx), seqs, False) / rate_dec
-                    + cache_copies(p, s) * kv_read / traffic_Bps) / max(s.tp, 1)
+        attn_dec = (
+            _attn_flops(p, 1, int(ctx), seqs, False) / rate_dec + cache_copies(p, s) * kv_read / traffic_Bps
+        ) / max(s.tp, 1)
     else:
-        attn_dec = (kv_traffic(p, s) * kv_read / traffic_Bps / max(s.tp, 1)
-                    + _attn_flops(p, 1, int(ctx), seqs, False) / flops_rate)
+        attn_dec = (
+            kv_traffic(p, s) * kv_read / traffic_Bps / max(s.tp, 1)
+            + _attn_flops(p, 1, int(ctx), seqs, False) / flops_rate
+        )
     # a calibrated CPU: what is not attention at the pace a reference model ran at on this host (anchor.py)
-    x_dec, x_pre = ((cal.in_model("decode", impl, s.dtype), cal.in_model("prefill", impl, s.dtype))
-                    if cal is not None and not on_gpu else (1.0, 1.0))
+    x_dec, x_pre = (
+        (cal.in_model("decode", impl, s.dtype), cal.in_model("prefill", impl, s.dtype))
+        if cal is not None and not on_gpu
+        else (1.0, 1.0)
+    )
     device = lin + attn_dec
     host_total = fixed + L * host
     tpot = (max(device, host_total) + SYNC_S if on_gpu else x_dec * (lin + host_total) + attn_dec) + extra_step_s
@@ -305,9 +328,16 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
     lin_p, host_p = linear_time(B * q, B)
     host_p *= host_x
     lin_p = lin_p * chunks
-    rate_p = None if cal is None else (  # eager: its fp32 score matrix (one layer) fits the caches better when small
-        cal.eager_prefill_rate(s.dtype, 4.0 * B * p.num_attention_heads * S * S) if impl == "eager"
-        else cal.attn_rate("prefill", impl, s.dtype))
+    rate_p = (
+        None
+        if cal is None
+        # eager: its fp32 score matrix (one layer) fits the caches better when small
+        else (
+            cal.eager_prefill_rate(s.dtype, 4.0 * B * p.num_attention_heads * S * S)
+            if impl == "eager"
+            else cal.attn_rate("prefill", impl, s.dtype)
+        )
+    )
     if rate_p:  # measured: the eager score matrix's traffic and the softmax included
         attn_p = _attn_flops(p, S, S, B, causal=not _eager(s)) / rate_p
     else:
@@ -323,29 +353,60 @@ def expected_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
         Factor(name="fixed cost per layer and step", value=layer_s, source=over_src),
     ]
     if cal is not None:
-        factors.append(Factor(name=f"{s.dtype} F.linear at {seqs} rows, s per weight element",
-                              value=calibrated_linear(cal, s.dtype, seqs, 1.0, mix),
-                              source=f"measured on this host ({cal.device}), at this model's matrix sizes"))
+        factors.append(
+            Factor(
+                name=f"{s.dtype} F.linear at {seqs} rows, s per weight element",
+                value=calibrated_linear(cal, s.dtype, seqs, 1.0, mix),
+                source=f"measured on this host ({cal.device}), at this model's matrix sizes",
+            )
+        )
         if rate_dec:
-            factors.append(Factor(name=f"{impl} {s.dtype} decode attention, FLOP/s", value=rate_dec,
-                                  source=f"measured on this host ({cal.device})"))
+            factors.append(
+                Factor(
+                    name=f"{impl} {s.dtype} decode attention, FLOP/s",
+                    value=rate_dec,
+                    source=f"measured on this host ({cal.device})",
+                )
+            )
         if cal.in_model_x and not on_gpu:
             src = f"a reference model's generate on this host ({cal.device}) against its expected figures"
-            factors += [Factor(name=f"in-model factor, decode ({impl}, {s.dtype})", value=x_dec, source=src),
-                        Factor(name=f"in-model factor, prefill ({impl}, {s.dtype})", value=x_pre, source=src)]
+            factors += [
+                Factor(name=f"in-model factor, decode ({impl}, {s.dtype})", value=x_dec, source=src),
+                Factor(name=f"in-model factor, prefill ({impl}, {s.dtype})", value=x_pre, source=src),
+            ]
     elif on_gpu:
-        factors += [Factor(name="bandwidth efficiency", value=GPU_BW_EFF, source="gpt-fast README (A100, fp16)"),
-                    Factor(name="FLOP/s efficiency", value=GPU_FLOPS_EFF, source="assumed for cuBLAS GEMMs")]
+        factors += [
+            Factor(name="bandwidth efficiency", value=GPU_BW_EFF, source="gpt-fast README (A100, fp16)"),
+            Factor(name="FLOP/s efficiency", value=GPU_FLOPS_EFF, source="assumed for cuBLAS GEMMs"),
+        ]
     if s.quantization.method in QUANT_KERNELS and on_gpu:
         qk = QUANT_KERNELS[s.quantization.method]
-        factors.append(Factor(name=f"{s.quantization.method} kernel bandwidth efficiency", value=qk["eff"],
-                              source="QUANT_KERNELS (docs/estimator.md)"))
+        factors.append(
+            Factor(
+                name=f"{s.quantization.method} kernel bandwidth efficiency",
+                value=qk["eff"],
+                source="QUANT_KERNELS (docs/estimator.md)",
+            )
+        )
     return ExpectedSpeed(
-        prefill_s=prefill, ttft_s=ttft, tpot_s=tpot, tokens_per_s=seqs / tpot, fixed_s_per_step=host_total,
-        attention_s_per_step=attn_dec, prefill_attention_s=attn_p,
-        basis=(f"calibrated on this host ({cal.device})" if cal else "datasheet x published factors" if on_gpu
-               else "probed CPU rates x assumed efficiencies (no calibration)")
-        + ("" if on_gpu or s.attn in ("eager", "sdpa") or s.attn.endswith(("|eager", "|sdpa"))
-           else f"; {s.attn} is not calibrated here: timed as sdpa"),
+        prefill_s=prefill,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        tokens_per_s=seqs / tpot,
+        fixed_s_per_step=host_total,
+        attention_s_per_step=attn_dec,
+        prefill_attention_s=attn_p,
+        basis=(
+            f"calibrated on this host ({cal.device})"
+            if cal
+            else "datasheet x published factors"
+            if on_gpu
+            else "probed CPU rates x assumed efficiencies (no calibration)"
+        )
+        + (
+            ""
+            if on_gpu or s.attn in ("eager", "sdpa") or s.attn.endswith(("|eager", "|sdpa"))
+            else f"; {s.attn} is not calibrated here: timed as sdpa"
+        ),
         factors=factors,
     )

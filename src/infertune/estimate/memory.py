@@ -13,11 +13,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 from infertune.estimate.quant import Quantization, resolve, weight_bytes
 from infertune.probe.model import ModelProfile
 
-__all__ = ["Quantization", "EstimateSettings", "MemoryEstimate", "estimate_memory", "kv_cache_bytes", "state_bytes"]
+__all__ = ["EstimateSettings", "MemoryEstimate", "Quantization", "estimate_memory", "kv_cache_bytes", "state_bytes"]
 
 MiB = 2**20
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
@@ -31,7 +31,7 @@ KV_QUANT_GROUP = 64  # quanto's default q_group_size: one scale + one zero-point
 
 def resolve_dtype(dtype: str, native: str | None) -> str | None:
     """The estimator's dtype for a user's `dtype` ('auto' = the checkpoint's, fp32 if unknown); None if unknown."""
-    from infertune.config import DTYPE_ALIASES
+    from infertune.core.config import DTYPE_ALIASES
 
     if dtype == "auto":
         return native if native in DTYPE_BYTES else "float32"
@@ -54,14 +54,20 @@ class EstimateSettings(BaseModel):
     concurrency: int = 1
     platform: Literal["cuda", "cpu", "mps"] = "cuda"
     tp: int = Field(1, ge=1, description="tensor-parallel ranks: each holds 1/tp of the linear layers and KV heads")
-    compute_capability: str | None = Field(None, description="CUDA: the GPU's compute capability (context size "
-                                                               "by generation); filled from the accelerator")
+    compute_capability: str | None = Field(
+        None, description="CUDA: the GPU's compute capability (context size by generation); filled from the accelerator"
+    )
     torch_version: str | None = Field(None, description="CUDA: torch's version (lazy module loading from 1.13)")
-    compile: bool = Field(False, description="torch.compile with a static cache (CUDA graphs on CUDA): removes "
-                                             "the per-layer dispatch cost from the expected speed")
+    compile: bool = Field(
+        False,
+        description="torch.compile with a static cache (CUDA graphs on CUDA): removes "
+        "the per-layer dispatch cost from the expected speed",
+    )
     tp_plan: Literal["auto", "mlp"] = Field(
-        "auto", description="auto: the model's plan (attention heads and MLP split); mlp: only the MLP split, "
-                            "attention (and its KV cache) replicated on every rank")
+        "auto",
+        description="auto: the model's plan (attention heads and MLP split); mlp: only the MLP split, "
+        "attention (and its KV cache) replicated on every rank",
+    )
 
 
 class Component(BaseModel):
@@ -73,10 +79,14 @@ class Component(BaseModel):
 
 class MemoryEstimate(BaseModel):
     weights_bytes: int
-    kv_cache_bytes: int = Field(description="caches that grow with the tokens (full attention; sliding and "
-                                            "chunked up to their window; cross-attention over the encoder)")
-    state_bytes: int = Field(0, description="fixed per-sequence state of linear-attention / SSM layers "
-                                            "(conv + recurrent), whatever the length")
+    kv_cache_bytes: int = Field(
+        description="caches that grow with the tokens (full attention; sliding and "
+        "chunked up to their window; cross-attention over the encoder)"
+    )
+    state_bytes: int = Field(
+        0,
+        description="fixed per-sequence state of linear-attention / SSM layers (conv + recurrent), whatever the length",
+    )
     kv_cache_cpu_bytes: int = 0
     attention_scratch_bytes: int
     activations_bytes: int
@@ -86,16 +96,26 @@ class MemoryEstimate(BaseModel):
     load_peak_bytes: int = Field(description="while loading: a dtype conversion holds the checkpoint too")
     components: list[Component]
     per_device: dict[str, int] = Field(default_factory=dict, description="bytes per device and in CPU RAM")
-    sharded_weights_bytes: int = Field(0, description="the decoder layers' linear weights: what tensor "
-                                                      "parallelism splits (embeddings, lm_head, norms are replicated)")
+    sharded_weights_bytes: int = Field(
+        0,
+        description="the decoder layers' linear weights: what tensor "
+        "parallelism splits (embeddings, lm_head, norms are replicated)",
+    )
     expert_weights_bytes: int = Field(0, description="the routed experts' share of weights_bytes")
     tower_weights_bytes: int = Field(0, description="vision/audio tower or encoder: held, not read by a decode step")
-    cuda_context_bytes: int = Field(0, description="CUDA: context + library modules, outside torch's counters "
-                                                   "(part of overhead_bytes)")
-    allocator_reserve_bytes: int = Field(0, description="CUDA: caching allocator's reserve beyond live tensors: "
-                                                        "the slack in overhead_bytes + kv_growth_reserve_bytes")
-    kv_growth_reserve_bytes: int = Field(0, description="CUDA: reserve from a growing dynamic cache's fragmentation "
-                                                        "(in total_bytes; reserved and nvidia-smi, not allocated)")
+    cuda_context_bytes: int = Field(
+        0, description="CUDA: context + library modules, outside torch's counters (part of overhead_bytes)"
+    )
+    allocator_reserve_bytes: int = Field(
+        0,
+        description="CUDA: caching allocator's reserve beyond live tensors: "
+        "the slack in overhead_bytes + kv_growth_reserve_bytes",
+    )
+    kv_growth_reserve_bytes: int = Field(
+        0,
+        description="CUDA: reserve from a growing dynamic cache's fragmentation "
+        "(in total_bytes; reserved and nvidia-smi, not allocated)",
+    )
 
 
 def mlp_share(p: ModelProfile) -> float:
@@ -122,8 +142,11 @@ def _cached_tokens(p: ModelProfile, s: EstimateSettings, seq: int):
         return out + [(p.cross_layers, p.cross_kv_per_token, enc, "cross")] if p.cross_layers else out
     if static:
         seq = s.max_cache_len or s.input_len + s.max_new_tokens
-    return [(g.layers, g.kv_per_token, min(seq, g.window + (1 if static else 0)) if g.window is not None else seq,
-             g.kind) for g in p.cache_groups if g.kv_per_token]
+    return [
+        (g.layers, g.kv_per_token, min(seq, g.window + (1 if static else 0)) if g.window is not None else seq, g.kind)
+        for g in p.cache_groups
+        if g.kv_per_token
+    ]
 
 
 def kv_cache_bytes(p: ModelProfile, s: EstimateSettings, seq: int, dtype_bytes: int) -> tuple[float, str]:
@@ -137,8 +160,9 @@ def kv_cache_bytes(p: ModelProfile, s: EstimateSettings, seq: int, dtype_bytes: 
     full = sum(n * per * min(tok, s.kv_residual_len) for n, per, tok, _ in rows)
     per_q = s.kv_nbits / 8 + 2 * 2 / KV_QUANT_GROUP
     b = full * dtype_bytes + (elems - full) * per_q
-    return b, (f"({shape}): {full:,} elements x {dtype_bytes} B + {elems - full:,} x ({s.kv_nbits}/8 + "
-               f"4/{KV_QUANT_GROUP}) B")
+    return b, (
+        f"({shape}): {full:,} elements x {dtype_bytes} B + {elems - full:,} x ({s.kv_nbits}/8 + 4/{KV_QUANT_GROUP}) B"
+    )
 
 
 def state_bytes(p: ModelProfile, dtype_bytes: int) -> tuple[int, str]:
@@ -153,8 +177,10 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
     b = DTYPE_BYTES[s.dtype]
     n = p.num_parameters or 0
     if not n:
-        raise UserError(f"cannot count the parameters of {p.model_type!r} ({p.architecture}): transformers cannot "
-                        "build it and the folder has no safetensors weights to read")
+        raise UserError(
+            f"cannot count the parameters of {p.model_type!r} ({p.architecture}): transformers cannot "
+            "build it and the folder has no safetensors weights to read"
+        )
     q = resolve(s.quantization, p.quantization)
     weights, expert_w, weights_f = weight_bytes(p, q, b)
     if q.from_checkpoint:
@@ -174,13 +200,25 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
         kv_cpu = kv_full
         on_device = min(2, p.num_layers) / p.num_layers
         kv_full, kv_prompt = kv_full * on_device, kv_prompt * on_device
-    comps.append(Component(name="kv_cache", bytes=int(kv_full), phase="generation",
-                           formula=f"{seqs} sequences x {kv_f}" + ("; 2 layers on device" if kv_cpu else "")))
+    comps.append(
+        Component(
+            name="kv_cache",
+            bytes=int(kv_full),
+            phase="generation",
+            formula=f"{seqs} sequences x {kv_f}" + ("; 2 layers on device" if kv_cpu else ""),
+        )
+    )
     state_one, state_f = state_bytes(p, b)
     state = state_one * seqs
     if state:
-        comps.append(Component(name="state", bytes=int(state), phase="always",
-                               formula=f"{seqs} sequences x ({state_f}), fixed whatever the length"))
+        comps.append(
+            Component(
+                name="state",
+                bytes=int(state),
+                phase="always",
+                formula=f"{seqs} sequences x ({state_f}), fixed whatever the length",
+            )
+        )
 
     # Prefill transients, for one generate call of `batch` prompts (one decoder layer live at a time).
     kv_len = s.input_len
@@ -203,8 +241,14 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
     attn_w = 2 * p.hidden_size + (2 * heads + 3 * p.num_kv_heads) * p.head_dim + heads * p.head_dim
     tok = s.batch * q_len * b
     acts = tok * max(mlp_w, attn_w)
-    comps.append(Component(name="activations", bytes=int(acts), phase="prefill",
-                           formula=f"{s.batch} x {q_len} tokens x max(MLP {mlp_w}, attention {attn_w}) x {b} B"))
+    comps.append(
+        Component(
+            name="activations",
+            bytes=int(acts),
+            phase="prefill",
+            formula=f"{s.batch} x {q_len} tokens x max(MLP {mlp_w}, attention {attn_w}) x {b} B",
+        )
+    )
     transient = max(tok * mlp_w, tok * attn_w + scratch)
     from infertune.estimate import overhead as ovh
 
@@ -216,8 +260,11 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
 
     # generate keeps only the last position's logits: lm_head output in dtype + the fp32 copy for sampling.
     logits = s.batch * p.vocab_size * (b + 4)
-    comps.append(Component(name="logits", bytes=int(logits), phase="always",
-                           formula=f"{s.batch} x {p.vocab_size} vocab x ({b} + 4) B"))
+    comps.append(
+        Component(
+            name="logits", bytes=int(logits), phase="always", formula=f"{s.batch} x {p.vocab_size} vocab x ({b} + 4) B"
+        )
+    )
 
     tensors = weights + logits + state + max(kv_full + growth, kv_prompt + transient)
     context = reserve = 0
@@ -229,23 +276,38 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
         overhead = context + CUDA_ALLOCATOR_SLACK * tensors
         over_f = f"CUDA {ctx_f} + {CUDA_ALLOCATOR_SLACK:.0%} allocator reserve"
         if growth_reserve:  # grows with the cache, so it is the cache's, not a fixed overhead
-            comps.append(Component(name="kv_growth_reserve", bytes=int(growth_reserve), phase="generation",
-                                   formula=f"{ovh.CACHE_GROWTH_RESERVE} x KV: allocator fragmentation while the "
-                                           "dynamic cache grows (reserved, not allocated)"))
+            comps.append(
+                Component(
+                    name="kv_growth_reserve",
+                    bytes=int(growth_reserve),
+                    phase="generation",
+                    formula=f"{ovh.CACHE_GROWTH_RESERVE} x KV: allocator fragmentation while the "
+                    "dynamic cache grows (reserved, not allocated)",
+                )
+            )
     else:
-        overhead, over_f = CPU_RUNTIME_BYTES, f"CPU runtime {CPU_RUNTIME_BYTES // MiB} MiB above the import baseline"
+        overhead, over_f = (CPU_RUNTIME_BYTES, f"CPU runtime {CPU_RUNTIME_BYTES // MiB} MiB above the import baseline")
     comps.append(Component(name="overhead", bytes=int(overhead), phase="always", formula=over_f))
 
     ckpt = DTYPE_BYTES.get(checkpoint_dtype or s.dtype, b)
     converting = ckpt != b and q.method == "none"
     load_peak = weights + (n * ckpt if converting else 0) + overhead
     return MemoryEstimate(
-        weights_bytes=int(weights), kv_cache_bytes=int(kv_full), state_bytes=int(state), kv_cache_cpu_bytes=int(kv_cpu),
-        attention_scratch_bytes=int(scratch), activations_bytes=int(acts), logits_bytes=int(logits),
-        overhead_bytes=int(overhead), total_bytes=int(tensors + overhead + growth_reserve),
-        load_peak_bytes=int(load_peak), kv_growth_reserve_bytes=int(growth_reserve),
-        components=comps, sharded_weights_bytes=int(lin_b * mlp_share(p) if s.tp_plan == "mlp" else lin_b + expert_w),
+        weights_bytes=int(weights),
+        kv_cache_bytes=int(kv_full),
+        state_bytes=int(state),
+        kv_cache_cpu_bytes=int(kv_cpu),
+        attention_scratch_bytes=int(scratch),
+        activations_bytes=int(acts),
+        logits_bytes=int(logits),
+        overhead_bytes=int(overhead),
+        total_bytes=int(tensors + overhead + growth_reserve),
+        load_peak_bytes=int(load_peak),
+        kv_growth_reserve_bytes=int(growth_reserve),
+        components=comps,
+        sharded_weights_bytes=int(lin_b * mlp_share(p) if s.tp_plan == "mlp" else lin_b + expert_w),
         expert_weights_bytes=int(expert_w),
         tower_weights_bytes=int(p.tower_parameters * (b if q.from_checkpoint or q.method == "none" else weights / n)),
-        cuda_context_bytes=int(context), allocator_reserve_bytes=int(reserve),
+        cuda_context_bytes=int(context),
+        allocator_reserve_bytes=int(reserve),
     )

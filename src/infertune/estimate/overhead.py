@@ -30,8 +30,15 @@ CONTEXT_EAGER_LOADING_BYTES = 1100 * MiB
 LIBRARY_BYTES = 400 * MiB
 # What each backend adds: its own kernel library in the context (bitsandbytes' CUDA library, the exllama /
 # marlin kernels of GPTQ and AWQ, Triton kernels and CUDA-graph pools of torch.compile).
-BACKEND_LIBRARY_BYTES = {"bnb-int8": 150 * MiB, "bnb-nf4": 150 * MiB, "bnb-fp4": 150 * MiB,
-                         "gptq": 300 * MiB, "awq": 300 * MiB, "int4": 100 * MiB, "int8": 100 * MiB}
+BACKEND_LIBRARY_BYTES = {
+    "bnb-int8": 150 * MiB,
+    "bnb-nf4": 150 * MiB,
+    "bnb-fp4": 150 * MiB,
+    "gptq": 300 * MiB,
+    "awq": 300 * MiB,
+    "int4": 100 * MiB,
+    "int8": 100 * MiB,
+}
 COMPILE_BYTES = 300 * MiB
 # Blackwell and Hopper contexts are larger than Ampere's (more SMs, larger per-SM reservations); a small
 # allowance per generation, by compute capability major.

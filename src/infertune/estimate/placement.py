@@ -11,12 +11,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from infertune.errors import UserError
-from infertune.estimate.memory import (
-    CUDA_ALLOCATOR_SLACK,
-    CUDA_CONTEXT_BYTES,
-    MemoryEstimate,
-)
+from infertune.core.errors import UserError
+from infertune.estimate.memory import CUDA_ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES, MemoryEstimate
 from infertune.probe.model import ModelProfile
 
 DEFAULT_GPU_BUDGET = 0.90  # transformers' default max_memory for device_map="auto": 90 % of each GPU
@@ -50,8 +46,11 @@ def parse_max_memory(text: str | dict | None) -> dict[str, int] | None:
         return None
     from accelerate.utils import convert_file_size_to_int
 
-    items = text.items() if isinstance(text, dict) else (
-        part.split("=", 1) if "=" in part else (part, "") for part in str(text).split(","))
+    items = (
+        text.items()
+        if isinstance(text, dict)
+        else (part.split("=", 1) if "=" in part else (part, "") for part in str(text).split(","))
+    )
     out: dict[str, int] = {}
     for key, size in items:
         key = str(key).strip().lower()
@@ -84,8 +83,14 @@ def _budgets(gpus: int, gpu_capacity: int, max_memory: dict[str, int] | None) ->
     return budgets
 
 
-def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu_capacity: int,
-          max_memory: dict[str, int] | None) -> Placement:
+def place(
+    p: ModelProfile,
+    mem: MemoryEstimate,
+    dtype_bytes: int,
+    gpus: int,
+    gpu_capacity: int,
+    max_memory: dict[str, int] | None,
+) -> Placement:
     """Replay transformers' device_map="auto" (integrations/accelerate.py: get_balanced_memory, then
     infer_auto_device_map) on the estimator's weight sizes, then add each device's run-time state.
 
@@ -119,7 +124,7 @@ def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu
     placed: dict[str, dict] = {d: {"layers": 0, "weights": 0.0} for d in order}
     di = 0
     for i, (kind, size) in enumerate(modules):
-        reserve = max((s for _, s in modules[i + 1:]), default=0)
+        reserve = max((s for _, s in modules[i + 1 :]), default=0)
         while placed[order[di]]["weights"] + size > budgets[order[di]] - (reserve if order[di] in main else 0):
             di += 1  # the disk is unbounded: this ends
         placed[order[di]]["weights"] += size
@@ -141,12 +146,23 @@ def place(p: ModelProfile, mem: MemoryEstimate, dtype_bytes: int, gpus: int, gpu
             over = (mem.cuda_context_bytes or CUDA_CONTEXT_BYTES) + CUDA_ALLOCATOR_SLACK * (w + kv + extra)
         else:  # the host process: its runtime when it computes, nothing extra when it only holds weights
             over = mem.overhead_bytes if computes else 0
-        shares.append(DeviceShare(
-            device=d, budget_bytes=None if budgets[d] == float("inf") else int(budgets[d]), layers=layers,
-            weights_bytes=int(w), kv_cache_bytes=int(kv), transient_bytes=int(extra), overhead_bytes=int(over),
-            total_bytes=int(w + kv + extra + over),
-        ))
+        shares.append(
+            DeviceShare(
+                device=d,
+                budget_bytes=None if budgets[d] == float("inf") else int(budgets[d]),
+                layers=layers,
+                weights_bytes=int(w),
+                kv_cache_bytes=int(kv),
+                transient_bytes=int(extra),
+                overhead_bytes=int(over),
+                total_bytes=int(w + kv + extra + over),
+            )
+        )
     off = [s for s in shares if streamed(s.device)]
-    return Placement(compute_device=compute, devices=shares, offloaded_layers=offloaded,
-                     offloaded_weights_bytes=sum(s.weights_bytes for s in off),
-                     disk_weights_bytes=sum(s.weights_bytes for s in off if s.device == "disk"))
+    return Placement(
+        compute_device=compute,
+        devices=shares,
+        offloaded_layers=offloaded,
+        offloaded_weights_bytes=sum(s.weights_bytes for s in off),
+        disk_weights_bytes=sum(s.weights_bytes for s in off if s.device == "disk"),
+    )

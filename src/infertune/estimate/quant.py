@@ -17,14 +17,15 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 
 BNB_BLOCK = 64  # bitsandbytes 4-bit block size
 BNB_DQ_BLOCK = 256  # double quantization: absmax blocks per second-level fp32 constant
 MXFP4_BLOCK = 32  # OCP microscaling: 32 FP4 values share one 8-bit (E8M0) scale
 
-Method = Literal["auto", "none", "bnb-int8", "bnb-nf4", "bnb-fp4", "gptq", "awq", "int8", "int4", "fp8", "mxfp4",
-                 "gguf"]
+Method = Literal[
+    "auto", "none", "bnb-int8", "bnb-nf4", "bnb-fp4", "gptq", "awq", "int8", "int4", "fp8", "mxfp4", "gguf"
+]
 
 
 class Quantization(BaseModel):
@@ -73,9 +74,11 @@ class Quantization(BaseModel):
         except Exception:
             from typing import get_args
 
-            from infertune.validate import one_of
+            from infertune.core.validate import one_of
 
-            starting = {m: m for m in get_args(cls.model_fields["method"].annotation) if m.startswith(method) and method}
+            starting = {
+                m: m for m in get_args(cls.model_fields["method"].annotation) if m.startswith(method) and method
+            }
             if len(starting) > 1:
                 one_of("quantization", text, starting, "method")
             raise UserError(
@@ -93,7 +96,9 @@ class Quantization(BaseModel):
             if t.endswith(suffix) and t not in GGMLQuantizationType.__members__:
                 t = t[: -len(suffix)]
         if t not in GGMLQuantizationType.__members__:
-            known = ", ".join(n.lower() for n in ("Q2_K", "Q3_K", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16", "BF16"))
+            known = ", ".join(
+                n.lower() for n in ("Q2_K", "Q3_K", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16", "BF16")
+            )
             raise UserError(f"unknown GGUF type {name!r}; e.g. gguf-{known.replace(', ', ', gguf-')}")
         return cls(method="gguf", gguf_type=t)
 
@@ -107,8 +112,12 @@ class Quantization(BaseModel):
         if m in ("gptq", "awq", "autoround", "auto-round"):
             bits = qc.get("bits") or qc.get("w_bit") or 4
             group = qc.get("group_size") or qc.get("q_group_size") or 128
-            return cls(method="awq" if m == "awq" else "gptq", bits=int(bits), group_size=int(group)
-                       if int(group) > 0 else 1 << 30, **kw)
+            return cls(
+                method="awq" if m == "awq" else "gptq",
+                bits=int(bits),
+                group_size=int(group) if int(group) > 0 else 1 << 30,
+                **kw,
+            )
         if m == "bitsandbytes":
             if qc.get("load_in_8bit"):
                 return cls(method="bnb-int8", **kw)
@@ -125,8 +134,10 @@ class Quantization(BaseModel):
         if m in ("torchao", "quanto", "hqq", "eetq"):
             kind = str(qc.get("quant_type") or qc.get("weights") or qc.get("nbits"))
             return cls(method="int4" if "4" in kind else "int8", **kw)
-        raise UserError(f"the checkpoint's quantization_config uses {m!r}, which the estimator does not know; "
-                        "give --quantization to say how the weights are stored")
+        raise UserError(
+            f"the checkpoint's quantization_config uses {m!r}, which the estimator does not know; "
+            "give --quantization to say how the weights are stored"
+        )
 
     @classmethod
     def _compressed_tensors(cls, qc: dict, kw: dict) -> Quantization:
@@ -209,7 +220,7 @@ def weight_bytes(p, q: Quantization, b: int) -> tuple[float, float, str]:
         if q.quantizes_experts(p.experts_fused):
             exp_b, exp_f = q.linear_bytes(experts, p.expert_rows, b)
         else:
-            exp_b, exp_f = experts * b, f"{experts:,} x {b} B" + (" (fused 3D: kept)" if q.method != "none" else "")
+            exp_b, exp_f = (experts * b, f"{experts:,} x {b} B" + (" (fused 3D: kept)" if q.method != "none" else ""))
         parts.append(f"experts: {exp_f}")
     rest = n - linear - experts
     parts.append(f"other {rest:,} params x {b} B")

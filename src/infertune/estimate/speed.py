@@ -81,8 +81,10 @@ class SpeedEstimate(BaseModel):
     per_batch: list[BatchPoint]
     bound: Roofline | None = Field(None, description="the roofline: an upper bound on speed")
     expected: ExpectedSpeed | None = Field(
-        None, description="what a run is expected to measure: the roofline plus fixed per-step costs and kernel "
-                          "efficiencies (estimate/expected.py)")
+        None,
+        description="what a run is expected to measure: the roofline plus fixed per-step costs and kernel "
+        "efficiencies (estimate/expected.py)",
+    )
 
 
 def _flops_rate(s: EstimateSettings, acc: Accelerator) -> float:
@@ -102,8 +104,11 @@ def _attention_flops(p: ModelProfile, queries: float, ctx: float) -> float:
     """2 x heads x head_dim x keys per query per attention layer, for QK^T and again for AV (sliding and
     chunked layers see at most their window). Linear/SSM layers: no per-key work."""
     per = 2 * 2 * p.num_attention_heads * p.head_dim
-    return sum(g.layers * per * queries * (min(ctx, g.window) if g.window is not None else ctx)
-               for g in p.cache_groups if g.kv_per_token)
+    return sum(
+        g.layers * per * queries * (min(ctx, g.window) if g.window is not None else ctx)
+        for g in p.cache_groups
+        if g.kv_per_token
+    )
 
 
 def weights_read(p: ModelProfile, mem: MemoryEstimate, tokens: int, dtype_bytes: int) -> float:
@@ -116,8 +121,9 @@ def weights_read(p: ModelProfile, mem: MemoryEstimate, tokens: int, dtype_bytes:
     return mem.weights_bytes - unread - mem.tower_weights_bytes - embedding_bytes
 
 
-def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator, seqs: int,
-                 kv_per_seq: float) -> tuple[float, str]:
+def _decode_step(
+    p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator, seqs: int, kv_per_seq: float
+) -> tuple[float, str]:
     flops_rate = _flops_rate(s, acc)
     state = mem.state_bytes / max(s.batch * s.concurrency, 1)  # fixed per sequence, read and written each step
     ctx = s.input_len + s.max_new_tokens / 2
@@ -137,8 +143,14 @@ def _decode_step(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc:
     return max(t_mem, t_cmp) + allreduce_s(p, s, acc, seqs), ("compute" if t_cmp > t_mem else "memory-bandwidth")
 
 
-def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator,
-                   offloaded_bytes: int = 0, disk_bytes: int = 0) -> SpeedEstimate:
+def estimate_speed(
+    p: ModelProfile,
+    mem: MemoryEstimate,
+    s: EstimateSettings,
+    acc: Accelerator,
+    offloaded_bytes: int = 0,
+    disk_bytes: int = 0,
+) -> SpeedEstimate:
     """`offloaded_bytes`: weights kept in CPU RAM by device_map, copied to the GPU every forward pass;
     `disk_bytes`: weights device_map put on disk, read back every forward pass."""
     flops_rate = _flops_rate(s, acc)
@@ -174,8 +186,17 @@ def estimate_speed(p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, ac
             crossover = b
         b *= 2
     return SpeedEstimate(
-        device=acc.name, peak_flops=flops_rate, bandwidth_Bps=acc.bandwidth_Bps, prefill_s=prefill,
-        ttft_s=prefill + tpot, tpot_s=tpot, tokens_per_s=seqs / tpot, limited_by=bound, crossover_batch=crossover,
+        device=acc.name,
+        peak_flops=flops_rate,
+        bandwidth_Bps=acc.bandwidth_Bps,
+        prefill_s=prefill,
+        ttft_s=prefill + tpot,
+        tpot_s=tpot,
+        tokens_per_s=seqs / tpot,
+        limited_by=bound,
+        crossover_batch=crossover,
         per_batch=points,
-        bound=Roofline(prefill_s=prefill, ttft_s=prefill + tpot, tpot_s=tpot, tokens_per_s=seqs / tpot, limited_by=bound),
+        bound=Roofline(
+            prefill_s=prefill, ttft_s=prefill + tpot, tpot_s=tpot, tokens_per_s=seqs / tpot, limited_by=bound
+        ),
     )

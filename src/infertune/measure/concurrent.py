@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import time
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
+from infertune.core.workload import Workload
 from infertune.measure.core import Session
-from infertune.workload import Workload
 
 
 def rounds(wl: Workload, batching: str, prompts: int) -> list[tuple[bool, list[int]]]:
     """(timed, prompt indices) per round."""
     if wl.arrival == "poisson" and batching == "continuous":
-        raise UserError("poisson arrivals need requests submitted over time: in-process generate_batch takes "
-                        "them all at once; use serve-trial or loadtest against a continuous-batching server")
+        raise UserError(
+            "poisson arrivals need requests submitted over time: in-process generate_batch takes "
+            "them all at once; use serve-trial or loadtest against a continuous-batching server"
+        )
     burst = [k % prompts for k in range(wl.concurrency * wl.batch)]
     return [(False, burst)] * wl.warmup + [(True, burst)] * wl.repeats
 
@@ -26,8 +28,9 @@ def wait_until(t: float) -> None:
         time.sleep(delay)
 
 
-def run_round(s: Session, idx: list[int], seqs: list[list[int]], arrive: list[float], timed: bool,
-              batching: str) -> float:
+def run_round(
+    s: Session, idx: list[int], seqs: list[list[int]], arrive: list[float], timed: bool, batching: str
+) -> float:
     """One round under `serial` or `static` batching. Returns when its last call ended."""
     if batching == "static":  # one padded batch once the round's last request has arrived
         wait_until(arrive[-1])

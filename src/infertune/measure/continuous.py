@@ -13,13 +13,21 @@ def run_round(s: Session, idx: list[int], seqs: list[list[int]], t0: float, time
     from transformers.generation import ContinuousBatchingConfig, GenerationConfig
 
     wl, cfg, eos_ids = s.wl, s.m.cfg, s.eos_ids
-    gcfg = GenerationConfig(max_new_tokens=wl.max_new_tokens, do_sample=wl.do_sample, pad_token_id=s.pad_id,
-                            eos_token_id=sorted(eos_ids) or None,
-                            min_new_tokens=wl.max_new_tokens if wl.ignore_eos else None)
-    cb = ContinuousBatchingConfig(max_batch_tokens=cfg.max_batch_tokens, num_blocks=cfg.cb_num_blocks,
-                                  **_block_size_kwarg(ContinuousBatchingConfig, cfg.cb_block_size))
-    outs = s.m.model.generate_batch(inputs=seqs, generation_config=gcfg, continuous_batching_config=cb,
-                                    record_timestamps=True, progress_bar=False)
+    gcfg = GenerationConfig(
+        max_new_tokens=wl.max_new_tokens,
+        do_sample=wl.do_sample,
+        pad_token_id=s.pad_id,
+        eos_token_id=sorted(eos_ids) or None,
+        min_new_tokens=wl.max_new_tokens if wl.ignore_eos else None,
+    )
+    cb = ContinuousBatchingConfig(
+        max_batch_tokens=cfg.max_batch_tokens,
+        num_blocks=cfg.cb_num_blocks,
+        **_block_size_kwarg(ContinuousBatchingConfig, cfg.cb_block_size),
+    )
+    outs = s.m.model.generate_batch(
+        inputs=seqs, generation_config=gcfg, continuous_batching_config=cb, record_timestamps=True, progress_bar=False
+    )
     end = time.perf_counter()
     by_prompt: dict[tuple[int, ...], list] = {}
     for o in outs.values():

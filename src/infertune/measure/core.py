@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from infertune.config import InferenceConfig
+from infertune.core.config import InferenceConfig
 from infertune.measure.lifeline import TRIAL_DIR_ENV
 from infertune.measure.memory import CpuMeter, CudaMeter, meter_for
 from infertune.measure.offload import LayerTimer
@@ -216,18 +216,29 @@ class Session:
         self.total_out += len(ids)
         if i not in self.outputs:
             text = self.m.tok.decode(ids, skip_special_tokens=True)
-            self.outputs[i] = RequestOutput(prompt_index=i, input_tokens=len(seq), output_token_ids=ids, text=text,
-                                            finish=finish)
+            self.outputs[i] = RequestOutput(
+                prompt_index=i, input_tokens=len(seq), output_token_ids=ids, text=text, finish=finish
+            )
 
-    def record_call(self, idx: list[int], seqs: list[list[int]], steps: list[float], gen: Any,
-                    t0s: list[float]) -> None:
+    def record_call(
+        self, idx: list[int], seqs: list[list[int]], steps: list[float], gen: Any, t0s: list[float]
+    ) -> None:
         """The rows of one generate call; `t0s`: each row's arrival time."""
         rows = _row_lengths(gen, self.eos_ids, self.wl.ignore_eos)
         for row, (i, (n, finish)) in enumerate(zip(idx, rows, strict=True)):
             self.record(i, seqs[row], gen[row, :n].tolist(), steps[:n], t0s[row], finish)
 
-    def metrics(self, generate_peak: int, cpu_peak: int, peak: int, per_rank: list[int] | None, calls: int,
-                layer_s: dict[str, float] | None, slowdown: float | None, nll: float | None) -> TrialMetrics:
+    def metrics(
+        self,
+        generate_peak: int,
+        cpu_peak: int,
+        peak: int,
+        per_rank: list[int] | None,
+        calls: int,
+        layer_s: dict[str, float] | None,
+        slowdown: float | None,
+        nll: float | None,
+    ) -> TrialMetrics:
         m, wl = self.m, self.wl
         ttft, e2e, gaps, total_time = self.ttft, self.e2e, self.gaps, self.total_time
         ttft_m = _pstats(ttft)
@@ -247,9 +258,15 @@ class Session:
             device_memory_used_bytes=getattr(m.meter, "device_used", None),
             cpu_peak_rss_bytes=cpu_peak,
             weights_bytes=int(m.model.get_memory_footprint()),
-            ttft_s=ttft_m[0], ttft_p50_s=ttft_m[1], ttft_p95_s=ttft_m[2],
-            tpot_s=tpot_m[0], tpot_p50_s=tpot_m[1], tpot_p95_s=tpot_m[2],
-            e2e_s=e2e_m[0], e2e_p50_s=e2e_m[1], e2e_p95_s=e2e_m[2],
+            ttft_s=ttft_m[0],
+            ttft_p50_s=ttft_m[1],
+            ttft_p95_s=ttft_m[2],
+            tpot_s=tpot_m[0],
+            tpot_p50_s=tpot_m[1],
+            tpot_p95_s=tpot_m[2],
+            e2e_s=e2e_m[0],
+            e2e_p50_s=e2e_m[1],
+            e2e_p95_s=e2e_m[2],
             tokens_per_s=self.total_out / total_time if total_time > 0 else 0.0,
             output_tokens=self.total_out,
             input_tokens_mean=float(np.mean(self.lengths)),
@@ -257,7 +274,9 @@ class Session:
             generate_calls=calls - wl.warmup,
             reference_nll=nll,
             concurrency=wl.concurrency,
-            ttft_p99_s=p99["ttft"], tpot_p99_s=p99["tpot"], e2e_p99_s=p99["e2e"],
+            ttft_p99_s=p99["ttft"],
+            tpot_p99_s=p99["tpot"],
+            e2e_p99_s=p99["e2e"],
             requests_per_s=len(ttft) / total_time if total_time > 0 else None,
             per_rank=[{"rank": r, "peak_memory_bytes": b} for r, b in enumerate(per_rank)] if per_rank else None,
             peak_memory_sum_bytes=sum(per_rank) if per_rank else None,
@@ -271,4 +290,4 @@ class Session:
 def pass_times(call_s: list[float], repeats: int) -> list[float]:
     """Wall time of each timed pass (every prompt once, or one round): the timed calls, `repeats` passes."""
     k = max(1, len(call_s) // max(1, repeats))
-    return [sum(call_s[i * k:(i + 1) * k]) for i in range(len(call_s) // k)]
+    return [sum(call_s[i * k : (i + 1) * k]) for i in range(len(call_s) // k)]

@@ -130,8 +130,16 @@ def between(a: tuple, b: tuple, cores: int) -> MachineLoad:
         reasons.append(f"{steal:.0%} of CPU time stolen by the hypervisor")
     if throttled:
         reasons.append("the CPU was throttled")
-    return MachineLoad(cores=cores, seconds=wall, load_average=load, others_cpu=others, steal=steal,
-                       throttled=throttled, busy=bool(reasons), reasons=reasons)
+    return MachineLoad(
+        cores=cores,
+        seconds=wall,
+        load_average=load,
+        others_cpu=others,
+        steal=steal,
+        throttled=throttled,
+        busy=bool(reasons),
+        reasons=reasons,
+    )
 
 
 def combine(loads: list[MachineLoad | None]) -> MachineLoad | None:
@@ -149,7 +157,15 @@ def combine(loads: list[MachineLoad | None]) -> MachineLoad | None:
     reasons = [r for r in worst.reasons if "ran on a busy machine" not in r] if busy else []
     if busy and windows > 1:
         reasons.append(f"{busy_windows} of {windows} trials ran on a busy machine")
-    return MachineLoad(cores=got[0].cores, seconds=sum(x.seconds for x in got),
-                       load_average=max(x.load_average for x in got), others_cpu=max(seen) if seen else None,
-                       steal=max(steal) if steal else None, throttled=any(thr) if thr else None,
-                       busy=bool(busy), reasons=reasons, windows=windows, busy_windows=busy_windows)
+    return MachineLoad(
+        cores=got[0].cores,
+        seconds=sum(x.seconds for x in got),
+        load_average=max(x.load_average for x in got),
+        others_cpu=max(seen) if seen else None,
+        steal=max(steal) if steal else None,
+        throttled=any(thr) if thr else None,
+        busy=bool(busy),
+        reasons=reasons,
+        windows=windows,
+        busy_windows=busy_windows,
+    )

@@ -162,8 +162,14 @@ def nvml_used(uuid: str | None, index: int, pid: int, nvml: Any = None) -> tuple
         else:
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
         total_used = int(nvml.nvmlDeviceGetMemoryInfo(handle).used)
-        mine = next((int(p.usedGpuMemory) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-                     if p.pid == pid and p.usedGpuMemory), None)
+        mine = next(
+            (
+                int(p.usedGpuMemory)
+                for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                if p.pid == pid and p.usedGpuMemory
+            ),
+            None,
+        )
         return mine, total_used
     except Exception:
         return None, None

@@ -58,8 +58,10 @@ class LayerTimer:
 
         if self.cuda:
             torch.cuda.synchronize()
-        return {dev: [a.elapsed_time(b) / 1e3 if self.cuda else b - a for a, b in calls if b is not None]
-                for dev, calls in self.samples.items()}
+        return {
+            dev: [a.elapsed_time(b) / 1e3 if self.cuda else b - a for a, b in calls if b is not None]
+            for dev, calls in self.samples.items()
+        }
 
 
 def layer_timing(times: dict[str, list[float]], compute: str) -> tuple[dict[str, float], float | None]:

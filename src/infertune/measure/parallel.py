@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from infertune.config import InferenceConfig
+from infertune.core.config import InferenceConfig
 
 RANK = int(os.environ.get("RANK", "0"))  # under torchrun (tensor parallel): this process's rank
 WORLD = int(os.environ.get("WORLD_SIZE", "1"))

@@ -7,8 +7,8 @@ is exactly `input_len` tokens while the question and the template stay intact.
 
 from __future__ import annotations
 
-from infertune.errors import UserError
-from infertune.workload import ChatMessage, Prompt
+from infertune.core.errors import UserError
+from infertune.core.workload import ChatMessage, Prompt
 
 _MARKER = "\u2063INFERTUNE_FILLER\u2063"
 FILLER_TEXT = (

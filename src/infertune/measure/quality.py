@@ -57,8 +57,13 @@ def _first_divergence(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def compare(base: TrialResult, cand: TrialResult, base_logprobs: Path | None = None,
-            cand_logprobs: Path | None = None, tol: Tolerance | None = None) -> Quality:
+def compare(
+    base: TrialResult,
+    cand: TrialResult,
+    base_logprobs: Path | None = None,
+    cand_logprobs: Path | None = None,
+    tol: Tolerance | None = None,
+) -> Quality:
     tol = tol or Tolerance()
     by_prompt = {o.prompt_index: o.output_token_ids for o in base.outputs}
     divs = []
@@ -89,7 +94,14 @@ def compare(base: TrialResult, cand: TrialResult, base_logprobs: Path | None = N
         reasons.append(f"reference NLL up {delta:.3f} nats/token (> {tol.max_nll_increase})")
     if max_kl is not None and max_kl > tol.max_kl:
         reasons.append(f"max next-token KL {max_kl:.3f} nats (> {tol.max_kl})")
-    return Quality(exact_match_rate=rate, mean_first_divergence=float(np.mean(divs)) if divs else None,
-                   nll_baseline=nb, nll_candidate=nc, nll_delta=delta,
-                   perplexity_ratio=float(np.exp(delta)) if delta is not None else None, max_kl=max_kl,
-                   passed=not reasons, reasons=reasons)
+    return Quality(
+        exact_match_rate=rate,
+        mean_first_divergence=float(np.mean(divs)) if divs else None,
+        nll_baseline=nb,
+        nll_candidate=nc,
+        nll_delta=delta,
+        perplexity_ratio=float(np.exp(delta)) if delta is not None else None,
+        max_kl=max_kl,
+        passed=not reasons,
+        reasons=reasons,
+    )

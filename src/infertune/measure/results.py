@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.config import InferenceConfig
-from infertune.hub import REVISION_DOC
+from infertune.core.config import InferenceConfig
+from infertune.core.schema import SCHEMA_VERSION
+from infertune.core.workload import Workload
 from infertune.measure.machine import MachineLoad
-from infertune.schema import SCHEMA_VERSION
-from infertune.workload import Workload
+from infertune.models.hub import REVISION_DOC
 
 Status = Literal["ok", "oom", "error", "timeout"]
 
@@ -32,21 +32,27 @@ class TrialMetrics(BaseModel):
 
     memory_kind: Literal["cpu_rss", "cuda_allocated"]
     peak_memory_method: Literal["vmhwm", "rss_sampler", "cuda_max_allocated"] | None = Field(
-        None, description="how the peak was read: vmhwm (the trial process's own kernel high-water mark, "
-                             "reset when it starts measuring; Linux), rss_sampler (RSS sampled every 2 ms), "
-                             "cuda_max_allocated (torch.cuda.max_memory_allocated); null in results from before this field")
+        None,
+        description="how the peak was read: vmhwm (the trial process's own kernel high-water mark, "
+        "reset when it starts measuring; Linux), rss_sampler (RSS sampled every 2 ms), "
+        "cuda_max_allocated (torch.cuda.max_memory_allocated); null in results from before this field",
+    )
     load_s: float = Field(description="from_pretrained wall time, tokenizer excluded")
     baseline_memory_bytes: int = Field(description="memory in use before the model load")
     peak_memory_bytes: int = Field(description="peak over the whole trial (load and generation)")
     peak_memory_load_bytes: int = Field(description="peak up to the end of the model load")
     peak_memory_generate_bytes: int = Field(description="peak during the generate calls")
-    peak_memory_reserved_bytes: int | None = Field(None, description="CUDA caching allocator's reserved peak "
-                                                                     "(torch.cuda.max_memory_reserved)")
+    peak_memory_reserved_bytes: int | None = Field(
+        None, description="CUDA caching allocator's reserved peak (torch.cuda.max_memory_reserved)"
+    )
     device_memory_process_bytes: int | None = Field(
-        None, description="CUDA: this process's memory on the GPU as NVML (nvidia-smi) counts it, context and "
-                          "libraries included, at the end of generation (needs nvidia-ml-py)")
+        None,
+        description="CUDA: this process's memory on the GPU as NVML (nvidia-smi) counts it, context and "
+        "libraries included, at the end of generation (needs nvidia-ml-py)",
+    )
     device_memory_used_bytes: int | None = Field(
-        None, description="CUDA: the whole GPU's used memory as NVML counts it (all processes), end of generation")
+        None, description="CUDA: the whole GPU's used memory as NVML counts it (all processes), end of generation"
+    )
     cpu_peak_rss_bytes: int = Field(description="the child's own peak RSS (never its parent's), whatever the device")
     weights_bytes: int = Field(description="model.get_memory_footprint() after load")
     ttft_s: float = Field(description="time to first token, mean over timed requests")
@@ -70,18 +76,23 @@ class TrialMetrics(BaseModel):
     e2e_p99_s: float | None = None
     requests_per_s: float | None = Field(None, description="timed requests / their total wall time")
     per_rank: list[RankMemory] | None = Field(
-        None, description="tensor parallel: each rank's peak (peak_memory_bytes is the largest of them)")
+        None, description="tensor parallel: each rank's peak (peak_memory_bytes is the largest of them)"
+    )
     peak_memory_sum_bytes: int | None = Field(None, description="tensor parallel: all ranks' peaks together")
     placement: dict[str, str] | None = Field(
-        None, description="device_map: where each module landed (hf_device_map), as loaded")
+        None, description="device_map: where each module landed (hf_device_map), as loaded"
+    )
     layer_forward_s: dict[str, float] | None = Field(
-        None, description="device_map: median time of one decoder layer's forward, by where its weights live "
-                          "(offloaded layers include bringing their weights back)")
+        None,
+        description="device_map: median time of one decoder layer's forward, by where its weights live "
+        "(offloaded layers include bringing their weights back)",
+    )
     pass_s: list[float] | None = Field(
-        None, description="wall time of each timed pass (repeat): their spread is the run-to-run noise within "
-                          "the trial")
+        None, description="wall time of each timed pass (repeat): their spread is the run-to-run noise within the trial"
+    )
     offload_slowdown: float | None = Field(
-        None, description="device_map: median offloaded layer forward / median resident one (measured)")
+        None, description="device_map: median offloaded layer forward / median resident one (measured)"
+    )
 
 
 class RequestOutput(BaseModel):
@@ -117,8 +128,9 @@ class TrialResult(BaseModel):
     metrics: TrialMetrics | None = None
     outputs: list[RequestOutput] = Field(default_factory=list)
     environment: dict[str, Any] | None = None
-    machine: MachineLoad | None = Field(None, description="how busy the machine was while the trial ran "
-                                                        "(measured beside it by the parent)")
+    machine: MachineLoad | None = Field(
+        None, description="how busy the machine was while the trial ran (measured beside it by the parent)"
+    )
     duration_s: float | None = None
     log_tail: str | None = None
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from infertune.core.workload import Workload
 from infertune.measure.core import Session
-from infertune.workload import Workload
 
 
 def calls(wl: Workload) -> list[tuple[bool, list[int]]]:

@@ -60,8 +60,14 @@ def paired(a: list[float], b: list[float], confidence: float = CONFIDENCE) -> Pa
         ordered = np.sort(r)
         noise = float(max(m - ordered[k - 1], ordered[len(r) - k] - m))
     delta = m - 1
-    return Paired(n=len(r), a=float(np.median(xa)), b=float(np.median(xb)), delta=delta, noise=noise,
-                  clear=noise is not None and abs(delta) > noise)
+    return Paired(
+        n=len(r),
+        a=float(np.median(xa)),
+        b=float(np.median(xb)),
+        delta=delta,
+        noise=noise,
+        clear=noise is not None and abs(delta) > noise,
+    )
 
 
 def spread(values: list[float]) -> float | None:

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from infertune.config import InferenceConfig
-from infertune.hub import revision_of
+from infertune.core.config import InferenceConfig
+from infertune.core.workload import Workload
 from infertune.measure import lifeline
 from infertune.measure.machine import Watch
 from infertune.measure.results import TrialResult, TrialSpec
-from infertune.workload import Workload
+from infertune.models.hub import revision_of
 
 Event = dict[str, Any]
 
@@ -94,10 +94,17 @@ def run_trial(
     `memory_limit_bytes`: the most the child may allocate after start-up; past it the trial is "oom".
     """
     started = time.perf_counter()
-    base = {"config": config, "workload": workload, "model_path": str(model_path),
-            "model_revision": revision_of(model_path)}
-    extra = {"reference_text": reference_text, "logprobs_path": str(logprobs_path) if logprobs_path else None,
-             "memory_limit_bytes": memory_limit_bytes}
+    base = {
+        "config": config,
+        "workload": workload,
+        "model_path": str(model_path),
+        "model_revision": revision_of(model_path),
+    }
+    extra = {
+        "reference_text": reference_text,
+        "logprobs_path": str(logprobs_path) if logprobs_path else None,
+        "memory_limit_bytes": memory_limit_bytes,
+    }
     lifeline.sweep()  # folders of trials whose parent was killed
     tmp = lifeline.trial_dir()
     try:
@@ -109,17 +116,35 @@ def run_trial(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run(config: InferenceConfig, workload: Workload, model_path: str | Path, timeout_s: float,
-         on_event: Callable[[Event], None] | None, python: str, base: dict, extra: dict, tmp: Path,
-         started: float) -> TrialResult:
+def _run(
+    config: InferenceConfig,
+    workload: Workload,
+    model_path: str | Path,
+    timeout_s: float,
+    on_event: Callable[[Event], None] | None,
+    python: str,
+    base: dict,
+    extra: dict,
+    tmp: Path,
+    started: float,
+) -> TrialResult:
     phase = {"now": "starting"}
-    spec_file, result_file, log_file = Path(tmp, "spec.json"), Path(tmp, "result.json"), Path(tmp, "child.log")
+    spec_file, result_file, log_file = (Path(tmp, "spec.json"), Path(tmp, "result.json"), Path(tmp, "child.log"))
     spec_file.write_text(TrialSpec(**base, **extra).model_dump_json(), encoding="utf-8")
     with open(log_file, "wb") as log:
         worker = ["-m", "infertune.measure.worker", str(spec_file), str(result_file)]
         if config.tp_size > 1:  # one process per rank, rendezvous on loopback; rank 0 writes the result
-            worker = ["-m", "torch.distributed.run", "--nproc-per-node", str(config.tp_size), "--master-addr",
-                      "127.0.0.1", "--master-port", str(free_port()), *worker]
+            worker = [
+                "-m",
+                "torch.distributed.run",
+                "--nproc-per-node",
+                str(config.tp_size),
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                str(free_port()),
+                *worker,
+            ]
         proc = subprocess.Popen(
             [python, *worker],
             stdin=subprocess.DEVNULL,
@@ -161,8 +186,11 @@ def _run(config: InferenceConfig, workload: Workload, model_path: str | Path, ti
     log_tail = _tail(log_file)
     if timed_out:
         return TrialResult(
-            **base, status="timeout", error=f"timed out after {timeout_s:g} s (during {phase['now']})",
-            duration_s=elapsed, log_tail=log_tail,
+            **base,
+            status="timeout",
+            error=f"timed out after {timeout_s:g} s (during {phase['now']})",
+            duration_s=elapsed,
+            log_tail=log_tail,
         )
     try:
         data = json.loads(result_file.read_text(encoding="utf-8"))

@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
+from infertune.core.paths import write_json_atomic
 from infertune.measure import concurrent, continuous, single
 from infertune.measure.core import Session, emit, load
 from infertune.measure.lifeline import die_with_parent
 from infertune.measure.offload import layer_timing
 from infertune.measure.parallel import RANK, WORLD, gather_peaks
 from infertune.measure.results import TrialSpec
-from infertune.paths import write_json_atomic
 
 
 def environment() -> dict[str, Any]:
@@ -72,8 +72,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     cpu_peak = m.meter.process_peak()  # this process's own peak (VmHWM), never its parent's
     peak = max(m.peak_load, phase.peak, cpu_peak if cpu_rss else 0)
     per_rank = gather_peaks(peak) if WORLD > 1 else None
-    layer_s, slowdown = layer_timing(m.layers.times(), "cuda:0" if m.device.startswith("cuda") else "cpu") \
-        if m.layers else (None, None)
+    layer_s, slowdown = (
+        layer_timing(m.layers.times(), "cuda:0" if m.device.startswith("cuda") else "cpu") if m.layers else (None, None)
+    )
     nll = _score_reference(m.model, m.tok, spec) if spec.reference_text else None
     metrics = s.metrics(phase.peak, cpu_peak, peak, per_rank, len(calls), layer_s, slowdown, nll)
     if m.offload_dir is not None:
@@ -104,8 +105,12 @@ def _is_oom(exc: BaseException) -> bool:
     import torch
 
     text = str(exc).lower()
-    return (isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in text
-            or "cannot allocate memory" in text or "can't allocate memory" in text)
+    return (
+        isinstance(exc, (MemoryError, torch.OutOfMemoryError))
+        or "out of memory" in text
+        or "cannot allocate memory" in text
+        or "can't allocate memory" in text
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -118,7 +123,7 @@ def main(argv: list[str]) -> int:
         result = run(spec)
     except UserError as e:
         result = {"status": "error", "error_type": "input", "error": str(e)}
-    except BaseException as e:  # noqa: BLE001 - every failure becomes this trial's status
+    except BaseException as e:
         traceback.print_exc(file=sys.stderr)
         status = "oom" if _is_oom(e) else "error"
         result = {"status": status, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
@@ -126,7 +131,7 @@ def main(argv: list[str]) -> int:
         return 0 if result.get("status") == "ok" else 1
     try:
         result["environment"] = environment()
-    except Exception as e:  # noqa: BLE001 - a missing probe must not cost the measurement
+    except Exception as e:
         result["environment"] = {"error": str(e)}
     write_json_atomic(result_path, result)
     return 0

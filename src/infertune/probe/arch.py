@@ -43,7 +43,7 @@ def _get(cfg, *names, default=None):
     for n in names:
         try:
             v = getattr(cfg, n, None)
-        except Exception:  # noqa: BLE001 - a per-layer attribute of a heterogeneous config: read per layer
+        except Exception:
             v = None
         if v is not None:
             return v
@@ -139,9 +139,17 @@ def cache_groups(cfg, model_type: str, model=None) -> list[CacheGroup]:
     t = text_config(cfg)
     types, kwargs = get_layer_types_and_kwargs(t)
     layer_cfgs = layer_configs(t, len(types))
-    kinds = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
-             "linear_attention": "linear", "conv": "linear", "mamba": "linear", "hybrid": "hybrid",
-             "hybrid_sliding": "hybrid", "dummy": "none"}
+    kinds = {
+        "full_attention": "full",
+        "sliding_attention": "sliding",
+        "chunked_attention": "chunked",
+        "linear_attention": "linear",
+        "conv": "linear",
+        "mamba": "linear",
+        "hybrid": "hybrid",
+        "hybrid_sliding": "hybrid",
+        "dummy": "none",
+    }
     n_state = sum(kinds.get(x) in ("linear", "hybrid") for x in types)
     state, fp32 = linear_state(model, n_state) if (n_state and model is not None) else (0, 0)
     groups: dict[tuple, CacheGroup] = {}
@@ -152,10 +160,14 @@ def cache_groups(cfg, model_type: str, model=None) -> list[CacheGroup]:
         kind = "none" if i in image_layers else kinds.get(lt, "full")
         window = kw.get("sliding_window")
         window = int(window) - 1 if window and kind in ("sliding", "chunked", "hybrid") else None
-        g = CacheGroup(kind=kind, layers=0, window=window,
-                       kv_per_token=0 if kind in ("linear", "none") else per_token,
-                       state=state if kind in ("linear", "hybrid") else 0,
-                       state_fp32=fp32 if kind in ("linear", "hybrid") else 0)
+        g = CacheGroup(
+            kind=kind,
+            layers=0,
+            window=window,
+            kv_per_token=0 if kind in ("linear", "none") else per_token,
+            state=state if kind in ("linear", "hybrid") else 0,
+            state_fp32=fp32 if kind in ("linear", "hybrid") else 0,
+        )
         key = (g.kind, g.kv_per_token, g.window, g.state, g.state_fp32)
         groups.setdefault(key, g).layers += 1
     return list(groups.values())
@@ -190,6 +202,13 @@ def experts(cfg) -> tuple[int | None, int | None, int]:
 def context_length(cfg) -> int | None:
     """Longest sequence the model is built for (positions of the text stack)."""
     t = text_config(cfg)
-    n = _get(t, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx",
-             "max_target_positions")
+    n = _get(
+        t,
+        "max_position_embeddings",
+        "n_positions",
+        "max_sequence_length",
+        "seq_length",
+        "n_ctx",
+        "max_target_positions",
+    )
     return int(n) if n else None

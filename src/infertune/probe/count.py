@@ -41,7 +41,7 @@ def meta_model(cfg, trust_remote_code: bool):
             with torch.device("meta"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 return auto.from_config(cfg, trust_remote_code=trust_remote_code)
-        except Exception:  # noqa: BLE001 - not this head; try the next
+        except Exception:
             continue
     return None
 

@@ -3,7 +3,7 @@ transformers; probe/model.py caches what this returns)."""
 
 from __future__ import annotations
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 from infertune.probe import arch, count
 
 
@@ -13,8 +13,15 @@ def _dtype(cfg, text) -> str | None:
 
 
 def _legacy_layer_types(groups: list[arch.CacheGroup]) -> list[str]:
-    names = {"full": "full_attention", "sliding": "sliding_attention", "chunked": "chunked_attention",
-             "linear": "linear_attention", "hybrid": "hybrid", "cross": "full_attention", "none": "none"}
+    names = {
+        "full": "full_attention",
+        "sliding": "sliding_attention",
+        "chunked": "chunked_attention",
+        "linear": "linear_attention",
+        "hybrid": "hybrid",
+        "cross": "full_attention",
+        "none": "none",
+    }
     return [names[g.kind] for g in groups for _ in range(g.layers)]
 
 
@@ -30,7 +37,7 @@ def facts_of(cfg, trust_remote_code: bool = False) -> dict:
         raise UserError(f"cannot read the shape of a {model_type!r} config: {e}") from None
     kv_heads, dk, _ = arch.kv_heads_and_dims(arch.layer_configs(t, n_layers)[0], model_type)  # first layer's
     if arch._get(t, "kv_lora_rank"):  # MLA: K and V expand per head from the latent; heads of q_nope + q_rope
-        kv_heads, dk = n_heads, int(arch._get(t, "qk_head_dim", default=t.qk_nope_head_dim + t.qk_rope_head_dim))
+        kv_heads, dk = (n_heads, int(arch._get(t, "qk_head_dim", default=t.qk_nope_head_dim + t.qk_rope_head_dim)))
     model = count.meta_model(cfg, trust_remote_code)
     counted = count.count(model) if model is not None else None
     groups = arch.cache_groups(cfg, model_type, model) if not getattr(cfg, "is_encoder_decoder", False) else []
@@ -44,8 +51,16 @@ def facts_of(cfg, trust_remote_code: bool = False) -> dict:
     quant = getattr(cfg, "quantization_config", None)
     if quant is not None and not isinstance(quant, dict):
         quant = quant.to_dict()
-    inter = arch._get(t, "intermediate_size", "ffn_dim", "n_inner", "d_ff", "decoder_ffn_dim", "ffn_hidden_size",
-                      "moe_intermediate_size")
+    inter = arch._get(
+        t,
+        "intermediate_size",
+        "ffn_dim",
+        "n_inner",
+        "d_ff",
+        "decoder_ffn_dim",
+        "ffn_hidden_size",
+        "moe_intermediate_size",
+    )
     return {
         "model_type": model_type,
         "architecture": (getattr(cfg, "architectures", None) or [None])[0],

@@ -47,8 +47,9 @@ def nvidia_gpus() -> str:
     """The NVIDIA driver's description of each GPU (model, bus, serial), "" without the driver."""
     gpus = Path("/proc/driver/nvidia/gpus")
     try:
-        return "\n".join((d / "information").read_text(encoding="utf-8", errors="replace")
-                         for d in sorted(gpus.iterdir()))
+        return "\n".join(
+            (d / "information").read_text(encoding="utf-8", errors="replace") for d in sorted(gpus.iterdir())
+        )
     except OSError:
         return ""
 
@@ -68,8 +69,10 @@ def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
 def native_cpu_dtypes(flags: set[str]) -> dict[str, bool]:
     """Which half types the CPU computes natively: bf16 with AVX512-BF16 or AMX-BF16 (x86) or the ARM bf16
     extension; fp16 with AVX512-FP16 or AMX-FP16 (x86) or ARM's half-precision arithmetic (asimdhp)."""
-    return {"bfloat16": bool(flags & {"avx512_bf16", "amx_bf16", "bf16"}),
-            "float16": bool(flags & {"avx512_fp16", "amx_fp16", "asimdhp"})}
+    return {
+        "bfloat16": bool(flags & {"avx512_bf16", "amx_bf16", "bf16"}),
+        "float16": bool(flags & {"avx512_fp16", "amx_fp16", "asimdhp"}),
+    }
 
 
 def release_freed_memory() -> bool:

@@ -8,7 +8,7 @@ by importing it) and PROFILE_VERSION: later calls read that file and import neit
 transformers. Safetensors headers are the fallback count (for quantized checkpoints those count packed
 bytes, not parameters, so they are labelled as such).
 The checkpoint as stored (bytes, elements per dtype) comes from the safetensors headers: the folder's own
-files, or those infertune.hub read from the Hub by range request for a model fetched without its weights.
+files, or those infertune.models.hub read from the Hub by range request for a model fetched without its weights.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, computed_field
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 from infertune.probe.arch import CacheGroup
 
 PROFILE_VERSION = "5"  # bump when the facts a profile holds change: older cached profiles are ignored
@@ -101,8 +101,14 @@ class ModelProfile(BaseModel):
         per_token = 2 * self.num_kv_heads * self.head_dim  # legacy profiles: every layer K and V heads
         groups = [CacheGroup(kind="full", layers=self.num_global_layers, kv_per_token=per_token)]
         if self.num_sliding_layers:
-            groups.append(CacheGroup(kind="sliding", layers=self.num_sliding_layers, kv_per_token=per_token,
-                                     window=(self.sliding_window or 1) - 1))
+            groups.append(
+                CacheGroup(
+                    kind="sliding",
+                    layers=self.num_sliding_layers,
+                    kv_per_token=per_token,
+                    window=(self.sliding_window or 1) - 1,
+                )
+            )
         return groups
 
     @property
@@ -164,13 +170,16 @@ def config_from_dict(data: dict, trust_remote_code: bool = False):
 
 def _checkpoint(path: Path) -> tuple[str | None, int, dict[str, int] | None]:
     """(format, bytes, elements per stored dtype). Safetensors from the headers: the folder's own files, or
-    those infertune.hub read for a hub model fetched without its weights; the bytes are the tensors' data."""
-    from infertune.hub import safetensors_metadata
+    those infertune.models.hub read for a hub model fetched without its weights; the bytes are the tensors' data."""
+    from infertune.models.hub import safetensors_metadata
 
     st = safetensors_metadata(path)
     if st is not None:
-        return "safetensors", sum(max((t.data_offsets[1] for t in f.tensors.values()), default=0)
-                                  for f in st.files_metadata.values()), dict(st.parameter_count)
+        return (
+            "safetensors",
+            sum(max((t.data_offsets[1] for t in f.tensors.values()), default=0) for f in st.files_metadata.values()),
+            dict(st.parameter_count),
+        )
     for fmt, pattern in (("safetensors", "*.safetensors"), ("pytorch", "*.bin"), ("gguf", "*.gguf")):
         files = sorted(path.glob(pattern))
         if files:
@@ -179,7 +188,7 @@ def _checkpoint(path: Path) -> tuple[str | None, int, dict[str, int] | None]:
 
 
 def _count_safetensors(path: Path) -> int | None:
-    from infertune.hub import safetensors_metadata
+    from infertune.models.hub import safetensors_metadata
 
     st = safetensors_metadata(path)
     return sum(st.parameter_count.values()) if st is not None else None
@@ -197,7 +206,7 @@ def _main_float(stored: dict[str, int] | None) -> str | None:
 def _cache_file(raw: bytes, trust_remote_code: bool) -> Path | None:
     from importlib.metadata import PackageNotFoundError, version
 
-    from infertune.paths import home
+    from infertune.core.paths import home
 
     try:
         tf = version("transformers")
@@ -219,8 +228,12 @@ def profile_model(model: str | Path | dict, trust_remote_code: bool = False) -> 
         path = Path(model)
         raw = read_config(path)
         fmt, nbytes, stored = _checkpoint(path)
-    here = {"path": str(path) if path else "-", "checkpoint_format": fmt, "checkpoint_bytes": nbytes,
-            "checkpoint_dtypes": stored}
+    here = {
+        "path": str(path) if path else "-",
+        "checkpoint_format": fmt,
+        "checkpoint_bytes": nbytes,
+        "checkpoint_dtypes": stored,
+    }
     cache = _cache_file(raw, trust_remote_code)
     if cache is not None and cache.is_file():
         try:
@@ -241,7 +254,7 @@ def profile_model(model: str | Path | dict, trust_remote_code: bool = False) -> 
         fields["native_dtype"] = _main_float(stored)  # no dtype in the config: the stored floats say it
     profile = ModelProfile(**fields, **here)
     if cache is not None and profile.parameter_count_source == "meta-device":
-        from infertune.paths import write_json_atomic
+        from infertune.core.paths import write_json_atomic
 
         try:
             write_json_atomic(cache, profile.model_dump(mode="json", exclude=set(CACHED_OUT)))
@@ -256,7 +269,7 @@ def mlp_only_tp_plan(model_path: str, trust_remote_code: bool = False) -> dict[s
     Keys carry the base model's prefix (model.layers.*.self_attn.q_proj), as from_pretrained matches them."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from infertune.errors import UserError
+    from infertune.core.errors import UserError
 
     cfg = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
     plan = getattr(cfg, "base_model_tp_plan", None) or {}
@@ -264,6 +277,7 @@ def mlp_only_tp_plan(model_path: str, trust_remote_code: bool = False) -> dict[s
     prefix = getattr(cls, "base_model_prefix", "model") if cls is not None else "model"
     out = {f"{prefix}.{k}": "replicate" for k in plan if "attn" in k or "attention" in k}
     if not out:
-        raise UserError(f"--tp-plan mlp: {type(cfg).__name__} has no attention rules in its tensor-parallel plan "
-                        "to replicate")
+        raise UserError(
+            f"--tp-plan mlp: {type(cfg).__name__} has no attention rules in its tensor-parallel plan to replicate"
+        )
     return out

@@ -8,10 +8,23 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infertune import human
-from infertune.paths import write_atomic
-from infertune.report.render import (SERIES, bullets, code, document, esc, figure, from_zero, integer_ticks, pyplot,
-                                     svg_uri, table, tag, time_scale)
+from infertune.core import human
+from infertune.core.paths import write_atomic
+from infertune.report.style import (
+    SERIES,
+    bullets,
+    code,
+    document,
+    esc,
+    figure,
+    from_zero,
+    integer_ticks,
+    pyplot,
+    svg_uri,
+    table,
+    tag,
+    time_scale,
+)
 from infertune.serving.loadtest import LevelResult, LoadTestResult
 
 
@@ -31,9 +44,12 @@ def _load_name(res: LoadTestResult, lv: LevelResult) -> str:
 
 
 def slo_text(slo: dict[str, float | None]) -> str:
-    parts = [f"TTFT p95 under {human.duration(slo['max_ttft_s'])}" if slo.get("max_ttft_s") is not None else "",
-             f"inter-token latency p95 under {human.duration(slo['max_tpot_s'])}"
-             if slo.get("max_tpot_s") is not None else ""]
+    parts = [
+        f"TTFT p95 under {human.duration(slo['max_ttft_s'])}" if slo.get("max_ttft_s") is not None else "",
+        f"inter-token latency p95 under {human.duration(slo['max_tpot_s'])}"
+        if slo.get("max_tpot_s") is not None
+        else "",
+    ]
     return " and ".join(p for p in parts if p)
 
 
@@ -67,9 +83,14 @@ def plots(res: LoadTestResult) -> list[tuple[str, str, str]]:
         ax.set_ylabel(f"{name}, {unit}")
         _axes(ax, res, xs)
         ax.legend(loc="best")
-    out = [("Latency versus load (measured)", svg_uri(fig),
+    out = [
+        (
+            "Latency versus load (measured)",
+            svg_uri(fig),
             "p50: the typical request; p95 and p99: the slow tail. Lower is better."
-            + "".join(f" Not drawn: {x}." for x in far))]
+            + "".join(f" Not drawn: {x}." for x in far),
+        )
+    ]
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
     axes[0].plot(xs, [lv.output_tokens_per_s for lv in res.levels], "o-", color=SERIES[2])
@@ -79,8 +100,13 @@ def plots(res: LoadTestResult) -> list[tuple[str, str, str]]:
     for ax in axes:
         ax.set_xlabel(xlabel)
         _axes(ax, res, xs)
-    out.append(("Throughput versus load (measured)", svg_uri(fig),
-                "Throughput that stops growing with load marks the server's capacity. Higher is better."))
+    out.append(
+        (
+            "Throughput versus load (measured)",
+            svg_uri(fig),
+            "Throughput that stops growing with load marks the server's capacity. Higher is better.",
+        )
+    )
     return out
 
 
@@ -90,13 +116,18 @@ def summary(res: LoadTestResult) -> str:
     if not ok:
         return "No request succeeded at any load level."
     top = max(ok, key=lambda lv: lv.output_tokens_per_s)
-    text = (f"Highest throughput {human.rate(top.output_tokens_per_s, 'output tokens/s')} at {_load_name(res, top)} "
-            f"(TTFT p95 {human.duration(top.ttft_s.p95)}, inter-token latency p95 {human.duration(top.itl_s.p95)}).")
+    text = (
+        f"Highest throughput {human.rate(top.output_tokens_per_s, 'output tokens/s')} at {_load_name(res, top)} "
+        f"(TTFT p95 {human.duration(top.ttft_s.p95)}, inter-token latency p95 {human.duration(top.itl_s.p95)})."
+    )
     slo = slo_text(res.slo)
     if slo:
         knee = next((lv for lv in reversed(res.levels) if lv.meets_slo), None)
-        text += (f" Highest load meeting the SLO ({slo}): {_load_name(res, knee)}." if knee
-                 else f" No level meets the SLO ({slo}).")
+        text += (
+            f" Highest load meeting the SLO ({slo}): {_load_name(res, knee)}."
+            if knee
+            else f" No level meets the SLO ({slo})."
+        )
     failed = sum(lv.requests_failed for lv in res.levels)
     if failed:
         text += f" {failed:,} request{'s' * (failed != 1)} failed (by kind in the table)."
@@ -109,40 +140,70 @@ def _rows(res: LoadTestResult) -> list[list[str]]:
         load = f"{human.number(lv.rate)}/s (peak {lv.concurrency})" if lv.rate is not None else f"{lv.concurrency:,}"
         slo = "-" if lv.meets_slo is None else ("met" if lv.meets_slo else "missed")
         errors = ", ".join(f"{k} {n:,}" for k, n in lv.errors.items()) or "-"
-        rows.append([load, f"{lv.requests_ok:,}", f"{lv.requests_failed:,}", errors,
-                     *(human.duration(getattr(lv.ttft_s, p)) for p in ("p50", "p95", "p99")),
-                     *(human.duration(getattr(lv.itl_s, p)) for p in ("p50", "p95", "p99")),
-                     human.rate(lv.output_tokens_per_s, "tok/s"), human.rate(lv.requests_per_s, "req/s"), slo])
+        rows.append(
+            [
+                load,
+                f"{lv.requests_ok:,}",
+                f"{lv.requests_failed:,}",
+                errors,
+                *(human.duration(getattr(lv.ttft_s, p)) for p in ("p50", "p95", "p99")),
+                *(human.duration(getattr(lv.itl_s, p)) for p in ("p50", "p95", "p99")),
+                human.rate(lv.output_tokens_per_s, "tok/s"),
+                human.rate(lv.requests_per_s, "req/s"),
+                slo,
+            ]
+        )
     return rows
 
 
-HEADERS = ["concurrency", "ok", "failed", "failures", "TTFT p50", "TTFT p95", "TTFT p99", "ITL p50", "ITL p95", "ITL p99",
-           "throughput", "requests", "SLO"]
+HEADERS = [
+    "concurrency",
+    "ok",
+    "failed",
+    "failures",
+    "TTFT p50",
+    "TTFT p95",
+    "TTFT p99",
+    "ITL p50",
+    "ITL p95",
+    "ITL p99",
+    "throughput",
+    "requests",
+    "SLO",
+]
 
 
 def headers(res: LoadTestResult) -> list[str]:
-    return (["offered rate"] if _open_loop(res) else []) + HEADERS[int(_open_loop(res)):]
+    return (["offered rate"] if _open_loop(res) else []) + HEADERS[int(_open_loop(res)) :]
 
 
 def markdown(res: LoadTestResult, meta: dict[str, Any]) -> str:
     lines = [f"# infertune load test: {res.url}{res.endpoint}", "", f"**{summary(res)}**", ""]
     if meta.get("command"):
         lines += [f"Server: `{meta['command']}`", ""]
-    lines += [f"{res.max_new_tokens:,} tokens per request; every number measured. TTFT: time to first token; ITL: "
-              "inter-token latency.", "",
-              "| " + " | ".join(headers(res)) + " |", "|" + "---|" * len(HEADERS)]
+    lines += [
+        f"{res.max_new_tokens:,} tokens per request; every number measured. TTFT: time to first token; ITL: "
+        "inter-token latency.",
+        "",
+        "| " + " | ".join(headers(res)) + " |",
+        "|" + "---|" * len(HEADERS),
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in _rows(res)]
     return "\n".join(lines) + "\n"
 
 
 def page(res: LoadTestResult, meta: dict[str, Any]) -> str:
-    body = (f"<h1>infertune load test</h1><p class='sub'>{esc(res.url + res.endpoint)}, "
-            f"{res.max_new_tokens:,} tokens per request. {tag('measured')} every number.</p>"
-            f"<section id='verdict' class='verdict'><h2>Verdict</h2><p class='headline'>{esc(summary(res))}</p>"
-            "</section><section id='levels'><h2>Load levels</h2>"
-            + table(headers(res), _rows(res), num=set(range(1, 12)) - {3})
-            + "<p class='legend'>TTFT: time to first token; ITL: inter-token latency.</p></section>"
-            + "<section id='charts'><h2>Charts</h2>" + "".join(figure(*c) for c in plots(res)) + "</section>")
+    body = (
+        f"<h1>infertune load test</h1><p class='sub'>{esc(res.url + res.endpoint)}, "
+        f"{res.max_new_tokens:,} tokens per request. {tag('measured')} every number.</p>"
+        f"<section id='verdict' class='verdict'><h2>Verdict</h2><p class='headline'>{esc(summary(res))}</p>"
+        "</section><section id='levels'><h2>Load levels</h2>"
+        + table(headers(res), _rows(res), num=set(range(1, 12)) - {3})
+        + "<p class='legend'>TTFT: time to first token; ITL: inter-token latency.</p></section>"
+        + "<section id='charts'><h2>Charts</h2>"
+        + "".join(figure(*c) for c in plots(res))
+        + "</section>"
+    )
     if meta.get("command"):
         body += "<section id='ship'><h2>The server</h2>" + code(meta["command"], "Command", "bash")
         if meta.get("server_peak_rss_bytes"):

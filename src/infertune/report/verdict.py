@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infertune import human
+from infertune.core import human
 
 VERDICTS = ("baseline", "kept", "rejected", "inconclusive", "failed")
 SMALLER_IS_BETTER = {"latency": True, "memory": True, "throughput": False}
@@ -62,15 +62,21 @@ def _metric_rows(base: dict, best: dict) -> list[dict[str, Any]]:
             continue
         rel = b / a - 1 if a else None
         same = rel is not None and abs(rel) < 0.005
-        rows.append({"metric": name, "baseline": fmt(a), "shipped": fmt(b),
-                     "change": "unchanged" if same else human.change(rel),
-                     "better": None if rel is None or abs(rel) < 0.005 else (rel < 0) == smaller})
+        rows.append(
+            {
+                "metric": name,
+                "baseline": fmt(a),
+                "shipped": fmt(b),
+                "change": "unchanged" if same else human.change(rel),
+                "better": None if rel is None or abs(rel) < 0.005 else (rel < 0) == smaller,
+            }
+        )
     return rows
 
 
 def environment_facts(env: dict[str, Any] | None) -> list[tuple[str, str]]:
     """The machine the numbers come from, as (label, text) pairs."""
-    if not env or "error" in env and len(env) == 1:
+    if not env or ("error" in env and len(env) == 1):
         return [("machine", "not recorded")]
     hw = env.get("hardware") or {}
     libs = env.get("libraries") or {}
@@ -78,8 +84,13 @@ def environment_facts(env: dict[str, Any] | None) -> list[tuple[str, str]]:
     if hw:
         cores = f"{hw.get('cpu_logical_cores', '?')} logical cores"
         facts.append(("CPU", f"{hw.get('cpu_model') or 'unknown'} ({cores})"))
-        facts.append(("RAM", f"{human.size(hw.get('ram_total_bytes'))} total, "
-                             f"{human.size(hw.get('ram_available_bytes'))} available at the start"))
+        facts.append(
+            (
+                "RAM",
+                f"{human.size(hw.get('ram_total_bytes'))} total, "
+                f"{human.size(hw.get('ram_available_bytes'))} available at the start",
+            )
+        )
         for g in hw.get("gpus") or []:
             facts.append((f"GPU {g['index']}", f"{g['name']}, {human.size(g['total_memory_bytes'])}"))
         if not hw.get("gpus"):
@@ -104,8 +115,15 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
     steps, best = r["steps"], r.get("best")
     obj = r["objective"]
     if not steps or best is None:
-        return {"ship": None, "headline": "No configuration to ship: no trial finished.", "rows": [], "noise": None,
-                "costs": [], "sure": "low", "why_sure": ["no finished trial"]}
+        return {
+            "ship": None,
+            "headline": "No configuration to ship: no trial finished.",
+            "rows": [],
+            "noise": None,
+            "costs": [],
+            "sure": "low",
+            "why_sure": ["no finished trial"],
+        }
     base = steps[0]
     shipped = next(s for s in steps if s["index"] == best["index"])
     changes: dict[str, Any] = {}
@@ -119,38 +137,55 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
     noise = shipped.get("noise")
     what = human.OBJECTIVE.get(obj, obj)
     if not changes:
-        headline = (f"Keep the baseline: no change improved {what} "
-                    f"({human.objective(obj, base.get('objective'))}, measured) by more than the noise.")
+        headline = (
+            f"Keep the baseline: no change improved {what} "
+            f"({human.objective(obj, base.get('objective'))}, measured) by more than the noise."
+        )
     else:
         band = f", noise band ±{human.share(noise)}" if noise is not None else ""
-        headline = (f"Ship {human.settings(changes)}: {what} {human.objective(obj, base.get('objective'))} → "
-                    f"{human.objective(obj, shipped.get('objective'))} ({human.change(gain)}{band}), measured "
-                    "against the baseline on this machine.")
+        headline = (
+            f"Ship {human.settings(changes)}: {what} {human.objective(obj, base.get('objective'))} → "
+            f"{human.objective(obj, shipped.get('objective'))} ({human.change(gain)}{band}), measured "
+            "against the baseline on this machine."
+        )
     costs = [f"{x['metric']} {x['baseline']} → {x['shipped']} ({x['change']})" for x in rows if x["better"] is False]
     q = shipped.get("quality") or {}
     if q:
         nll = q.get("nll_delta")
-        costs.append(f"quality: greedy outputs match the baseline on {human.share(q.get('exact_match_rate'))} of the "
-                     "prompts" + (f"; reference NLL {nll:+.3f} nats/token" if nll is not None else "")
-                     + (f"; largest next-token KL {human.number(q['max_kl'])} nats" if q.get("max_kl") is not None
-                        else ""))
+        costs.append(
+            f"quality: greedy outputs match the baseline on {human.share(q.get('exact_match_rate'))} of the "
+            "prompts"
+            + (f"; reference NLL {nll:+.3f} nats/token" if nll is not None else "")
+            + (f"; largest next-token KL {human.number(q['max_kl'])} nats" if q.get("max_kl") is not None else "")
+        )
     costs += list(r.get("tradeoffs") or [])
     sure, why = _certainty(r, shipped, gain, noise)
-    return {"ship": human.settings(changes) if changes else None, "headline": headline, "rows": rows,
-            "noise": noise, "costs": costs, "sure": sure, "why_sure": why}
+    return {
+        "ship": human.settings(changes) if changes else None,
+        "headline": headline,
+        "rows": rows,
+        "noise": noise,
+        "costs": costs,
+        "sure": sure,
+        "why_sure": why,
+    }
 
 
 def _certainty(r: dict[str, Any], shipped: dict, gain: float | None, noise: float | None) -> tuple[str, list[str]]:
     env = r.get("environment") or {}
     w = r["workload"]
     reps = w.get("repeats", 1)
-    why = [f"each step is the mean of {reps} timed pass{'es' * (reps != 1)} over the prompts "
-           f"(warm-up {w.get('warmup', 0)} untimed)"]
+    why = [
+        f"each step is the mean of {reps} timed pass{'es' * (reps != 1)} over the prompts "
+        f"(warm-up {w.get('warmup', 0)} untimed)"
+    ]
     verdicts = [step_verdict(s) for s in r["steps"]]
     level = "moderate"
     if noise is None and not any("noise" in s for s in r["steps"]):
-        why.append("no noise band was measured: each configuration ran once, so a difference of a few percent "
-                   "may be run-to-run noise; re-validate with the command below")
+        why.append(
+            "no noise band was measured: each configuration ran once, so a difference of a few percent "
+            "may be run-to-run noise; re-validate with the command below"
+        )
     elif gain is not None and noise is not None and abs(gain) > 2 * noise:
         level = "high"
         why.append(f"the gain ({human.change(gain)}) is more than twice its noise band (±{human.share(noise)})")
@@ -159,8 +194,10 @@ def _certainty(r: dict[str, Any], shipped: dict, gain: float | None, noise: floa
         why.append(f"{n} step{'s' * (n != 1)} stayed inconclusive: the difference was inside the noise")
     if env.get("busy"):
         level = "low"
-        why.append("the machine was busy while measuring (other work shared it): absolute numbers are pessimistic "
-                   "and differences noisier")
+        why.append(
+            "the machine was busy while measuring (other work shared it): absolute numbers are pessimistic "
+            "and differences noisier"
+        )
     if shipped["measured"].get("status") != "ok" or step_verdict(shipped) == "inconclusive":
         level = "low"
     q = shipped.get("quality")
@@ -181,8 +218,10 @@ def workload_text(w: dict[str, Any]) -> str:
         length = f"prompts padded to {w['input_len']:,} tokens"
     else:
         length = "prompts at their natural length"
-    return (f"{prompts}, {length}, {w['max_new_tokens']:,} new tokens each, batch {w['batch']}, "
-            f"concurrency {w['concurrency']}, {'sampled' if w.get('do_sample') else 'greedy'}")
+    return (
+        f"{prompts}, {length}, {w['max_new_tokens']:,} new tokens each, batch {w['batch']}, "
+        f"concurrency {w['concurrency']}, {'sampled' if w.get('do_sample') else 'greedy'}"
+    )
 
 
 def step_rows(r: dict[str, Any]) -> list[dict[str, str]]:
@@ -193,22 +232,34 @@ def step_rows(r: dict[str, Any]) -> list[dict[str, str]]:
         m, q, e = s["measured"], s.get("quality") or {}, s.get("expected")
         expected = "-"
         if e:
-            expected = (f"peak {human.size(e['peak_bytes_before'])} → {human.size(e['peak_bytes_after'])}, "
-                        f"time/token {human.duration(e['tpot_s_before'])} → {human.duration(e['tpot_s_after'])}")
+            expected = (
+                f"peak {human.size(e['peak_bytes_before'])} → {human.size(e['peak_bytes_after'])}, "
+                f"time/token {human.duration(e['tpot_s_before'])} → {human.duration(e['tpot_s_after'])}"
+            )
             if m.get("tpot_s"):
-                expected += (f"; measured {human.duration(m['tpot_s'])}, expected/measured "
-                             f"{e['tpot_s_after'] / m['tpot_s']:.2f}")
-        rows.append({
-            "index": str(s["index"]), "change": human.settings(s["changes"]) if s["technique"] else "baseline",
-            "technique": s["technique"] or "baseline", "verdict": step_verdict(s),
-            "objective": human.objective(obj, s.get("objective")) if s.get("objective") is not None else "-",
-            "delta": human.change(delta), "noise": f"±{human.share(s['noise'])}" if s.get("noise") is not None else "-",
-            "pairs": str(s.get("repeats", 1)), "busy": "busy" if s.get("busy") else "",
-            "peak": human.size(m.get("peak_memory_bytes")), "ttft": human.duration(m.get("ttft_s")),
-            "tpot": human.duration(m.get("tpot_s")), "tps": human.rate(m.get("tokens_per_s"), "tok/s"),
-            "match": human.share(q.get("exact_match_rate")) if q else "-",
-            "nll": f"{q['nll_delta']:+.3f}" if q.get("nll_delta") is not None else "-",
-            "expected": expected, "note": (e or {}).get("note") or "",
-            "why": s["reason"] if m.get("status") == "ok" else f"{m.get('status')}: {s['reason']}",
-        })
+                expected += (
+                    f"; measured {human.duration(m['tpot_s'])}, expected/measured {e['tpot_s_after'] / m['tpot_s']:.2f}"
+                )
+        rows.append(
+            {
+                "index": str(s["index"]),
+                "change": human.settings(s["changes"]) if s["technique"] else "baseline",
+                "technique": s["technique"] or "baseline",
+                "verdict": step_verdict(s),
+                "objective": human.objective(obj, s.get("objective")) if s.get("objective") is not None else "-",
+                "delta": human.change(delta),
+                "noise": f"±{human.share(s['noise'])}" if s.get("noise") is not None else "-",
+                "pairs": str(s.get("repeats", 1)),
+                "busy": "busy" if s.get("busy") else "",
+                "peak": human.size(m.get("peak_memory_bytes")),
+                "ttft": human.duration(m.get("ttft_s")),
+                "tpot": human.duration(m.get("tpot_s")),
+                "tps": human.rate(m.get("tokens_per_s"), "tok/s"),
+                "match": human.share(q.get("exact_match_rate")) if q else "-",
+                "nll": f"{q['nll_delta']:+.3f}" if q.get("nll_delta") is not None else "-",
+                "expected": expected,
+                "note": (e or {}).get("note") or "",
+                "why": s["reason"] if m.get("status") == "ok" else f"{m.get('status')}: {s['reason']}",
+            }
+        )
     return rows

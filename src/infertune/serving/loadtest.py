@@ -17,8 +17,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from infertune.errors import UserError
-from infertune.schema import SCHEMA_VERSION
+from infertune.core.errors import UserError
+from infertune.core.schema import SCHEMA_VERSION
 
 DEFAULT_PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
@@ -34,8 +34,12 @@ class Percentiles(BaseModel):
         if not values:
             return cls(mean=None, p50=None, p95=None, p99=None)
         a = np.asarray(values, dtype=float)
-        return cls(mean=float(a.mean()), p50=float(np.percentile(a, 50)), p95=float(np.percentile(a, 95)),
-                   p99=float(np.percentile(a, 99)))
+        return cls(
+            mean=float(a.mean()),
+            p50=float(np.percentile(a, 50)),
+            p95=float(np.percentile(a, 95)),
+            p99=float(np.percentile(a, 99)),
+        )
 
 
 class RequestRecord(BaseModel):
@@ -116,12 +120,25 @@ async def one_request(client, url: str, body: dict, chat: bool, timeout_s: float
         return RequestRecord(ok=False, error=type(e).__name__)
     if not stamps:
         return RequestRecord(ok=False, error="empty")
-    return RequestRecord(ok=True, ttft_s=stamps[0] - start, itl_s=np.diff(stamps).tolist(), e2e_s=stamps[-1] - start,
-                         output_tokens=len(stamps))
+    return RequestRecord(
+        ok=True,
+        ttft_s=stamps[0] - start,
+        itl_s=np.diff(stamps).tolist(),
+        e2e_s=stamps[-1] - start,
+        output_tokens=len(stamps),
+    )
 
 
-async def run_level(client, url: str, bodies: list[dict], chat: bool, concurrency: int, requests: int,
-                    duration_s: float | None, timeout_s: float) -> tuple[list[RequestRecord], float]:
+async def run_level(
+    client,
+    url: str,
+    bodies: list[dict],
+    chat: bool,
+    concurrency: int,
+    requests: int,
+    duration_s: float | None,
+    timeout_s: float,
+) -> tuple[list[RequestRecord], float]:
     """Closed loop; request k sends bodies[k % len(bodies)]."""
     records: list[RequestRecord] = []
     issued = 0
@@ -138,8 +155,17 @@ async def run_level(client, url: str, bodies: list[dict], chat: bool, concurrenc
     return records, time.perf_counter() - start
 
 
-async def run_rate(client, url: str, bodies: list[dict], chat: bool, rate: float, requests: int, duration_s: float | None,
-                   timeout_s: float, seed: int = 0) -> tuple[list[RequestRecord], float, int]:
+async def run_rate(
+    client,
+    url: str,
+    bodies: list[dict],
+    chat: bool,
+    rate: float,
+    requests: int,
+    duration_s: float | None,
+    timeout_s: float,
+    seed: int = 0,
+) -> tuple[list[RequestRecord], float, int]:
     """Open loop: requests start at Poisson arrival times whatever the server's state (that is what
     users do); returns the records, the elapsed time and the most requests in flight at once."""
     gaps = np.random.default_rng(seed).exponential(1 / rate, size=requests)
@@ -162,8 +188,9 @@ async def run_rate(client, url: str, bodies: list[dict], chat: bool, rate: float
     return [r for r in done if r is not None], time.perf_counter() - start, state["peak"]
 
 
-def summarize(concurrency: int, records: list[RequestRecord], elapsed: float, max_ttft: float | None,
-              max_tpot: float | None) -> LevelResult:
+def summarize(
+    concurrency: int, records: list[RequestRecord], elapsed: float, max_ttft: float | None, max_tpot: float | None
+) -> LevelResult:
     ok = [r for r in records if r.ok]
     ttft = Percentiles.of([r.ttft_s for r in ok if r.ttft_s is not None])
     itl = Percentiles.of([x for r in ok for x in r.itl_s])
@@ -175,11 +202,17 @@ def summarize(concurrency: int, records: list[RequestRecord], elapsed: float, ma
         if max_tpot is not None:
             meets = meets and (itl.p95 is None or itl.p95 <= max_tpot)
     return LevelResult(
-        concurrency=concurrency, requests_ok=len(ok), requests_failed=len(records) - len(ok),
-        errors=dict(Counter(r.error for r in records if not r.ok)), duration_s=elapsed, ttft_s=ttft, itl_s=itl,
+        concurrency=concurrency,
+        requests_ok=len(ok),
+        requests_failed=len(records) - len(ok),
+        errors=dict(Counter(r.error for r in records if not r.ok)),
+        duration_s=elapsed,
+        ttft_s=ttft,
+        itl_s=itl,
         e2e_s=Percentiles.of([r.e2e_s for r in ok if r.e2e_s is not None]),
         output_tokens_per_s=sum(r.output_tokens for r in ok) / elapsed if elapsed > 0 else 0.0,
-        requests_per_s=len(ok) / elapsed if elapsed > 0 else 0.0, meets_slo=meets,
+        requests_per_s=len(ok) / elapsed if elapsed > 0 else 0.0,
+        meets_slo=meets,
     )
 
 
@@ -195,11 +228,23 @@ async def _preflight(client, base: str) -> None:
         pass  # reachable; the endpoint may not list models: the requests will tell
 
 
-async def loadtest_async(url: str, model: str | None, levels: list[int], requests: int, duration_s: float | None,
-                         max_new_tokens: int, max_ttft: float | None, max_tpot: float | None, endpoint: str = "chat",
-                         prompt: str = DEFAULT_PROMPT, timeout_s: float = 120.0, on_level=None,
-                         rates: list[float] | None = None, seed: int = 0,
-                         conversations: list[list[dict]] | None = None) -> LoadTestResult:
+async def loadtest_async(
+    url: str,
+    model: str | None,
+    levels: list[int],
+    requests: int,
+    duration_s: float | None,
+    max_new_tokens: int,
+    max_ttft: float | None,
+    max_tpot: float | None,
+    endpoint: str = "chat",
+    prompt: str = DEFAULT_PROMPT,
+    timeout_s: float = 120.0,
+    on_level=None,
+    rates: list[float] | None = None,
+    seed: int = 0,
+    conversations: list[list[dict]] | None = None,
+) -> LoadTestResult:
     """Closed loop over `levels` (concurrent workers), or, with `rates`, open loop at each offered rate.
     `conversations` (chat endpoint): request k sends conversations[k % n] instead of `prompt`."""
     import httpx
@@ -207,7 +252,12 @@ async def loadtest_async(url: str, model: str | None, levels: list[int], request
     base = url.rstrip("/")
     chat = endpoint == "chat"
     path = "/v1/chat/completions" if chat else "/v1/completions"
-    common: dict = {"max_tokens": max_new_tokens, "stream": True, "temperature": 0, **({"model": model} if model else {})}
+    common: dict = {
+        "max_tokens": max_new_tokens,
+        "stream": True,
+        "temperature": 0,
+        **({"model": model} if model else {}),
+    }
     if chat:
         bodies = [{**common, "messages": c} for c in (conversations or [[{"role": "user", "content": prompt}]])]
     else:
@@ -217,22 +267,31 @@ async def loadtest_async(url: str, model: str | None, levels: list[int], request
     limits = httpx.Limits(max_connections=width + 4, max_keepalive_connections=width + 4)
     async with httpx.AsyncClient(limits=limits) as client:
         await _preflight(client, base)
-        for x in (rates or levels):
+        for x in rates or levels:
             if rates:
-                records, elapsed, peak = await run_rate(client, base + path, bodies, chat, x, requests, duration_s,
-                                                        timeout_s, seed)
+                records, elapsed, peak = await run_rate(
+                    client, base + path, bodies, chat, x, requests, duration_s, timeout_s, seed
+                )
                 level = summarize(peak, records, elapsed, max_ttft, max_tpot).model_copy(update={"rate": x})
             else:
-                records, elapsed = await run_level(client, base + path, bodies, chat, x, requests, duration_s, timeout_s)
+                records, elapsed = await run_level(
+                    client, base + path, bodies, chat, x, requests, duration_s, timeout_s
+                )
                 level = summarize(x, records, elapsed, max_ttft, max_tpot)
             out.append(level)
             if on_level:
                 on_level(level)
     meeting = [lv for lv in out if lv.meets_slo]
-    return LoadTestResult(url=base, model=model, endpoint=path, max_new_tokens=max_new_tokens, levels=out,
-                          knee_concurrency=None if rates or not meeting else max(lv.concurrency for lv in meeting),
-                          knee_rate=max(lv.rate for lv in meeting) if rates and meeting else None,
-                          slo={"max_ttft_s": max_ttft, "max_tpot_s": max_tpot})
+    return LoadTestResult(
+        url=base,
+        model=model,
+        endpoint=path,
+        max_new_tokens=max_new_tokens,
+        levels=out,
+        knee_concurrency=None if rates or not meeting else max(lv.concurrency for lv in meeting),
+        knee_rate=max(lv.rate for lv in meeting) if rates and meeting else None,
+        slo={"max_ttft_s": max_ttft, "max_tpot_s": max_tpot},
+    )
 
 
 def loadtest(*args, **kwargs) -> LoadTestResult:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 from infertune.measure.memory import vm_hwm
 from infertune.measure.trial import free_port
 
@@ -25,13 +25,34 @@ class ServeProcess:
     """`args` go to `transformers serve` (the default), or `command(host, port)` builds another engine's
     command line; `env` replaces the environment (engines run from their own)."""
 
-    def __init__(self, args: list[str], log_path: Path, host: str = "127.0.0.1", port: int | None = None,
-                 ready_timeout_s: float = 300.0, python: str = sys.executable,
-                 command: Callable[[str, int], list[str]] | None = None, env: dict[str, str] | None = None,
-                 name: str = "transformers serve"):
+    def __init__(
+        self,
+        args: list[str],
+        log_path: Path,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        ready_timeout_s: float = 300.0,
+        python: str = sys.executable,
+        command: Callable[[str, int], list[str]] | None = None,
+        env: dict[str, str] | None = None,
+        name: str = "transformers serve",
+    ):
         self.host, self.port = host, port or free_port(host)
-        self.cmd = command(self.host, self.port) if command else [
-            python, "-m", "transformers.cli.transformers", "serve", *args, "--host", self.host, "--port", str(self.port)]
+        self.cmd = (
+            command(self.host, self.port)
+            if command
+            else [
+                python,
+                "-m",
+                "transformers.cli.transformers",
+                "serve",
+                *args,
+                "--host",
+                self.host,
+                "--port",
+                str(self.port),
+            ]
+        )
         self.log_path, self.ready_timeout_s = Path(log_path), ready_timeout_s
         self.env, self.name = env, name
         self.proc: subprocess.Popen | None = None
@@ -52,15 +73,22 @@ class ServeProcess:
         from infertune.measure.lifeline import launcher
 
         # the server dies with this process (kill -9 included): the kernel's parent-death signal, set before exec
-        self.proc = subprocess.Popen([*launcher(), *self.cmd], stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [*launcher(), *self.cmd],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
         log.close()
         deadline = self.started_at + self.ready_timeout_s
         try:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
-                    raise UserError(f"{self.name} exited with code {self.proc.returncode} before it was "
-                                    f"ready; log: {self.log_path}")
+                    raise UserError(
+                        f"{self.name} exited with code {self.proc.returncode} before it was ready; log: {self.log_path}"
+                    )
                 try:
                     if httpx.get(self.url + "/health", timeout=2).status_code == 200:
                         self.startup_s = time.monotonic() - self.started_at

@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from infertune.schema import SCHEMA_VERSION
-from infertune.errors import UserError
+from infertune.core.errors import UserError
+from infertune.core.schema import SCHEMA_VERSION
 from infertune.serving import engines
 from infertune.serving.loadtest import LoadTestResult, loadtest
 from infertune.serving.server import ServeProcess
@@ -32,19 +32,29 @@ class ServeTrial(BaseModel):
 
     def shell(self, model: str) -> str:
         """The command a user runs to serve this candidate (on loopback: put a proxy in front to expose it)."""
-        head = {"transformers": ["transformers", "serve", model], "vllm": ["vllm", "serve", model],
-                "sglang": ["python", "-m", "sglang.launch_server", "--model-path", model]}[self.engine]
+        head = {
+            "transformers": ["transformers", "serve", model],
+            "vllm": ["vllm", "serve", model],
+            "sglang": ["python", "-m", "sglang.launch_server", "--model-path", model],
+        }[self.engine]
         return shlex.join([*head, *self.flags, "--host", "127.0.0.1"])
 
 
-def _server(engine: str, model_path: str, flags: list[str], log_path: Path, host: str,
-            ready_timeout_s: float | None) -> ServeProcess:
+def _server(
+    engine: str, model_path: str, flags: list[str], log_path: Path, host: str, ready_timeout_s: float | None
+) -> ServeProcess:
     if engine == "transformers":
         return ServeProcess([model_path, *flags], log_path, host=host, ready_timeout_s=ready_timeout_s or 300.0)
     e = engines.engine(engine)
-    return ServeProcess([], log_path, host=host, ready_timeout_s=ready_timeout_s or e.startup_s,
-                        command=engines.server_command(engine, model_path, flags), env=engines.server_env(engine),
-                        name=engine)
+    return ServeProcess(
+        [],
+        log_path,
+        host=host,
+        ready_timeout_s=ready_timeout_s or e.startup_s,
+        command=engines.server_command(engine, model_path, flags),
+        env=engines.server_env(engine),
+        name=engine,
+    )
 
 
 def smoke(engine: str, model_path: str, flags: list[str], log_path: Path) -> str:
@@ -52,17 +62,30 @@ def smoke(engine: str, model_path: str, flags: list[str], log_path: Path) -> str
     import httpx
 
     with _server(engine, model_path, flags, log_path, "127.0.0.1", None) as server:
-        r = httpx.post(server.url + "/v1/chat/completions", timeout=server.ready_timeout_s,
-                       json={"model": model_path, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
+        r = httpx.post(
+            server.url + "/v1/chat/completions",
+            timeout=server.ready_timeout_s,
+            json={"model": model_path, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4},
+        )
         if r.status_code != 200:
             raise UserError(f"{engine} started but answered {r.status_code}; log: {log_path}")
     return f"served a chat completion in {server.startup_s:.0f} s from start"
 
 
-def run_serve_trial(model_path: str, flags: list[str], log_path: Path, levels: list[int], requests: int,
-                    max_new_tokens: int, conversations: list[list[dict]] | None = None,
-                    ready_timeout_s: float | None = None, on_level=None, on_phase=None,
-                    host: str = "127.0.0.1", engine: str = "transformers") -> ServeTrial:
+def run_serve_trial(
+    model_path: str,
+    flags: list[str],
+    log_path: Path,
+    levels: list[int],
+    requests: int,
+    max_new_tokens: int,
+    conversations: list[list[dict]] | None = None,
+    ready_timeout_s: float | None = None,
+    on_level=None,
+    on_phase=None,
+    host: str = "127.0.0.1",
+    engine: str = "transformers",
+) -> ServeTrial:
     """Raises UserError when the server does not come up (its log says why). `host`: loopback unless the
     caller means otherwise. `ready_timeout_s` defaults to the engine's start-up budget."""
     import httpx
@@ -73,13 +96,34 @@ def run_serve_trial(model_path: str, flags: list[str], log_path: Path, levels: l
     server.__enter__()
     try:
         say("warming up (the first request loads the model)")
-        httpx.post(server.url + "/v1/chat/completions", timeout=server.ready_timeout_s,
-                   json={"model": model_path, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
+        httpx.post(
+            server.url + "/v1/chat/completions",
+            timeout=server.ready_timeout_s,
+            json={"model": model_path, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2},
+        )
         say("load test")
-        res = loadtest(server.url, model_path, levels, requests, None, max_new_tokens, None, None,
-                       on_level=on_level, conversations=conversations)
+        res = loadtest(
+            server.url,
+            model_path,
+            levels,
+            requests,
+            None,
+            max_new_tokens,
+            None,
+            None,
+            on_level=on_level,
+            conversations=conversations,
+        )
         peak = server.peak_rss_bytes()
     finally:
         server.stop()
-    return ServeTrial(engine=engine, command=shlex.join(server.cmd), flags=flags, log=str(server.log_path),
-                      startup_s=server.startup_s, peak_memory_bytes=peak, server_peak_rss_bytes=peak, load=res)
+    return ServeTrial(
+        engine=engine,
+        command=shlex.join(server.cmd),
+        flags=flags,
+        log=str(server.log_path),
+        startup_s=server.startup_s,
+        peak_memory_bytes=peak,
+        server_peak_rss_bytes=peak,
+        load=res,
+    )

@@ -26,8 +26,11 @@ class _Attention(Technique):
         c = self._model(f, "flash_attn", "FlashAttention")
         c.need_platform(f, "cuda")
         if f.platform == "cuda":
-            c.need(table_ok and (f.cc or 0) >= min_cc, f"{kernel} needs compute capability >= {min_cc}; "
-                   f"{f.accelerator.name} has {f.accelerator.compute_capability or 'none'}")
+            c.need(
+                table_ok and (f.cc or 0) >= min_cc,
+                f"{kernel} needs compute capability >= {min_cc}; "
+                f"{f.accelerator.name} has {f.accelerator.compute_capability or 'none'}",
+            )
         return c.need(s.dtype in HALF, f"needs fp16 or bf16 weights (current: {s.dtype}); change the dtype first")
 
     def _model(self, f: Facts, flag: str, name: str) -> Check:
@@ -61,8 +64,10 @@ class Flash2(_Attention):
     title = "FlashAttention-2 (flash-attn package)"
     addresses = ("long-input-attention", "prefill-speed", "concurrency")
     priority = 10
-    tradeoffs = ("needs fp16/bf16 and an Ampere or newer GPU; the flash-attn wheel must match torch and CUDA",
-                 "padding-free batching helps most with mixed lengths; little gain at short prompts")
+    tradeoffs = (
+        "needs fp16/bf16 and an Ampere or newer GPU; the flash-attn wheel must match torch and CUDA",
+        "padding-free batching helps most with mixed lengths; little gain at short prompts",
+    )
     docs = ATTN_DOCS
 
     def check(self, f: Facts, s: Setup) -> Check:
@@ -92,7 +97,9 @@ class Flex(_Attention):
     title = "FlexAttention (torch.nn.attention.flex_attention)"
     addresses = ("long-input-attention",)
     priority = 20
-    tradeoffs = ("compiles its kernel on first use (seconds); best with custom masks, not faster than sdpa for plain causal",)
+    tradeoffs = (
+        "compiles its kernel on first use (seconds); best with custom masks, not faster than sdpa for plain causal",
+    )
     docs = ATTN_DOCS
 
     def check(self, f: Facts, s: Setup) -> Check:
@@ -107,8 +114,10 @@ class KernelsHub(_Attention):
     title = "FlashAttention-2 from the Hub (kernels-community/flash-attn2 via `kernels`)"
     addresses = ("long-input-attention", "prefill-speed", "concurrency")
     priority = 9  # same kernel as attn-flash2 without compiling a wheel: try it first
-    tradeoffs = ("downloads a pre-built kernel from the Hub at load (needs Hub access once, then cached)",
-                 "same hardware limits as FlashAttention-2: Ampere+ and fp16/bf16")
+    tradeoffs = (
+        "downloads a pre-built kernel from the Hub at load (needs Hub access once, then cached)",
+        "same hardware limits as FlashAttention-2: Ampere+ and fp16/bf16",
+    )
     docs = ("https://huggingface.co/docs/kernels/index", OVERVIEW)
 
     def check(self, f: Facts, s: Setup) -> Check:

@@ -15,15 +15,26 @@ from pydantic import BaseModel, ConfigDict
 from infertune.estimate.accelerators import Accelerator
 from infertune.probe.model import ModelProfile
 
-Category = Literal["load-memory", "kv-cache-growth", "long-input-attention", "concurrency", "decode-speed",
-                   "prefill-speed", "none"]
+Category = Literal[
+    "load-memory", "kv-cache-growth", "long-input-attention", "concurrency", "decode-speed", "prefill-speed", "none"
+]
 CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
 Risk = Literal["none", "low", "medium"]
 RISK_ORDER = {"none": 0, "low": 1, "medium": 2}
 
 # infertune's weight-quantization names (the user's --quantization and the catalog's settings)
-QUANTIZATIONS = ("none", "bnb-8bit", "bnb-4bit", "awq", "gptq", "gguf", "torchao-int4", "torchao-int8",
-                 "quanto-int8", "fp8")
+QUANTIZATIONS = (
+    "none",
+    "bnb-8bit",
+    "bnb-4bit",
+    "awq",
+    "gptq",
+    "gguf",
+    "torchao-int4",
+    "torchao-int8",
+    "quanto-int8",
+    "fp8",
+)
 
 
 class Setup(BaseModel):
@@ -87,10 +98,12 @@ class EngineEvidence(BaseModel):
         extra = f"; start-up {self.startup_s:,.0f} s" if self.startup_s else ""
         if self.peak_memory_bytes and self.reference_peak_memory_bytes:
             extra += f"; peak memory {self.peak_memory_bytes / 2**20:,.0f} vs {self.reference_peak_memory_bytes / 2**20:,.0f} MiB"
-        return (f"{self.engine} vs {self.against} at concurrency {self.concurrency} (measured{', ' + self.source if self.source else ''}): "
-                f"{self.objective} {x(self.objective_ratio)}{band}, {verdict}; "
-                + ("" if self.objective == "throughput" else f"throughput {x(self.throughput_ratio)}, ")
-                + f"TTFT p50 {x(self.ttft_p50_ratio)}{extra}")
+        return (
+            f"{self.engine} vs {self.against} at concurrency {self.concurrency} (measured{', ' + self.source if self.source else ''}): "
+            f"{self.objective} {x(self.objective_ratio)}{band}, {verdict}; "
+            + ("" if self.objective == "throughput" else f"throughput {x(self.throughput_ratio)}, ")
+            + f"TTFT p50 {x(self.ttft_p50_ratio)}{extra}"
+        )
 
 
 @dataclass
@@ -152,8 +165,10 @@ class Check:
     def need_platform(self, f: Facts, *platforms: str, why: str = "") -> Check:
         if f.platform not in platforms:
             where = {"cuda": "a CUDA GPU", "mps": "Apple silicon (mps)", "cpu": "the CPU"}
-            self.blockers.append(f"needs {' or '.join(where[p] for p in platforms)}; the target is "
-                                 f"{f.accelerator.name}" + (f" ({why})" if why else ""))
+            self.blockers.append(
+                f"needs {' or '.join(where[p] for p in platforms)}; the target is "
+                f"{f.accelerator.name}" + (f" ({why})" if why else "")
+            )
         return self
 
     def need_package(self, f: Facts, package: str, pip: str | None = None, min_version: tuple[int, ...] = ()) -> Check:

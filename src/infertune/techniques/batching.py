@@ -27,11 +27,13 @@ class ContinuousBatching(Technique):
     title = "Continuous batching (generate_batch / transformers serve --continuous-batching)"
     addresses = ("concurrency",)
     priority = 10
-    tradeoffs = ("throughput up by roughly the number of concurrent requests while decode is bandwidth-bound",
-                 "each request's inter-token latency grows with the batch",
-                 "not compatible with torch.compile / a static cache; paged attention (paged|sdpa) is used",
-                 "the paged cache is sized to this workload (cb_num_blocks): more concurrent or longer requests "
-                 "than the workload's wait for free blocks; raise it for a server with more headroom")
+    tradeoffs = (
+        "throughput up by roughly the number of concurrent requests while decode is bandwidth-bound",
+        "each request's inter-token latency grows with the batch",
+        "not compatible with torch.compile / a static cache; paged attention (paged|sdpa) is used",
+        "the paged cache is sized to this workload (cb_num_blocks): more concurrent or longer requests "
+        "than the workload's wait for free blocks; raise it for a server with more headroom",
+    )
     docs = (HF + "continuous_batching", HF + "serving", OVERVIEW)
 
     def applied(self, s: Setup) -> bool:
@@ -39,13 +41,24 @@ class ContinuousBatching(Technique):
 
     def check(self, f: Facts, s: Setup) -> Check:
         c = Check().need(f.concurrency > 1 or f.batch > 1, "one request at a time: nothing to batch")
-        c.need(s.device_map is None and s.tp == 1, "transformers' paged cache lives on one device: not with "
-               "device_map over several devices, offload or tensor parallelism here (a serving engine batches there)")
+        c.need(
+            s.device_map is None and s.tp == 1,
+            "transformers' paged cache lives on one device: not with "
+            "device_map over several devices, offload or tensor parallelism here (a serving engine batches there)",
+        )
         return c.need_package(f, "transformers", min_version=(4, 56))
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         attn = s.attn if s.attn.startswith("paged|") or "/" in s.attn else f"paged|{s.attn}"
         kv = s.kv_cache if s.kv_cache == "dynamic" else "dynamic"
-        return s.model_copy(update={"batching": "continuous", "compile": False, "kv_cache": kv, "attn": attn,
-                                    "max_batch_tokens": max_batch_tokens(f), "cb_block_size": BLOCK_SIZE,
-                                    "cb_num_blocks": kv_blocks(f)})
+        return s.model_copy(
+            update={
+                "batching": "continuous",
+                "compile": False,
+                "kv_cache": kv,
+                "attn": attn,
+                "max_batch_tokens": max_batch_tokens(f),
+                "cb_block_size": BLOCK_SIZE,
+                "cb_num_blocks": kv_blocks(f),
+            }
+        )

@@ -14,13 +14,21 @@ class Dtype(Technique):
     id = "dtype"
     family = "dtype"
     title = "Change the dtype (bfloat16; float16 where the GPU has no bf16; float32 on a CPU without fast half)"
-    addresses = ("load-memory", "kv-cache-growth", "long-input-attention", "concurrency", "decode-speed",
-                 "prefill-speed")
+    addresses = (
+        "load-memory",
+        "kv-cache-growth",
+        "long-input-attention",
+        "concurrency",
+        "decode-speed",
+        "prefill-speed",
+    )
     priority = 0  # free and (nearly) lossless: always first
-    tradeoffs = ("bf16/fp16 round activations; outputs can differ from fp32 after a few tokens (check quality)",
-                 "float16 can overflow in models trained in bf16 (inf/NaN): prefer bf16 where the GPU has it",
-                 "on CPUs without native bf16 (no AVX512-BF16/AMX) prefill gets slower while decode gets faster",
-                 "float16 on a CPU is emulated through fp32: several times slower than bf16 or fp32")
+    tradeoffs = (
+        "bf16/fp16 round activations; outputs can differ from fp32 after a few tokens (check quality)",
+        "float16 can overflow in models trained in bf16 (inf/NaN): prefer bf16 where the GPU has it",
+        "on CPUs without native bf16 (no AVX512-BF16/AMX) prefill gets slower while decode gets faster",
+        "float16 on a CPU is emulated through fp32: several times slower than bf16 or fp32",
+    )
     docs = (HF + "models#model-data-type", OVERVIEW)
 
     def applied(self, s: Setup) -> bool:

@@ -11,8 +11,9 @@ on a CPU). Factors that apply together multiply, over the reference with all the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 from infertune.techniques.base import Facts, Setup, parse_version
 
@@ -42,8 +43,10 @@ class Factor:
     sources: tuple[str, ...]
 
     def label(self) -> str:
-        return (f"documented factor {self.id}: {self.phase} x{self.ratio:g} of the roofline for {self.reference_name} "
-                f"({self.what}; {', '.join(self.sources)})")
+        return (
+            f"documented factor {self.id}: {self.phase} x{self.ratio:g} of the roofline for {self.reference_name} "
+            f"({self.what}; {', '.join(self.sources)})"
+        )
 
 
 def _unquantized(s: Setup) -> Setup:
@@ -58,53 +61,89 @@ BNB_FIXED_4BIT_KERNELS = (0, 40, 0)  # bitsandbytes release with the fast batch-
 
 FACTORS: tuple[Factor, ...] = (
     Factor(
-        id="bnb-int8-decode", phase="decode", ratio=4.0,
+        id="bnb-int8-decode",
+        phase="decode",
+        ratio=4.0,
         what="LLM.int8 kernels were built for memory, not speed: decode measured 2x-5x slower than fp16",
-        applies=lambda f, s: s.quantization == "bnb-8bit", reference=_unquantized,
+        applies=lambda f, s: s.quantization == "bnb-8bit",
+        reference=_unquantized,
         reference_name="the same model in 16-bit",
-        sources=("https://github.com/bitsandbytes-foundation/bitsandbytes/issues/347",
-                 "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/490",
-                 "https://github.com/lm-sys/FastChat/issues/1698")),
+        sources=(
+            "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/347",
+            "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/490",
+            "https://github.com/lm-sys/FastChat/issues/1698",
+        ),
+    ),
     Factor(
-        id="bnb-4bit-decode", phase="decode", ratio=1.3,
+        id="bnb-4bit-decode",
+        phase="decode",
+        ratio=1.3,
         what="NF4 weights are dequantized for every matmul: decode measured ~1.3x slower than fp16, not faster",
-        applies=lambda f, s: s.quantization == "bnb-4bit", reference=_unquantized,
+        applies=lambda f, s: s.quantization == "bnb-4bit",
+        reference=_unquantized,
         reference_name="the same model in 16-bit",
-        sources=("https://github.com/bitsandbytes-foundation/bitsandbytes/issues/611",
-                 "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/605")),
+        sources=(
+            "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/611",
+            "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/605",
+        ),
+    ),
     Factor(
-        id="bnb-4bit-old-kernels", phase="decode", ratio=3.4,
+        id="bnb-4bit-old-kernels",
+        phase="decode",
+        ratio=3.4,
         what="bitsandbytes before 0.40.0 had no fast batch-1 4-bit inference kernel (0.40.0 release: ~3.4x faster)",
-        applies=lambda f, s: (s.quantization == "bnb-4bit" and _steps_at_once(f, s) == 1
-                              and (package_version(f, s, "bitsandbytes") or BNB_FIXED_4BIT_KERNELS)
-                              < BNB_FIXED_4BIT_KERNELS),
-        reference=_unquantized, reference_name="the same model in 16-bit",
-        sources=("https://github.com/TimDettmers/bitsandbytes/releases/tag/0.40.0",
-                 "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/518")),
-    Factor(
-        id="torchao-eager", phase="decode", ratio=1.15,
-        what="torchao weight-only kernels need torch.compile to be fast; without it decode measured ~1.15x "
-             "slower than bf16",
-        applies=lambda f, s: s.quantization.startswith("torchao") and not s.compile, reference=_unquantized,
+        applies=lambda f, s: (
+            s.quantization == "bnb-4bit"
+            and _steps_at_once(f, s) == 1
+            and (package_version(f, s, "bitsandbytes") or BNB_FIXED_4BIT_KERNELS) < BNB_FIXED_4BIT_KERNELS
+        ),
+        reference=_unquantized,
         reference_name="the same model in 16-bit",
-        sources=("https://github.com/huggingface/transformers/issues/34310",)),
+        sources=(
+            "https://github.com/TimDettmers/bitsandbytes/releases/tag/0.40.0",
+            "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/518",
+        ),
+    ),
     Factor(
-        id="fp16-on-cpu", phase="both", ratio=5.0,
+        id="torchao-eager",
+        phase="decode",
+        ratio=1.15,
+        what="torchao weight-only kernels need torch.compile to be fast; without it decode measured ~1.15x "
+        "slower than bf16",
+        applies=lambda f, s: s.quantization.startswith("torchao") and not s.compile,
+        reference=_unquantized,
+        reference_name="the same model in 16-bit",
+        sources=("https://github.com/huggingface/transformers/issues/34310",),
+    ),
+    Factor(
+        id="fp16-on-cpu",
+        phase="both",
+        ratio=5.0,
         what="CPUs have no fp16 matmul: torch converts to fp32 and back at every op; measured ~5x slower than fp32 "
-             "(an order of magnitude beyond fp16's own roofline)",
-        applies=lambda f, s: f.platform == "cpu" and s.dtype == "float16", reference=_fp32,
+        "(an order of magnitude beyond fp16's own roofline)",
+        applies=lambda f, s: f.platform == "cpu" and s.dtype == "float16",
+        reference=_fp32,
         reference_name="the same model in float32",
-        sources=("https://github.com/huggingface/transformers/issues/34692",
-                 "https://github.com/pytorch/pytorch/issues/146508")),
+        sources=(
+            "https://github.com/huggingface/transformers/issues/34692",
+            "https://github.com/pytorch/pytorch/issues/146508",
+        ),
+    ),
     Factor(
-        id="bf16-on-cpu-without-native-bf16", phase="decode", ratio=2.0,
+        id="bf16-on-cpu-without-native-bf16",
+        phase="decode",
+        ratio=2.0,
         what="on a CPU without native bf16 (its measured bf16 matmul rate below half the fp32 one) bf16 goes "
-             "through conversions: generation measured ~2x slower than fp32",
-        applies=lambda f, s: s.dtype == "bfloat16" and _cpu_without_bf16(f), reference=_fp32,
+        "through conversions: generation measured ~2x slower than fp32",
+        applies=lambda f, s: s.dtype == "bfloat16" and _cpu_without_bf16(f),
+        reference=_fp32,
         reference_name="the same model in float32",
-        sources=("https://github.com/huggingface/transformers/issues/30588",
-                 "https://github.com/intel/intel-extension-for-pytorch/issues/637",
-                 "https://github.com/pytorch/pytorch/issues/146508")),
+        sources=(
+            "https://github.com/huggingface/transformers/issues/30588",
+            "https://github.com/intel/intel-extension-for-pytorch/issues/637",
+            "https://github.com/pytorch/pytorch/issues/146508",
+        ),
+    ),
 )
 
 

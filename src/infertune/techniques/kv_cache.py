@@ -16,9 +16,11 @@ class QuantizedKV(Technique):
     addresses = ("kv-cache-growth", "concurrency")
     priority = 30
     quality_risk = "low"
-    tradeoffs = ("~3.5x smaller cache beyond the residual window (the newest 128 tokens stay in full precision)",
-                 "slower decode (quantize/dequantize every step); small quality loss, larger at 2 bits",
-                 "not with a static cache / torch.compile, nor with continuous batching")
+    tradeoffs = (
+        "~3.5x smaller cache beyond the residual window (the newest 128 tokens stay in full precision)",
+        "slower decode (quantize/dequantize every step); small quality loss, larger at 2 bits",
+        "not with a static cache / torch.compile, nor with continuous batching",
+    )
     docs = KV_DOCS
 
     def applied(self, s: Setup) -> bool:
@@ -40,9 +42,11 @@ class OffloadedKV(Technique):
     title = 'Offloaded KV cache (cache_implementation="offloaded": only the current layer on the GPU)'
     addresses = ("kv-cache-growth", "long-input-attention")
     priority = 35
-    tradeoffs = ("the whole cache moves to CPU RAM, one layer prefetched at a time: GPU memory for KV ~2/L",
-                 "every decode step copies the cache over PCIe: slower, worst at long contexts",
-                 "needs CPU RAM for the whole cache")
+    tradeoffs = (
+        "the whole cache moves to CPU RAM, one layer prefetched at a time: GPU memory for KV ~2/L",
+        "every decode step copies the cache over PCIe: slower, worst at long contexts",
+        "needs CPU RAM for the whole cache",
+    )
     docs = KV_DOCS
 
     def applied(self, s: Setup) -> bool:
@@ -64,8 +68,10 @@ class DynamicKV(Technique):
     title = "Back to the default dynamic KV cache (drops a quantized, offloaded or static cache)"
     addresses = ("decode-speed", "prefill-speed")
     priority = 8
-    tradeoffs = ("the cache grows with the sequence at full precision: more memory than a quantized or offloaded one",
-                 "a static cache + compile is dropped with it")
+    tradeoffs = (
+        "the cache grows with the sequence at full precision: more memory than a quantized or offloaded one",
+        "a static cache + compile is dropped with it",
+    )
     docs = KV_DOCS
 
     def applied(self, s: Setup) -> bool:
@@ -89,11 +95,17 @@ class SlidingWindowKV(Technique):
         p = f.profile
         c = Check()
         if not p.num_sliding_layers:
-            return c.need(False, f"{p.architecture or p.model_type} has no sliding-window layers: every layer needs "
-                          "the whole context, and a window would change its outputs")
+            return c.need(
+                False,
+                f"{p.architecture or p.model_type} has no sliding-window layers: every layer needs "
+                "the whole context, and a window would change its outputs",
+            )
         # transformers' default dynamic cache already keeps only the window on sliding layers
-        return c.need(s.kv_cache != "dynamic", "already in effect: the default dynamic cache keeps only the "
-                      f"window ({p.sliding_window} tokens) on the {p.num_sliding_layers} sliding layers")
+        return c.need(
+            s.kv_cache != "dynamic",
+            "already in effect: the default dynamic cache keeps only the "
+            f"window ({p.sliding_window} tokens) on the {p.num_sliding_layers} sliding layers",
+        )
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         return s.model_copy(update={"kv_cache": "dynamic", "compile": False})

@@ -19,8 +19,9 @@ def tp_problems(profile, n: int, plan: str = "auto") -> list[str]:
     bad = [f"{h} {what}" for h, what in split if h % n]
     if bad:
         ok = [k for k in range(2, 9) if all(h % k == 0 for h, _ in split)]
-        problem = (f"tp size {n} does not divide {' and '.join(bad)}"
-                   + (f" (sizes that do: {', '.join(map(str, ok))})" if ok else ""))
+        problem = f"tp size {n} does not divide {' and '.join(bad)}" + (
+            f" (sizes that do: {', '.join(map(str, ok))})" if ok else ""
+        )
         if plan == "auto" and inter % n == 0:
             problem += f"; --tp-plan mlp splits only the MLP ({inter} columns) and replicates attention"
         out.append(problem)
@@ -34,8 +35,10 @@ class TensorParallel(Technique):
     title = "Tensor parallelism over the GPUs (DistributedConfig(tp_size=N), torchrun): replaces device_map"
     addresses = ("load-memory", "decode-speed", "kv-cache-growth", "prefill-speed")
     priority = 30
-    tradeoffs = ("all-reduce after attention and MLP in every layer: needs NVLink-class links to scale",
-                 "each rank keeps replicated parts (embeddings, norms); launch with torchrun --nproc-per-node N")
+    tradeoffs = (
+        "all-reduce after attention and MLP in every layer: needs NVLink-class links to scale",
+        "each rank keeps replicated parts (embeddings, norms); launch with torchrun --nproc-per-node N",
+    )
     docs = (HF + "perf_infer_gpu_multi", OVERVIEW)
 
     def size(self, f: Facts) -> int:
@@ -57,9 +60,12 @@ class TensorParallel(Technique):
         if f.profile.supports:
             c.need(f.profile.supports.get("tp_plan", False), f"{f.profile.architecture} has no tensor-parallel plan")
         if f.gpus > 1:
-            c.need(self.size(f) > 1, f"no tp size in 2..{f.gpus} divides {f.profile.num_attention_heads} attention "
-                   f"and {f.profile.num_kv_heads} KV heads (an MLP-only plan, attention replicated, can still "
-                   f"split: measure --tp N --tp-plan mlp)")
+            c.need(
+                self.size(f) > 1,
+                f"no tp size in 2..{f.gpus} divides {f.profile.num_attention_heads} attention "
+                f"and {f.profile.num_kv_heads} KV heads (an MLP-only plan, attention replicated, can still "
+                f"split: measure --tp N --tp-plan mlp)",
+            )
         return c
 
     def apply(self, f: Facts, s: Setup) -> Setup:

@@ -27,18 +27,24 @@ class DeviceMap(Technique):
     def rank(self, f: Facts) -> int:
         # over several GPUs it is cheap and lossless; on one GPU it means CPU offload: a last resort
         return self.priority if f.gpus > 1 else 70
-    tradeoffs = ("layers on several GPUs run one after another (pipeline, no overlap): no speed-up",
-                 "weights offloaded to CPU RAM cross PCIe at every forward pass: often 10-100x slower decode",
-                 "torch.compile is skipped by generate when weights are offloaded to the CPU")
-    docs = ("https://huggingface.co/docs/accelerate/concept_guides/big_model_inference",
-            "https://huggingface.co/docs/transformers/main/en/models#big-model-loading")
+
+    tradeoffs = (
+        "layers on several GPUs run one after another (pipeline, no overlap): no speed-up",
+        "weights offloaded to CPU RAM cross PCIe at every forward pass: often 10-100x slower decode",
+        "torch.compile is skipped by generate when weights are offloaded to the CPU",
+    )
+    docs = (
+        "https://huggingface.co/docs/accelerate/concept_guides/big_model_inference",
+        "https://huggingface.co/docs/transformers/main/en/models#big-model-loading",
+    )
 
     def applied(self, s: Setup) -> bool:
         return s.device_map == "auto"
 
     def check(self, f: Facts, s: Setup) -> Check:
-        return Check().need_platform(f, "cuda", why="on a CPU-only or Apple host there is no second memory to "
-                                     "spread into")
+        return Check().need_platform(
+            f, "cuda", why="on a CPU-only or Apple host there is no second memory to spread into"
+        )
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         return s.model_copy(update={"device_map": "auto", "max_memory": budgets(f), "tp": 1})
@@ -51,10 +57,14 @@ class SingleDevice(Technique):
     title = "The whole model on one device (no device_map spread or offload, no tensor parallelism)"
     addresses = ("decode-speed", "prefill-speed", "concurrency")
     priority = 6
-    tradeoffs = ("needs the weights, the KV cache and the activations in one device's memory",
-                 "frees the other GPUs (one replica per GPU multiplies throughput)")
-    docs = ("https://huggingface.co/docs/accelerate/concept_guides/big_model_inference",
-            "https://huggingface.co/docs/transformers/main/en/perf_infer_gpu_one")
+    tradeoffs = (
+        "needs the weights, the KV cache and the activations in one device's memory",
+        "frees the other GPUs (one replica per GPU multiplies throughput)",
+    )
+    docs = (
+        "https://huggingface.co/docs/accelerate/concept_guides/big_model_inference",
+        "https://huggingface.co/docs/transformers/main/en/perf_infer_gpu_one",
+    )
 
     def applied(self, s: Setup) -> bool:
         return s.device_map is None and s.tp == 1

@@ -10,12 +10,31 @@ from infertune.techniques.base import HF, OVERVIEW, RISK_ORDER, Check, Facts, Ri
 
 Q = HF + "quantization/"
 # What a method may cost in output quality: 8-bit methods little, 4-bit ones measurably (check on your prompts)
-METHOD_RISK: dict[str, Risk] = {"none": "none", "gguf": "none", "bnb-8bit": "low", "torchao-int8": "low",
-                                "quanto-int8": "low", "fp8": "low", "bnb-4bit": "medium", "awq": "medium",
-                                "gptq": "medium", "torchao-int4": "medium"}
+METHOD_RISK: dict[str, Risk] = {
+    "none": "none",
+    "gguf": "none",
+    "bnb-8bit": "low",
+    "torchao-int8": "low",
+    "quanto-int8": "low",
+    "fp8": "low",
+    "bnb-4bit": "medium",
+    "awq": "medium",
+    "gptq": "medium",
+    "torchao-int4": "medium",
+}
 # infertune's names -> the estimator's (infertune.estimate.memory.Quantization.parse)
-ESTIMATOR_QUANT = {"none": "auto", "bnb-8bit": "bnb-int8", "bnb-4bit": "bnb-nf4-dq", "awq": "awq", "gptq": "gptq",
-                   "gguf": "none", "torchao-int4": "int4", "torchao-int8": "int8", "quanto-int8": "int8", "fp8": "fp8"}
+ESTIMATOR_QUANT = {
+    "none": "auto",
+    "bnb-8bit": "bnb-int8",
+    "bnb-4bit": "bnb-nf4-dq",
+    "awq": "awq",
+    "gptq": "gptq",
+    "gguf": "none",
+    "torchao-int4": "int4",
+    "torchao-int8": "int8",
+    "quanto-int8": "int8",
+    "fp8": "fp8",
+}
 ON_THE_FLY = ("bnb-8bit", "bnb-4bit", "torchao-int4", "torchao-int8", "quanto-int8")
 
 
@@ -35,12 +54,16 @@ class _Quant(Technique):
         """Switching from one method to another is one change (the quantization knob); quantizing on the fly
         needs the unquantized checkpoint."""
         c = Check()
-        c.need(s.tp == 1 or self.method not in ON_THE_FLY,
-               "tensor parallelism with on-the-fly quantization is not supported")
+        c.need(
+            s.tp == 1 or self.method not in ON_THE_FLY,
+            "tensor parallelism with on-the-fly quantization is not supported",
+        )
         pre = checkpoint_method(f)
         if pre and self.method in ON_THE_FLY:
-            c.issues.append(f"this checkpoint ships {pre} weights: quantizing on the fly loads the unquantized "
-                            "checkpoint of the model instead (which one?)")
+            c.issues.append(
+                f"this checkpoint ships {pre} weights: quantizing on the fly loads the unquantized "
+                "checkpoint of the model instead (which one?)"
+            )
         return c
 
     def apply(self, f: Facts, s: Setup) -> Setup:
@@ -63,17 +86,20 @@ class NoQuantization(_Quant):
     title = "Drop the weight quantization: 16-bit weights (when they fit)"
     addresses = ("decode-speed", "prefill-speed")
     priority = 2
-    tradeoffs = ("the weights take 2x (from 8-bit) to ~3.6x (from 4-bit) the memory",
-                 "quantization kernels built for memory (bitsandbytes) dequantize at every matmul: 16-bit "
-                 "weights decode faster wherever they fit")
+    tradeoffs = (
+        "the weights take 2x (from 8-bit) to ~3.6x (from 4-bit) the memory",
+        "quantization kernels built for memory (bitsandbytes) dequantize at every matmul: 16-bit "
+        "weights decode faster wherever they fit",
+    )
     docs = (Q + "bitsandbytes", Q + "overview", "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/490")
 
     def check(self, f: Facts, s: Setup) -> Check:
         c = Check()
         pre = checkpoint_method(f)
         if pre:
-            c.issues.append(f"this checkpoint ships {pre} weights: load the model's unquantized checkpoint instead "
-                            "(which one?)")
+            c.issues.append(
+                f"this checkpoint ships {pre} weights: load the model's unquantized checkpoint instead (which one?)"
+            )
         return c
 
 
@@ -84,8 +110,10 @@ class Bnb8(_Quant):
     title = "bitsandbytes 8-bit weights (LLM.int8)"
     addresses = ("load-memory",)
     priority = 60
-    tradeoffs = ("halves bf16 weights; LLM.int8 outlier handling makes decode slower than bf16 (often 2-4x)",
-                 "compute stays in fp16/bf16 (set alongside)")
+    tradeoffs = (
+        "halves bf16 weights; LLM.int8 outlier handling makes decode slower than bf16 (often 2-4x)",
+        "compute stays in fp16/bf16 (set alongside)",
+    )
     docs = (Q + "bitsandbytes", Q + "overview")
 
     def check(self, f: Facts, s: Setup) -> Check:
@@ -99,9 +127,11 @@ class Bnb4(_Quant):
     title = "bitsandbytes 4-bit NF4 weights, double quantization, half-precision compute"
     addresses = ("load-memory",)
     priority = 45  # the standard on-the-fly memory fix, on every CUDA GPU
-    tradeoffs = ("~3.6x smaller linear weights; saves memory, usually NOT faster than bf16 (dequantizes per matmul)",
-                 "set bnb_4bit_compute_dtype to bf16/fp16 or compute runs in fp32",
-                 "small quality loss; check it on your prompts")
+    tradeoffs = (
+        "~3.6x smaller linear weights; saves memory, usually NOT faster than bf16 (dequantizes per matmul)",
+        "set bnb_4bit_compute_dtype to bf16/fp16 or compute runs in fp32",
+        "small quality loss; check it on your prompts",
+    )
     docs = (Q + "bitsandbytes", Q + "overview", OVERVIEW)
 
     def check(self, f: Facts, s: Setup) -> Check:
@@ -115,9 +145,11 @@ class PreQuantized(_Quant):
     title = "A pre-quantized checkpoint (AWQ/GPTQ 4-bit; GGUF for llama.cpp)"
     addresses = ("load-memory", "decode-speed")
     priority = 48
-    tradeoffs = ("needs a published AWQ/GPTQ checkpoint of this model (or a calibration run to make one)",
-                 "4-bit kernels (Marlin/ExLlama) speed up bandwidth-bound decode; quality loss is usually small",
-                 "transformers dequantizes GGUF at load: GGUF saves disk and download, not memory")
+    tradeoffs = (
+        "needs a published AWQ/GPTQ checkpoint of this model (or a calibration run to make one)",
+        "4-bit kernels (Marlin/ExLlama) speed up bandwidth-bound decode; quality loss is usually small",
+        "transformers dequantizes GGUF at load: GGUF saves disk and download, not memory",
+    )
     docs = (Q + "awq", Q + "gptq", Q + "overview")
 
     def check(self, f: Facts, s: Setup) -> Check:
@@ -139,8 +171,10 @@ class TorchAO(_Quant):
     title = "torchao weight-only quantization: int4 (CUDA, Ampere+) or int8"
     addresses = ("load-memory", "decode-speed")
     priority = 50
-    tradeoffs = ("int4 weight-only has fast CUDA kernels (tinygemm) for bf16 at small batch",
-                 "works with torch.compile; first load quantizes on the fly (slower load)")
+    tradeoffs = (
+        "int4 weight-only has fast CUDA kernels (tinygemm) for bf16 at small batch",
+        "works with torch.compile; first load quantizes on the fly (slower load)",
+    )
     docs = (Q + "torchao", Q + "overview")
 
     def check(self, f: Facts, s: Setup) -> Check:

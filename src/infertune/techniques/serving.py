@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from infertune.config import vllm_flags
+from infertune.core.config import vllm_flags
 from infertune.techniques.base import Check, EngineEvidence, Facts, Setup, Technique, register
 from infertune.techniques.batching import max_batch_tokens
 from infertune.techniques.parallel import TensorParallel
@@ -24,8 +24,13 @@ def weights_bytes(f: Facts, s: Setup) -> int:
     if not f.profile.num_parameters:
         return 0
     dtype = "bfloat16" if s.dtype == "float32" else s.dtype
-    settings = EstimateSettings(dtype=dtype, quantization=Quantization.parse(ESTIMATOR_QUANT.get(s.quantization)),
-                                platform=f.platform, input_len=1, max_new_tokens=1)
+    settings = EstimateSettings(
+        dtype=dtype,
+        quantization=Quantization.parse(ESTIMATOR_QUANT.get(s.quantization)),
+        platform=f.platform,
+        input_len=1,
+        max_new_tokens=1,
+    )
     return estimate_memory(f.profile, settings, f.profile.native_dtype).weights_bytes
 
 
@@ -43,12 +48,17 @@ class ServingEngine(Technique):
     title = "A dedicated serving engine (vLLM or SGLang) with the translated settings"
     addresses = ("concurrency", "load-memory", "decode-speed")
     priority = 20
-    tradeoffs = ("another stack to deploy and monitor; feature and model support differ from transformers",
-                 "vLLM reserves 90 % of the GPU for weights + a paged KV pool by default (--gpu-memory-utilization)",
-                 "beyond one machine (weights above the machine's GPUs x 90 %): `--tensor-parallel-size` within a "
-                 "machine, `--pipeline-parallel-size` across machines over a Ray cluster")
-    docs = ("https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html",
-            "https://docs.sglang.ai/", "https://docs.vllm.ai/en/latest/serving/distributed_serving.html")
+    tradeoffs = (
+        "another stack to deploy and monitor; feature and model support differ from transformers",
+        "vLLM reserves 90 % of the GPU for weights + a paged KV pool by default (--gpu-memory-utilization)",
+        "beyond one machine (weights above the machine's GPUs x 90 %): `--tensor-parallel-size` within a "
+        "machine, `--pipeline-parallel-size` across machines over a Ray cluster",
+    )
+    docs = (
+        "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html",
+        "https://docs.sglang.ai/",
+        "https://docs.vllm.ai/en/latest/serving/distributed_serving.html",
+    )
 
     def applied(self, s: Setup) -> bool:
         return s.engine != "transformers"
@@ -61,20 +71,30 @@ class ServingEngine(Technique):
         # over several GPUs (device_map or tp) transformers batches nothing continuously and device_map runs
         # the GPUs one after another: an engine shards the model with tensor parallelism and batches
         spread = f.gpus > 1 and (s.device_map is not None or s.tp > 1)
-        c = Check().need(f.concurrency >= ENGINE_CONCURRENCY or beyond or spread,
-                         f"concurrency {f.concurrency}: transformers' continuous batching is enough "
-                         f"below ~{ENGINE_CONCURRENCY}, the model fits one machine and one GPU")
+        c = Check().need(
+            f.concurrency >= ENGINE_CONCURRENCY or beyond or spread,
+            f"concurrency {f.concurrency}: transformers' continuous batching is enough "
+            f"below ~{ENGINE_CONCURRENCY}, the model fits one machine and one GPU",
+        )
         if beyond:
-            c.issues.append(f"needs {machines_needed(f, s)} machines of {f.gpus} x {f.accelerator.name} "
-                            f"(stated: 1): a Ray cluster across them (vLLM --pipeline-parallel-size); is there one?")
+            c.issues.append(
+                f"needs {machines_needed(f, s)} machines of {f.gpus} x {f.accelerator.name} "
+                f"(stated: 1): a Ray cluster across them (vLLM --pipeline-parallel-size); is there one?"
+            )
         c.need_platform(f, "cuda", why="vLLM/SGLang target CUDA and ROCm GPUs")
         c.issues.append(f"does the engine support {f.profile.architecture}? (check its supported-models list)")
         return c
 
     def moves(self, f: Facts, s: Setup) -> list[Setup]:
         # the engine batches continuously with a paged cache and compiles/graphs its own decode step
-        update = {"batching": "continuous", "compile": False, "max_batch_tokens": max_batch_tokens(f),
-                  "device_map": None, "max_memory": None, "tp": TensorParallel().size(f) if f.gpus > 1 else 1}
+        update = {
+            "batching": "continuous",
+            "compile": False,
+            "max_batch_tokens": max_batch_tokens(f),
+            "device_map": None,
+            "max_memory": None,
+            "tp": TensorParallel().size(f) if f.gpus > 1 else 1,
+        }
         nodes = machines_needed(f, s) if f.platform == "cuda" else 1
         if nodes > 1:  # tensor parallel inside each machine, pipeline stages across them
             update["pp"] = nodes
@@ -96,11 +116,29 @@ def measured_verdict(f: Facts) -> EngineEvidence | None:
 def engine_command(model: str, s: Setup, max_model_len: int, max_num_seqs: int) -> str:
     """The serve command of the setup's engine (vLLM or SGLang)."""
     dtype = s.dtype if s.dtype != "float32" else "bfloat16"
-    quant = s.quantization if s.quantization in ("awq", "gptq", "fp8") else (
-        "bitsandbytes" if s.quantization.startswith("bnb") else None)
+    quant = (
+        s.quantization
+        if s.quantization in ("awq", "gptq", "fp8")
+        else ("bitsandbytes" if s.quantization.startswith("bnb") else None)
+    )
     if s.engine == "sglang":
-        args = ["python", "-m", "sglang.launch_server", "--model-path", model, "--host", "127.0.0.1", "--port", "8000",
-                "--dtype", dtype, "--context-length", str(max_model_len), "--max-running-requests", str(max_num_seqs)]
+        args = [
+            "python",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "8000",
+            "--dtype",
+            dtype,
+            "--context-length",
+            str(max_model_len),
+            "--max-running-requests",
+            str(max_num_seqs),
+        ]
         if s.tp > 1:
             args += ["--tp-size", str(s.tp)]
         if s.pp > 1:
@@ -114,6 +152,21 @@ def engine_command(model: str, s: Setup, max_model_len: int, max_num_seqs: int) 
 
 
 def vllm_command(model: str, s: Setup, max_model_len: int, max_num_seqs: int) -> str:
-    return shlex.join(["vllm", "serve", model, "--host", "127.0.0.1", *vllm_flags(
-        dtype=s.dtype, max_model_len=max_model_len, max_num_seqs=max_num_seqs, quantization=s.quantization, tp=s.tp,
-        pp=s.pp, kv_cache_dtype="fp8" if s.kv_cache == "quantized" else None)])
+    return shlex.join(
+        [
+            "vllm",
+            "serve",
+            model,
+            "--host",
+            "127.0.0.1",
+            *vllm_flags(
+                dtype=s.dtype,
+                max_model_len=max_model_len,
+                max_num_seqs=max_num_seqs,
+                quantization=s.quantization,
+                tp=s.tp,
+                pp=s.pp,
+                kv_cache_dtype="fp8" if s.kv_cache == "quantized" else None,
+            ),
+        ]
+    )

@@ -3,8 +3,8 @@ the upgrade that removes it. The versions come from intake (--lib NAME=VERSION, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from infertune.techniques.base import Category, Check, Facts, Setup, Technique, parse_version, register
 from infertune.techniques.factors import package_version
@@ -37,31 +37,42 @@ class KnownProblem:
 
     def question(self) -> str:
         span = f"{self.bad_from} to before {self.fixed}" if self.bad_from else f"before {self.fixed}"
-        return (f"Which {self.package} version runs on the target? ({span}: {self.what}; --lib "
-                f"{self.package}=VERSION)")
+        return f"Which {self.package} version runs on the target? ({span}: {self.what}; --lib {self.package}=VERSION)"
 
 
 KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
     KnownProblem(
-        package="bitsandbytes", bad_from=None, fixed="0.40.0",
+        package="bitsandbytes",
+        bad_from=None,
+        fixed="0.40.0",
         when=lambda f, s: s.quantization == "bnb-4bit",
         what="4-bit inference had no fast kernel for batch 1: decode ~3.4x slower",
-        addresses=("decode-speed",), factor="bnb-4bit-old-kernels",
-        source="https://github.com/TimDettmers/bitsandbytes/releases/tag/0.40.0"),
+        addresses=("decode-speed",),
+        factor="bnb-4bit-old-kernels",
+        source="https://github.com/TimDettmers/bitsandbytes/releases/tag/0.40.0",
+    ),
     KnownProblem(
-        package="transformers", bad_from="4.45.0", fixed="4.47.0",
+        package="transformers",
+        bad_from="4.45.0",
+        fixed="4.47.0",
         when=lambda f, s: s.engine == "transformers",
         what="the first generate call copies the logits of the whole prompt (prompt x vocabulary, fp32) "
-             "before slicing the last position: a memory spike at long prompts the estimate does not show",
-        addresses=("load-memory", "kv-cache-growth", "long-input-attention"), factor=None,
-        source="https://github.com/huggingface/transformers/issues/34796"),
+        "before slicing the last position: a memory spike at long prompts the estimate does not show",
+        addresses=("load-memory", "kv-cache-growth", "long-input-attention"),
+        factor=None,
+        source="https://github.com/huggingface/transformers/issues/34796",
+    ),
     KnownProblem(
-        package="transformers", bad_from="4.38.0", fixed="4.40.0",
+        package="transformers",
+        bad_from="4.38.0",
+        fixed="4.40.0",
         when=lambda f, s: s.engine == "transformers" and f.profile.model_type in ("llama", "gemma"),
         what="Llama-family models keep a causal-mask buffer sized to max_position_embeddings squared: more memory "
-             "than 4.37 with identical code, OOM where 4.37 fitted",
-        addresses=("load-memory", "kv-cache-growth", "long-input-attention"), factor=None,
-        source="https://github.com/huggingface/transformers/issues/29484"),
+        "than 4.37 with identical code, OOM where 4.37 fitted",
+        addresses=("load-memory", "kv-cache-growth", "long-input-attention"),
+        factor=None,
+        source="https://github.com/huggingface/transformers/issues/29484",
+    ),
 )
 
 
@@ -79,8 +90,9 @@ class Upgrade(Technique):
         return [p for p in KNOWN_PROBLEMS if p.affects(f, s)]
 
     def check(self, f: Facts, s: Setup) -> Check:
-        return Check().need(bool(self.problems(f, s)), "no known problem in the target's library versions "
-                            "for this setup")
+        return Check().need(
+            bool(self.problems(f, s)), "no known problem in the target's library versions for this setup"
+        )
 
     def moves(self, f: Facts, s: Setup) -> list[Setup]:
         return [self.apply_one(s, p) for p in self.problems(f, s)]
@@ -94,7 +106,8 @@ class Upgrade(Technique):
     def fixes(self, before: Setup, after: Setup) -> KnownProblem | None:
         """The problem this move removes."""
         for p in KNOWN_PROBLEMS:
-            if (after.packages or {}).get(p.package) == p.requirement() and (before.packages or {}).get(p.package) \
-                    != p.requirement():
+            if (after.packages or {}).get(p.package) == p.requirement() and (before.packages or {}).get(
+                p.package
+            ) != p.requirement():
                 return p
         return None

@@ -29,64 +29,162 @@ class Rule:
 
 
 RULES: list[Rule] = [
-    Rule("IT001", "missing-dtype", "the dtype keyword does not say what the targeted transformers will load",
-         "pass dtype='auto' (the checkpoint's) or dtype=torch.bfloat16 (torch_dtype= before transformers 4.56)",
-         loading.dtype_rule),
-    Rule("IT002", "model-on-cpu", "a generative model never placed on an accelerator",
-         "pass device_map='auto' (or call .to('cuda')) and check model.device", loading.model_on_cpu),
-    Rule("IT003", "hand-built-chat-prompt", "a chat prompt assembled by hand reaches the model",
-         "build the prompt with tok.apply_chat_template(messages, add_generation_prompt=True)",
-         prompts.hand_built_chat_prompt),
-    Rule("IT004", "prompt-in-output", "generate output decoded with the prompt",
-         "decode out[0, inputs['input_ids'].shape[1]:] (slice the prompt off); pipelines: return_full_text=False",
-         generation.prompt_in_output),
-    Rule("IT005", "streamer-same-thread", "TextIteratorStreamer consumed in generate's thread",
-         "run generate in a Thread(target=model.generate, kwargs=...) and iterate the streamer in this one",
-         serving.streamer_same_thread),
-    Rule("IT006", "compile-outside-generate", "torch.compile on the model without a static cache",
-         "drop torch.compile(model); use generate(..., cache_implementation='static'), which compiles the "
-         "decode step itself", generation.compile_outside_generate),
-    Rule("IT007", "max-memory-full-card", "max_memory set to the whole card",
-         "budget about 80 % of the card (e.g. {0: '64GiB'} on an 80 GB card)", loading.max_memory_full_card),
-    Rule("IT008", "bnb-4bit", "bitsandbytes 4-bit without compute dtype or chosen for speed",
-         "set bnb_4bit_compute_dtype=torch.bfloat16; for speed, use AWQ/GPTQ kernels, not bitsandbytes",
-         loading.bnb_4bit),
-    Rule("IT009", "flash-attention-unsupported", "FlashAttention with fp32 or on a GPU that cannot run it",
-         "load in bf16/fp16 (dtype=torch.bfloat16), or use attn_implementation='sdpa' on pre-Ampere GPUs",
-         loading.flash_attention),
-    Rule("IT010", "hardcoded-sampling", "sampling parameters hard-coded in generate or a pipeline",
-         "drop them to use the model's generation_config.json, or set them once in a GenerationConfig on purpose",
-         generation.hardcoded_sampling),
-    Rule("IT011", "generate-in-web-handler", "a web handler runs generate per request",
-         "serve with `transformers serve --continuous-batching`, batch with generate_batch, or use vLLM",
-         serving.generate_in_handler),
-    Rule("IT012", "trust-remote-code", "trust_remote_code=True",
-         "use a model supported natively, or review its code and pin revision=<commit>", loading.trust_remote_code),
-    Rule("IT013", "chat-model-raw-text", "a chat/instruct model fed raw text without its template",
-         "wrap the text as messages and use tok.apply_chat_template(messages, add_generation_prompt=True)",
-         prompts.chat_model_raw_text),
-    Rule("IT014", "max-length-budget", "max_length used as if it were max_new_tokens",
-         "use max_new_tokens=N: max_length counts the prompt too", generation.max_length_budget),
-    Rule("IT015", "sampling-ignored", "temperature/top_p/top_k without do_sample=True, or with beam search",
-         "pass do_sample=True (or drop the sampling parameters for greedy/beam search)",
-         generation.sampling_ignored),
-    Rule("IT016", "inputs-on-other-device", "tokenized inputs left on the CPU for a model on the GPU",
-         "move them: tok(..., return_tensors='pt').to(model.device)", generation.inputs_device),
-    Rule("IT017", "streamer-echoes-prompt", "a streamer without skip_prompt=True",
-         "TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)", serving.streamer_skip_prompt),
-    Rule("IT018", "no-generation-prompt", "apply_chat_template without add_generation_prompt=True before generate",
-         "apply_chat_template(messages, add_generation_prompt=True, ...)", prompts.no_generation_prompt),
-    Rule("IT019", "openai-args-in-generate", "OpenAI API arguments passed to generate",
-         "max_tokens -> max_new_tokens, stop -> stop_strings (with tokenizer=tok); presence/frequency_penalty -> "
-         "repetition_penalty; n -> num_return_sequences", generation.openai_args),
-    Rule("IT020", "move-dispatched-model", ".to()/.cuda()/.half() on a model placed by device_map or quantized",
-         "drop the call: device_map (or bitsandbytes) already placed the model; choose the dtype at load time",
-         loading.move_dispatched),
-    Rule("IT021", "attn-on-tokenizer", "attn_implementation passed to the tokenizer",
-         "pass attn_implementation to the model's from_pretrained", loading.attn_on_tokenizer),
-    Rule("IT022", "blocking-async-handler", "an async handler runs generate on the event loop",
-         "await asyncio.to_thread(...) / run_in_executor, or a def (threadpool) route; better, a batching server",
-         serving.blocking_async_handler),
+    Rule(
+        "IT001",
+        "missing-dtype",
+        "the dtype keyword does not say what the targeted transformers will load",
+        "pass dtype='auto' (the checkpoint's) or dtype=torch.bfloat16 (torch_dtype= before transformers 4.56)",
+        loading.dtype_rule,
+    ),
+    Rule(
+        "IT002",
+        "model-on-cpu",
+        "a generative model never placed on an accelerator",
+        "pass device_map='auto' (or call .to('cuda')) and check model.device",
+        loading.model_on_cpu,
+    ),
+    Rule(
+        "IT003",
+        "hand-built-chat-prompt",
+        "a chat prompt assembled by hand reaches the model",
+        "build the prompt with tok.apply_chat_template(messages, add_generation_prompt=True)",
+        prompts.hand_built_chat_prompt,
+    ),
+    Rule(
+        "IT004",
+        "prompt-in-output",
+        "generate output decoded with the prompt",
+        "decode out[0, inputs['input_ids'].shape[1]:] (slice the prompt off); pipelines: return_full_text=False",
+        generation.prompt_in_output,
+    ),
+    Rule(
+        "IT005",
+        "streamer-same-thread",
+        "TextIteratorStreamer consumed in generate's thread",
+        "run generate in a Thread(target=model.generate, kwargs=...) and iterate the streamer in this one",
+        serving.streamer_same_thread,
+    ),
+    Rule(
+        "IT006",
+        "compile-outside-generate",
+        "torch.compile on the model without a static cache",
+        "drop torch.compile(model); use generate(..., cache_implementation='static'), which compiles the "
+        "decode step itself",
+        generation.compile_outside_generate,
+    ),
+    Rule(
+        "IT007",
+        "max-memory-full-card",
+        "max_memory set to the whole card",
+        "budget about 80 % of the card (e.g. {0: '64GiB'} on an 80 GB card)",
+        loading.max_memory_full_card,
+    ),
+    Rule(
+        "IT008",
+        "bnb-4bit",
+        "bitsandbytes 4-bit without compute dtype or chosen for speed",
+        "set bnb_4bit_compute_dtype=torch.bfloat16; for speed, use AWQ/GPTQ kernels, not bitsandbytes",
+        loading.bnb_4bit,
+    ),
+    Rule(
+        "IT009",
+        "flash-attention-unsupported",
+        "FlashAttention with fp32 or on a GPU that cannot run it",
+        "load in bf16/fp16 (dtype=torch.bfloat16), or use attn_implementation='sdpa' on pre-Ampere GPUs",
+        loading.flash_attention,
+    ),
+    Rule(
+        "IT010",
+        "hardcoded-sampling",
+        "sampling parameters hard-coded in generate or a pipeline",
+        "drop them to use the model's generation_config.json, or set them once in a GenerationConfig on purpose",
+        generation.hardcoded_sampling,
+    ),
+    Rule(
+        "IT011",
+        "generate-in-web-handler",
+        "a web handler runs generate per request",
+        "serve with `transformers serve --continuous-batching`, batch with generate_batch, or use vLLM",
+        serving.generate_in_handler,
+    ),
+    Rule(
+        "IT012",
+        "trust-remote-code",
+        "trust_remote_code=True",
+        "use a model supported natively, or review its code and pin revision=<commit>",
+        loading.trust_remote_code,
+    ),
+    Rule(
+        "IT013",
+        "chat-model-raw-text",
+        "a chat/instruct model fed raw text without its template",
+        "wrap the text as messages and use tok.apply_chat_template(messages, add_generation_prompt=True)",
+        prompts.chat_model_raw_text,
+    ),
+    Rule(
+        "IT014",
+        "max-length-budget",
+        "max_length used as if it were max_new_tokens",
+        "use max_new_tokens=N: max_length counts the prompt too",
+        generation.max_length_budget,
+    ),
+    Rule(
+        "IT015",
+        "sampling-ignored",
+        "temperature/top_p/top_k without do_sample=True, or with beam search",
+        "pass do_sample=True (or drop the sampling parameters for greedy/beam search)",
+        generation.sampling_ignored,
+    ),
+    Rule(
+        "IT016",
+        "inputs-on-other-device",
+        "tokenized inputs left on the CPU for a model on the GPU",
+        "move them: tok(..., return_tensors='pt').to(model.device)",
+        generation.inputs_device,
+    ),
+    Rule(
+        "IT017",
+        "streamer-echoes-prompt",
+        "a streamer without skip_prompt=True",
+        "TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)",
+        serving.streamer_skip_prompt,
+    ),
+    Rule(
+        "IT018",
+        "no-generation-prompt",
+        "apply_chat_template without add_generation_prompt=True before generate",
+        "apply_chat_template(messages, add_generation_prompt=True, ...)",
+        prompts.no_generation_prompt,
+    ),
+    Rule(
+        "IT019",
+        "openai-args-in-generate",
+        "OpenAI API arguments passed to generate",
+        "max_tokens -> max_new_tokens, stop -> stop_strings (with tokenizer=tok); presence/frequency_penalty -> "
+        "repetition_penalty; n -> num_return_sequences",
+        generation.openai_args,
+    ),
+    Rule(
+        "IT020",
+        "move-dispatched-model",
+        ".to()/.cuda()/.half() on a model placed by device_map or quantized",
+        "drop the call: device_map (or bitsandbytes) already placed the model; choose the dtype at load time",
+        loading.move_dispatched,
+    ),
+    Rule(
+        "IT021",
+        "attn-on-tokenizer",
+        "attn_implementation passed to the tokenizer",
+        "pass attn_implementation to the model's from_pretrained",
+        loading.attn_on_tokenizer,
+    ),
+    Rule(
+        "IT022",
+        "blocking-async-handler",
+        "an async handler runs generate on the event loop",
+        "await asyncio.to_thread(...) / run_in_executor, or a def (threadpool) route; better, a batching server",
+        serving.blocking_async_handler,
+    ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}
 SUPPRESS = re.compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)
@@ -124,8 +222,18 @@ def suppressed(s: Script, line: int, rule: Rule) -> bool:
     return rule.id.lower() in keys or rule.name in keys
 
 
-COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
-            ast.With, ast.AsyncWith, ast.Try)
+COMPOUND = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+)
 
 
 def _span(s: Script, node: ast.AST) -> tuple[int, int]:
@@ -146,7 +254,7 @@ def check_script(s: Script, rules: list[Rule] | None = None, failed: list[str] |
     for rule in RULES if rules is None else rules:
         try:
             found = list(rule.check(s))
-        except (RecursionError, Exception) as e:  # noqa: BLE001 - one rule's bug must not hide the others
+        except (RecursionError, Exception) as e:
             if failed is not None:
                 failed.append(f"{s.path}: rule {rule.id} failed ({type(e).__name__}: {e}); please report it")
             continue
@@ -160,4 +268,4 @@ def check_script(s: Script, rules: list[Rule] | None = None, failed: list[str] |
     return sorted(out, key=lambda f: (f.line, f.col, f.rule))
 
 
-__all__ = ["RULES", "BY_KEY", "Rule", "check_script", "select_rules", "suppressed"]
+__all__ = ["BY_KEY", "RULES", "Rule", "check_script", "select_rules", "suppressed"]

@@ -20,13 +20,32 @@ from infertune.doctor.script import (
 
 SAMPLING = ("temperature", "top_p", "top_k", "repetition_penalty", "typical_p", "min_p")
 SAMPLE_ONLY = ("temperature", "top_p", "top_k", "typical_p", "min_p")
-OPENAI_ONLY = {"presence_penalty": "repetition_penalty", "frequency_penalty": "repetition_penalty",
-               "stop": "stop_strings=[...] with tokenizer=tok", "max_tokens": "max_new_tokens",
-               "n": "num_return_sequences", "logit_bias": "sequence_bias", "best_of": "num_beams", "logprobs":
-               "output_scores=True", "user": None}
+OPENAI_ONLY = {
+    "presence_penalty": "repetition_penalty",
+    "frequency_penalty": "repetition_penalty",
+    "stop": "stop_strings=[...] with tokenizer=tok",
+    "max_tokens": "max_new_tokens",
+    "n": "num_return_sequences",
+    "logit_bias": "sequence_bias",
+    "best_of": "num_beams",
+    "logprobs": "output_scores=True",
+    "user": None,
+}
 TEXT_TASKS = (None, "text-generation", "image-text-to-text")
-STRIPS_PROMPT = {"split", "rsplit", "replace", "removeprefix", "partition", "rpartition", "find", "index", "rfind",
-                 "lstrip", "startswith", "splitlines"}
+STRIPS_PROMPT = {
+    "split",
+    "rsplit",
+    "replace",
+    "removeprefix",
+    "partition",
+    "rpartition",
+    "find",
+    "index",
+    "rfind",
+    "lstrip",
+    "startswith",
+    "splitlines",
+}
 
 
 def _pipe_of(s: Script, c: ast.Call) -> ast.Call | None:
@@ -99,8 +118,9 @@ def _encdec(s: Script, g: ast.Call) -> bool:
 
 
 def _has_slice(node: ast.AST) -> bool:
-    return isinstance(node, ast.Slice) or (isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice)
-                                                                                for e in node.elts))
+    return isinstance(node, ast.Slice) or (
+        isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts)
+    )
 
 
 def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
@@ -121,8 +141,9 @@ def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
             elt = o.elt
             if isinstance(elt, ast.Name) and elt.id in targets:
                 return next((r for g in o.generators if (r := _raw_output(s, g.iter, depth + 1))), None)
-            if isinstance(elt, (ast.Subscript, ast.Call, ast.Attribute)) and not (isinstance(elt, ast.Subscript)
-                                                                                   and _has_slice(elt.slice)):
+            if isinstance(elt, (ast.Subscript, ast.Call, ast.Attribute)) and not (
+                isinstance(elt, ast.Subscript) and _has_slice(elt.slice)
+            ):
                 base = elt
                 while isinstance(base, (ast.Subscript, ast.Attribute)) or (isinstance(base, ast.Call) and method(base)):
                     base = base.value if not isinstance(base, ast.Call) else base.func.value
@@ -145,17 +166,25 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0) -> bool:
     if isinstance(parent, ast.Subscript) and parent.value is node:
         return _has_slice(parent.slice) or _prompt_removed(s, parent, depth + 1)
     if isinstance(parent, ast.Attribute) and parent.attr in ("strip", "rstrip", "lower"):
-        return _prompt_removed(s, s.parents.get(parent), depth + 1) if isinstance(s.parents.get(parent), ast.Call) \
+        return (
+            _prompt_removed(s, s.parents.get(parent), depth + 1)
+            if isinstance(s.parents.get(parent), ast.Call)
             else False
-    if isinstance(parent, ast.Call) and (dotted(parent.func).startswith("re.") or callee(parent) in ("len",)
-                                         or s.defined(parent)):
+        )
+    if isinstance(parent, ast.Call) and (
+        dotted(parent.func).startswith("re.") or callee(parent) in ("len",) or s.defined(parent)
+    ):
         return True  # searched, measured, or handed to a helper of the file (which may cut it)
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         names = {dotted(t) for t in targets} - {""}
         for n in ast.walk(s.tree):
-            if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names and isinstance(
-                    getattr(n, "ctx", None), ast.Load) and _prompt_removed(s, n, depth + 1):
+            if (
+                isinstance(n, (ast.Name, ast.Attribute))
+                and dotted(n) in names
+                and isinstance(getattr(n, "ctx", None), ast.Load)
+                and _prompt_removed(s, n, depth + 1)
+            ):
                 return True
     if isinstance(parent, (ast.ListComp, ast.GeneratorExp)) or isinstance(parent, ast.comprehension):
         return _prompt_removed(s, parent, depth + 1)
@@ -165,8 +194,10 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0) -> bool:
 def _chat_input(s: Script, node: ast.AST | None) -> bool:
     if node is None:
         return False
-    if any(isinstance(o, (ast.List, ast.ListComp)) and any(isinstance(e, ast.Dict) for e in ast.walk(o))
-           for o in s.origins(node)):
+    if any(
+        isinstance(o, (ast.List, ast.ListComp)) and any(isinstance(e, ast.Dict) for e in ast.walk(o))
+        for o in s.origins(node)
+    ):
         return True
     return any(w in dotted(node).lower() for w in ("message", "conversation", "chat", "history", "dialog"))
 
@@ -182,8 +213,10 @@ def prompt_in_output(s: Script):
         if (full is not None and const(full) is not True) or opaque or not c.args or _chat_input(s, c.args[0]):
             continue
         if not _prompt_removed(s, c):
-            yield c, ("a text-generation pipeline returns the prompt with the answer (return_full_text defaults "
-                      "to True)")
+            yield (
+                c,
+                ("a text-generation pipeline returns the prompt with the answer (return_full_text defaults to True)"),
+            )
 
 
 # --- IT006, IT010, IT014, IT015 -------------------------------------------------------------------------
@@ -193,8 +226,11 @@ def _static_cache(s: Script) -> bool:
     if any(callee(c) in ("StaticCache", "CompileConfig") for c in s.calls):
         return True
     for n in ast.walk(s.tree):
-        if isinstance(n, ast.keyword) and n.arg in ("cache_implementation", "compile_config") and const(n.value) in (
-                "static", "hybrid", "sliding_window") or (isinstance(n, ast.keyword) and n.arg == "compile_config"):
+        if (
+            isinstance(n, ast.keyword)
+            and n.arg in ("cache_implementation", "compile_config")
+            and const(n.value) in ("static", "hybrid", "sliding_window")
+        ) or (isinstance(n, ast.keyword) and n.arg == "compile_config"):
             return True
         if isinstance(n, ast.Assign) and any(dotted(t).endswith("cache_implementation") for t in n.targets):
             return True
@@ -212,8 +248,13 @@ def compile_outside_generate(s: Script):
         models = s.models_of(base)
         generative = [m for m in models if any(m in s.models_of(g.func.value) for g in s.generates)]
         if generative or (not models and dotted(base) in ("model", "self.model") and s.generates):
-            yield c, ("torch.compile on the model outside generate: every decode step has a new shape and "
-                      "recompiles (or falls back)")
+            yield (
+                c,
+                (
+                    "torch.compile on the model outside generate: every decode step has a new shape and "
+                    "recompiles (or falls back)"
+                ),
+            )
 
 
 def hardcoded_sampling(s: Script):
@@ -223,20 +264,29 @@ def hardcoded_sampling(s: Script):
         if not hf or not given or const(kws.get("do_sample")) is False:
             continue  # (greedy chosen on purpose: values it ignores are IT015's)
         if known is None:
-            yield written_at(s, c, kws, given), (
-                f"sampling parameters hard-coded ({', '.join(given)}): they override the tuned defaults in "
-                "the model's generation_config.json")
+            yield (
+                written_at(s, c, kws, given),
+                (
+                    f"sampling parameters hard-coded ({', '.join(given)}): they override the tuned defaults in "
+                    "the model's generation_config.json"
+                ),
+            )
         else:
             over = [f"{k} (model: {known[k]})" for k in given if k in known]
             if over:
-                yield written_at(s, c, kws, given), f"overrides the model's generation_config.json: {', '.join(over)}"
+                yield (written_at(s, c, kws, given), f"overrides the model's generation_config.json: {', '.join(over)}")
 
 
 def max_length_budget(s: Script):
     for c, kws, _, opaque in generation_calls(s):
         if "max_length" in kws and "max_new_tokens" not in kws and not opaque and not _encdec(s, c):
-            yield kws["max_length"], ("max_length counts the prompt's tokens too: a long prompt leaves few or no "
-                                      "new tokens (max_new_tokens counts only the answer)")
+            yield (
+                kws["max_length"],
+                (
+                    "max_length counts the prompt's tokens too: a long prompt leaves few or no "
+                    "new tokens (max_new_tokens counts only the answer)"
+                ),
+            )
 
 
 def _samples_elsewhere(s: Script) -> bool:
@@ -254,11 +304,17 @@ def _samples_elsewhere(s: Script) -> bool:
 
 def sampling_ignored(s: Script):
     elsewhere = None
-    configs = [(g, {k.arg: k.value for k in g.keywords if k.arg}, True, has_star_kwargs(g))
-               for g in s.calls_named("GenerationConfig")]
+    configs = [
+        (g, {k.arg: k.value for k in g.keywords if k.arg}, True, has_star_kwargs(g))
+        for g in s.calls_named("GenerationConfig")
+    ]
     for c, kws, hf, opaque in generation_calls(s) + configs:
-        given = [k for k in SAMPLE_ONLY if k in kws and const(kws[k]) not in (0, 0.0, 1.0, None) or
-                 (k in kws and not isinstance(kws[k], ast.Constant))]
+        given = [
+            k
+            for k in SAMPLE_ONLY
+            if (k in kws and const(kws[k]) not in (0, 0.0, 1.0, None))
+            or (k in kws and not isinstance(kws[k], ast.Constant))
+        ]
         if not hf or not given or opaque or "generation_config" in kws:
             continue
         ds, beams = kws.get("do_sample"), const(kws.get("num_beams"))
@@ -269,12 +325,18 @@ def sampling_ignored(s: Script):
             if elsewhere:
                 continue
         if isinstance(beams, int) and beams > 1:
-            yield written_at(s, c, kws, given), (f"{', '.join(given)} with beam search and no do_sample=True: beam "
-                                                 "search ignores them")
+            yield (
+                written_at(s, c, kws, given),
+                (f"{', '.join(given)} with beam search and no do_sample=True: beam search ignores them"),
+            )
         else:
-            yield written_at(s, c, kws, given), (
-                f"{', '.join(given)} without do_sample=True: greedy decoding ignores them (unless the model's "
-                "generation_config.json samples)")
+            yield (
+                written_at(s, c, kws, given),
+                (
+                    f"{', '.join(given)} without do_sample=True: greedy decoding ignores them (unless the model's "
+                    "generation_config.json samples)"
+                ),
+            )
 
 
 # --- IT016 ----------------------------------------------------------------------------------------------
@@ -293,8 +355,7 @@ def _placed(s: Script, node, depth: int = 0) -> bool:
     if isinstance(node, (ast.Subscript, ast.Attribute)) and _placed(s, node.value, depth + 1):
         return True
     if isinstance(node, ast.Call) and s.defined(node):
-        return any(isinstance(c, ast.Call) and method(c) in PLACES for fn in s.defined(node)
-                   for c in ast.walk(fn))
+        return any(isinstance(c, ast.Call) and method(c) in PLACES for fn in s.defined(node) for c in ast.walk(fn))
     name = dotted(node)
     if name and isinstance(node, (ast.Name, ast.Attribute)):
         if any(method(c) in PLACES and dotted(c.func.value) == name for c in s.calls):
@@ -313,8 +374,12 @@ def _unplaced_tensors(s: Script, node) -> ast.Call | None:
     for o in s.origins(base):
         while isinstance(o, (ast.Attribute, ast.Subscript)):  # tok(...).input_ids, tok(...)["input_ids"]
             o = o.value
-        if isinstance(o, ast.Call) and (s.is_tokenizer_call(o) or method(o) in ("apply_chat_template", "encode")) \
-                and const(kw(o, "return_tensors")) == "pt" and not _placed(s, o):
+        if (
+            isinstance(o, ast.Call)
+            and (s.is_tokenizer_call(o) or method(o) in ("apply_chat_template", "encode"))
+            and const(kw(o, "return_tensors")) == "pt"
+            and not _placed(s, o)
+        ):
             return o
     return None
 
@@ -332,8 +397,13 @@ def inputs_device(s: Script):
         for a in args:
             tok = _unplaced_tensors(s, a)
             if tok is not None:
-                yield tok, ("inputs stay on the CPU while the model is on the GPU: transformers 4.x raises a device "
-                            "mismatch; 5.x copies them to the GPU on every step")
+                yield (
+                    tok,
+                    (
+                        "inputs stay on the CPU while the model is on the GPU: transformers 4.x raises a device "
+                        "mismatch; 5.x copies them to the GPU on every step"
+                    ),
+                )
                 break
 
 
@@ -347,6 +417,10 @@ def openai_args(s: Script):
         bad = [k for k in kws if k in OPENAI_ONLY]
         if bad:
             fixes = [f"{k} -> {OPENAI_ONLY[k]}" for k in bad if OPENAI_ONLY[k]]
-            yield written_at(s, c, kws, bad), (
-                f"{', '.join(bad)}: OpenAI API arguments, not generate's; transformers raises 'model_kwargs are "
-                "not used'" + (f" ({'; '.join(fixes)})" if fixes else ""))
+            yield (
+                written_at(s, c, kws, bad),
+                (
+                    f"{', '.join(bad)}: OpenAI API arguments, not generate's; transformers raises 'model_kwargs are "
+                    "not used'" + (f" ({'; '.join(fixes)})" if fixes else "")
+                ),
+            )

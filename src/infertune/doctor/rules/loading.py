@@ -5,28 +5,52 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.script import (
-    ENCODER_DECODER,
-    PLACES,
-    Script,
-    callee,
-    const,
-    dotted,
-    has_star_kwargs,
-    kw,
-    method,
-)
+from infertune.doctor.script import ENCODER_DECODER, PLACES, Script, callee, const, dotted, has_star_kwargs, kw, method
 
 # Memory sizes of common cards, GB as sold (a max_memory equal to one of them is "the whole card").
 CARD_SIZES_GB = (8, 12, 16, 24, 32, 40, 48, 80, 94, 96, 141, 180, 192, 288)
 DISPATCH_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 # Calls that take a model and place it themselves (or may): a model handed to one is not "left on the CPU".
-PLACERS = {"Trainer", "SFTTrainer", "DPOTrainer", "prepare", "prepare_model", "dispatch_model", "DataParallel",
-           "load_checkpoint_and_dispatch", "DistributedDataParallel", "init_inference", "cpu_offload", "optimize",
-           "ipex_optimize", "FSDP", "wrap", "to_bettertransformer"}
+PLACERS = {
+    "Trainer",
+    "SFTTrainer",
+    "DPOTrainer",
+    "prepare",
+    "prepare_model",
+    "dispatch_model",
+    "DataParallel",
+    "load_checkpoint_and_dispatch",
+    "DistributedDataParallel",
+    "init_inference",
+    "cpu_offload",
+    "optimize",
+    "ipex_optimize",
+    "FSDP",
+    "wrap",
+    "to_bettertransformer",
+}
 SAVES = {"save_pretrained", "push_to_hub"}
-HARMLESS = {"compile", "print", "len", "str", "repr", "type", "isinstance", "getattr", "hasattr", "id", "format", "sum",
-            "info", "debug", "warning", "save_pretrained", "push_to_hub", "count_parameters", "parameters"}
+HARMLESS = {
+    "compile",
+    "print",
+    "len",
+    "str",
+    "repr",
+    "type",
+    "isinstance",
+    "getattr",
+    "hasattr",
+    "id",
+    "format",
+    "sum",
+    "info",
+    "debug",
+    "warning",
+    "save_pretrained",
+    "push_to_hub",
+    "count_parameters",
+    "parameters",
+}
 
 
 def _dtype_keywords(c: ast.Call) -> tuple[ast.expr | None, ast.expr | None]:
@@ -39,8 +63,9 @@ def _saved_only(s: Script, c: ast.Call) -> bool:
         return False
     m = s.called_method(c)
     uses = s.uses(c)
-    return (m is not None and m.func.attr in SAVES) or bool(uses) and all(
-        (x := s.called_method(u)) is not None and x.func.attr in SAVES for u in uses)
+    return (m is not None and m.func.attr in SAVES) or (
+        bool(uses) and all((x := s.called_method(u)) is not None and x.func.attr in SAVES for u in uses)
+    )
 
 
 def dtype_rule(s: Script):
@@ -49,11 +74,19 @@ def dtype_rule(s: Script):
     t = s.target
     major = t.pinned_major
     pinned = t.version_source is not None
-    where = "" if not pinned else (" (--target-version)" if t.version_source == "--target-version"
-                                   else f" (pinned in {t.version_source})")
+    where = (
+        ""
+        if not pinned
+        else (" (--target-version)" if t.version_source == "--target-version" else f" (pinned in {t.version_source})")
+    )
     for c in s.loads:
-        if (not s.torch_generative(c) or ENCODER_DECODER.search(s.model_class(c))
-                or has_star_kwargs(c) or s.quantized(c) or _saved_only(s, c)):
+        if (
+            not s.torch_generative(c)
+            or ENCODER_DECODER.search(s.model_class(c))
+            or has_star_kwargs(c)
+            or s.quantized(c)
+            or _saved_only(s, c)
+        ):
             continue  # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs
         dtype, torch_dtype = _dtype_keywords(c)
         if dtype is None and torch_dtype is None:
@@ -61,15 +94,30 @@ def dtype_rule(s: Script):
                 continue  # 5.x loads the checkpoint's dtype ("auto")
             if major == 4:
                 keyword = "torch_dtype=" if t.may_be_before((4, 56)) else "dtype= (torch_dtype= is the older name)"
-                yield c, (f"from_pretrained without dtype loads fp32 on transformers 4.x{where}: twice the memory, "
-                          f"slower; pass {keyword}")
+                yield (
+                    c,
+                    (
+                        f"from_pretrained without dtype loads fp32 on transformers 4.x{where}: twice the memory, "
+                        f"slower; pass {keyword}"
+                    ),
+                )
             else:
-                yield c, ("from_pretrained without dtype: transformers 4.x loads fp32 (twice the memory of a bf16 "
-                          "checkpoint), 5.x the checkpoint's dtype; no pin says which this script gets (pass dtype=; "
-                          "before 4.56 the keyword is torch_dtype=)")
+                yield (
+                    c,
+                    (
+                        "from_pretrained without dtype: transformers 4.x loads fp32 (twice the memory of a bf16 "
+                        "checkpoint), 5.x the checkpoint's dtype; no pin says which this script gets (pass dtype=; "
+                        "before 4.56 the keyword is torch_dtype=)"
+                    ),
+                )
         elif dtype is not None and torch_dtype is None and pinned and t.may_be_before((4, 56)):
-            yield dtype, (f"`dtype=` is read by from_pretrained only from transformers 4.56{where}: older versions "
-                          "do not take it as the weights' dtype (fp32 loads, or an error); use torch_dtype=")
+            yield (
+                dtype,
+                (
+                    f"`dtype=` is read by from_pretrained only from transformers 4.56{where}: older versions "
+                    "do not take it as the weights' dtype (fp32 loads, or an error); use torch_dtype="
+                ),
+            )
 
 
 def placed_at_load(s: Script, c: ast.Call, explicit_cpu: bool = False) -> bool:
@@ -96,8 +144,9 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
     m = s.called_method(use)
     if m is not None:
         return m.func.attr in PLACES and (explicit_cpu or _not_cpu(m))
-    call = parent if isinstance(parent, ast.Call) else (
-        s.parents.get(parent) if isinstance(parent, ast.keyword) else None)
+    call = (
+        parent if isinstance(parent, ast.Call) else (s.parents.get(parent) if isinstance(parent, ast.keyword) else None)
+    )
     if not isinstance(call, ast.Call) or call.func is use:
         return False
     name = callee(call)
@@ -113,13 +162,20 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
 def _used_for_generation(s: Script, c: ast.Call, uses: list[ast.AST]) -> bool:
     if any(c in s.models_of(g.func.value) for g in s.generates):
         return True
-    return any(isinstance(s.parents.get(u), (ast.Call, ast.keyword)) and s.parents.get(u) is not None
-               and any(p in s.pipelines for p in (s.parents[u], s.parents.get(s.parents[u]))) for u in uses)
+    return any(
+        isinstance(s.parents.get(u), (ast.Call, ast.keyword))
+        and s.parents.get(u) is not None
+        and any(p in s.pipelines for p in (s.parents[u], s.parents.get(s.parents[u])))
+        for u in uses
+    )
 
 
 def model_on_cpu(s: Script):
-    default_device = any(dotted(c.func) == "torch.set_default_device" or (
-        dotted(c.func) == "torch.device" and isinstance(s.parents.get(c), ast.withitem)) for c in s.calls)
+    default_device = any(
+        dotted(c.func) == "torch.set_default_device"
+        or (dotted(c.func) == "torch.device" and isinstance(s.parents.get(c), ast.withitem))
+        for c in s.calls
+    )
     if s.trains or default_device:
         return
     for c in s.loads:
@@ -129,7 +185,7 @@ def model_on_cpu(s: Script):
         if any(moved(s, u, explicit_cpu=True) for u in uses) or not _used_for_generation(s, c, uses):
             continue
         name = next((dotted(u) for u in uses), "the model")
-        yield c, f"`{name}` is loaded without device_map and never moved: it runs on the CPU (seconds per token)"
+        yield (c, f"`{name}` is loaded without device_map and never moved: it runs on the CPU (seconds per token)")
 
 
 def _size(text: str) -> tuple[float, float] | None:
@@ -155,11 +211,21 @@ def max_memory_full_card(s: Script):
             card = s.target.gpu_memory_bytes
             full = size[1] >= 0.9 * card if card else any(abs(size[0] - g) / g < 0.03 for g in CARD_SIZES_GB)
             if card and size[1] > card:
-                yield v, (f"max_memory gives device {key} {const(v)}, more than the {s.target.gpu_name}'s "
-                          f"{card / 1e9:.0f} GB")
+                yield (
+                    v,
+                    (
+                        f"max_memory gives device {key} {const(v)}, more than the {s.target.gpu_name}'s "
+                        f"{card / 1e9:.0f} GB"
+                    ),
+                )
             elif full:
-                yield v, (f"max_memory gives device {key} {const(v)}: the whole card for weights leaves nothing "
-                          "for the KV cache and activations")
+                yield (
+                    v,
+                    (
+                        f"max_memory gives device {key} {const(v)}: the whole card for weights leaves nothing "
+                        "for the KV cache and activations"
+                    ),
+                )
 
 
 def bnb_4bit(s: Script):
@@ -169,7 +235,7 @@ def bnb_4bit(s: Script):
         if kw(c, "bnb_4bit_compute_dtype") is None:
             yield c, "4-bit bitsandbytes without bnb_4bit_compute_dtype computes in fp32: slow"
         elif re.search(r"speed|fast|latency|throughput", s.comment_near(c.lineno)):
-            yield c, "bitsandbytes 4-bit chosen for speed: it saves memory but dequantizes every matmul (slower)"
+            yield (c, "bitsandbytes 4-bit chosen for speed: it saves memory but dequantizes every matmul (slower)")
 
 
 def flash_attention(s: Script):
@@ -187,8 +253,13 @@ def flash_attention(s: Script):
             yield attn, "FlashAttention runs only in fp16/bf16: with fp32 weights it refuses to load"
         cc = s.target.compute_capability
         if cc is not None and cc < 8.0:
-            yield attn, (f"FlashAttention 2 needs an Ampere or newer GPU (compute capability 8.0+); "
-                      f"{s.target.gpu_name or 'the target'} has {cc:g}")
+            yield (
+                attn,
+                (
+                    f"FlashAttention 2 needs an Ampere or newer GPU (compute capability 8.0+); "
+                    f"{s.target.gpu_name or 'the target'} has {cc:g}"
+                ),
+            )
 
 
 def trust_remote_code(s: Script):
@@ -210,15 +281,17 @@ def _casts(m: ast.Call) -> bool:
     if m.func.attr in ("half", "float", "bfloat16"):
         return True
     args = list(m.args) + [k.value for k in m.keywords if k.arg == "dtype"]
-    return m.func.attr == "to" and any("dtype" in dotted(a) or (isinstance(const(a), str) and (
-        "float" in const(a) or "int" in const(a))) for a in args)
+    return m.func.attr == "to" and any(
+        "dtype" in dotted(a) or (isinstance(const(a), str) and ("float" in const(a) or "int" in const(a))) for a in args
+    )
 
 
 def move_dispatched(s: Script):
     for c in s.loads:
         dm = kw(c, "device_map")
-        dispatched = dm is not None and (const(dm) in DISPATCH_MAPS or (isinstance(dm, ast.Dict) and len(
-            {const(v) for v in dm.values}) > 1))  # {"": 0} is one device: no hooks
+        dispatched = dm is not None and (
+            const(dm) in DISPATCH_MAPS or (isinstance(dm, ast.Dict) and len({const(v) for v in dm.values}) > 1)
+        )  # {"": 0} is one device: no hooks
         bnb, quantized = _bnb(s, c), s.quantized(c) and kw(c, "gguf_file") is None  # GGUF loads dequantized
         if not (dispatched or quantized):
             continue
@@ -233,18 +306,33 @@ def move_dispatched(s: Script):
             if attr not in ("to", "cuda", "half", "float", "bfloat16"):
                 continue
             if quantized and _casts(m) and attr != "bfloat16":
-                yield m, (f"`.{attr}()` casts a quantized model: transformers raises (load it with the dtype you "
-                          "want instead)")
+                yield (
+                    m,
+                    (
+                        f"`.{attr}()` casts a quantized model: transformers raises (load it with the dtype you "
+                        "want instead)"
+                    ),
+                )
             elif dispatched:
-                yield m, (f"`.{attr}()` on a model placed by device_map={const(dm) or '{...}'!r}: accelerate's hooks "
-                          "already placed every layer; moving or casting it breaks offloaded layers or does nothing")
+                yield (
+                    m,
+                    (
+                        f"`.{attr}()` on a model placed by device_map={const(dm) or '{...}'!r}: accelerate's hooks "
+                        "already placed every layer; moving or casting it breaks offloaded layers or does nothing"
+                    ),
+                )
             elif bnb and attr in ("to", "cuda"):
-                yield m, (f"`.{attr}()` on a bitsandbytes model: it is already on the GPU; transformers 4.x refuses "
-                          "it (5.x needs bitsandbytes>=0.48 for 8-bit)")
+                yield (
+                    m,
+                    (
+                        f"`.{attr}()` on a bitsandbytes model: it is already on the GPU; transformers 4.x refuses "
+                        "it (5.x needs bitsandbytes>=0.48 for 8-bit)"
+                    ),
+                )
 
 
 def attn_on_tokenizer(s: Script):
     for c in s.tokenizers:
         v = kw(c, "attn_implementation")
         if v is not None:
-            yield v, "attn_implementation given to the tokenizer: it is ignored there; the model keeps its default"
+            yield (v, "attn_implementation given to the tokenizer: it is ignored there; the model keeps its default")

@@ -8,8 +8,10 @@ import re
 from infertune.doctor.script import Script, const, dotted, kw, method
 
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
-TEMPLATE_TOKENS = re.compile(r"<\|im_start\|>|\[INST\]|<\|user\|>|<\|assistant\|>|<start_of_turn>|<\|system\|>|"
-                             r"<\|start_header_id\|>|<\|begin_of_text\|>")
+TEMPLATE_TOKENS = re.compile(
+    r"<\|im_start\|>|\[INST\]|<\|user\|>|<\|assistant\|>|<start_of_turn>|<\|system\|>|"
+    r"<\|start_header_id\|>|<\|begin_of_text\|>"
+)
 # Plain transcripts: a base model's or a fine-tune's own format; wrong only for a chat model with a template.
 TRANSCRIPT = re.compile(r"(^|\n)\s*(User|Human|USER|Assistant|ASSISTANT|### Instruction|### Human|### Assistant)\s*:?")
 CHAT_MARKERS = re.compile(f"{TEMPLATE_TOKENS.pattern}|{TRANSCRIPT.pattern}")
@@ -30,7 +32,8 @@ def _prompt_sinks(s: Script) -> list[ast.Call]:
             out.append(c)
         elif s.is_tokenizer_call(c) or (method(c) == "encode" and s.is_tokenizer(c.func.value)):
             if any(_feeds_input(s, c, g) for g in s.sinks_of(c) if g in s.generates or g in s.thread_generates) or any(
-                    s.is_pipeline_call(x) for x in s.sinks_of(c)):
+                s.is_pipeline_call(x) for x in s.sinks_of(c)
+            ):
                 out.append(c)
     return out
 
@@ -39,8 +42,9 @@ def _feeds_input(s: Script, tok: ast.Call, gen: ast.Call) -> bool:
     """Are the tokenizer's ids generate's input (positional, input_ids=, inputs=, **enc; a Thread's kwargs)?"""
     names = s.flow_names(tok)
     args = list(gen.args[:1]) + [k.value for k in gen.keywords if k.arg in (None, "input_ids", "inputs", "kwargs")]
-    return any(n is tok or (isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names)
-               for a in args for n in ast.walk(a))
+    return any(
+        n is tok or (isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names) for a in args for n in ast.walk(a)
+    )
 
 
 def _template_source(s: Script, node: ast.AST, text: str, whole: bool) -> bool:
@@ -48,8 +52,7 @@ def _template_source(s: Script, node: ast.AST, text: str, whole: bool) -> bool:
     on its own (a stop word, an id lookup)."""
     parent = s.parents.get(node)
     lone = SINGLE_TOKEN.fullmatch(text) is not None or TRANSCRIPT.fullmatch(text.strip()) is not None
-    return ("{%" in text or (whole and lone)
-            or (isinstance(parent, ast.Call) and dotted(parent.func).startswith("re.")))
+    return "{%" in text or (whole and lone) or (isinstance(parent, ast.Call) and dotted(parent.func).startswith("re."))
 
 
 def hand_built_chat_prompt(s: Script):
@@ -93,12 +96,17 @@ def chat_model_raw_text(s: Script):
             chatty = isinstance(model, str) and CHAT_MODEL.search(model.rsplit("/", 1)[-1])
             raw = any(isinstance(o, (ast.Constant, ast.JoinedStr, ast.BinOp)) for o in s.origins(args[0]))
             if chatty and raw and not any(w in dotted(args[0]).lower() for w in ("message", "conversation", "chat")):
-                yield c, f"{model} is a chat model fed raw text: without its chat template it answers off-format"
+                yield (c, f"{model} is a chat model fed raw text: without its chat template it answers off-format")
         elif any(g in s.generates or g in s.thread_generates for g in s.sinks_of(c)):
             if any(isinstance(o, ast.Call) and method(o) == "apply_chat_template" for a in args for o in s.origins(a)):
                 continue
-            yield c, (f"{_chat_ids(s)[0]} is a chat model fed raw text: without its chat template it answers "
-                      "off-format or rambles")
+            yield (
+                c,
+                (
+                    f"{_chat_ids(s)[0]} is a chat model fed raw text: without its chat template it answers "
+                    "off-format or rambles"
+                ),
+            )
 
 
 def no_generation_prompt(s: Script):
@@ -111,7 +119,13 @@ def no_generation_prompt(s: Script):
         if any(k.arg is None for k in c.keywords):
             continue
         sinks = s.sinks_of(c)
-        if any(x in s.generates or s.is_pipeline_call(x) or any(g in s.generates for g in s.sinks_of(x))
-               for x in sinks):
-            yield c, ("apply_chat_template without add_generation_prompt=True: the prompt does not open the "
-                      "assistant's turn, so the model may continue the user's message")
+        if any(
+            x in s.generates or s.is_pipeline_call(x) or any(g in s.generates for g in s.sinks_of(x)) for x in sinks
+        ):
+            yield (
+                c,
+                (
+                    "apply_chat_template without add_generation_prompt=True: the prompt does not open the "
+                    "assistant's turn, so the model may continue the user's message"
+                ),
+            )

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from infertune.doctor.script import (
-    Script,
-    callee,
-    const,
-    dotted,
-    has_star_kwargs,
-    kw,
-    method,
-)
+from infertune.doctor.script import Script, callee, const, dotted, has_star_kwargs, kw, method
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
 OFFLOAD = {"to_thread", "run_in_executor", "run_in_threadpool", "submit", "run_sync", "Thread", "Process"}
@@ -46,10 +38,14 @@ def _generation_in(s: Script, fn: ast.AST) -> list[ast.Call]:
     for c in ast.walk(fn):
         if not isinstance(c, ast.Call) or s.enclosing_function(c) is not fn:
             continue
-        if c in s.generates or s.is_pipeline_call(c):
-            out.append(c)
-        elif callee(c) in ("Thread", "submit", "run_in_executor", "to_thread") and any(
-                isinstance(a, ast.Attribute) and a.attr == "generate" for a in [kw(c, "target"), *c.args]):
+        if (
+            c in s.generates
+            or s.is_pipeline_call(c)
+            or (
+                callee(c) in ("Thread", "submit", "run_in_executor", "to_thread")
+                and any(isinstance(a, ast.Attribute) and a.attr == "generate" for a in [kw(c, "target"), *c.args])
+            )
+        ):
             out.append(c)
     return out
 
@@ -63,8 +59,11 @@ def _helper_generation(s: Script, fn: ast.AST, depth: int = 0) -> list[tuple[ast
     for c in ast.walk(fn):
         if isinstance(c, ast.Call) and s.enclosing_function(c) is fn:
             helpers = [(h, False) for h in s.defined(c)] + [
-                (h, True) for a in c.args if callee(c) in OFFLOAD and isinstance(a, ast.Name)
-                for h in s.functions.get(a.id, [])]
+                (h, True)
+                for a in c.args
+                if callee(c) in OFFLOAD and isinstance(a, ast.Name)
+                for h in s.functions.get(a.id, [])
+            ]
             for h, off in helpers:
                 if h is fn:
                     continue
@@ -77,14 +76,20 @@ def streamer_same_thread(s: Script):
     targets = _thread_targets(s)
     for c in s.generates:
         st = kw(c, "streamer")
-        if st is None or not any(isinstance(o, ast.Call) and callee(o) == "TextIteratorStreamer"
-                                 for o in s.origins(st)):
+        if st is None or not any(
+            isinstance(o, ast.Call) and callee(o) == "TextIteratorStreamer" for o in s.origins(st)
+        ):
             continue
         fn = s.enclosing_function(c)
         if (fn is not None and fn.name in targets) or _offloaded(s, c):
             continue
-        yield c, ("generate with a TextIteratorStreamer in the thread that reads it: nothing streams until "
-                  "generation ends (and a streamer timeout raises)")
+        yield (
+            c,
+            (
+                "generate with a TextIteratorStreamer in the thread that reads it: nothing streams until "
+                "generation ends (and a streamer timeout raises)"
+            ),
+        )
 
 
 def streamer_skip_prompt(s: Script):
@@ -98,10 +103,14 @@ def streamer_skip_prompt(s: Script):
             continue
         parent = s.parents.get(c)
         names = {dotted(t) for t in parent.targets} if isinstance(parent, ast.Assign) else set()
-        fed = any((isinstance(n, ast.keyword) and n.arg == "streamer" and (n.value is c or dotted(n.value) in names))
-                  or (isinstance(n, ast.Dict) and any(const(k) == "streamer" and dotted(v) in names
-                                                      for k, v in zip(n.keys, n.values, strict=True)))
-                  for n in ast.walk(s.tree))
+        fed = any(
+            (isinstance(n, ast.keyword) and n.arg == "streamer" and (n.value is c or dotted(n.value) in names))
+            or (
+                isinstance(n, ast.Dict)
+                and any(const(k) == "streamer" and dotted(v) in names for k, v in zip(n.keys, n.values, strict=True))
+            )
+            for n in ast.walk(s.tree)
+        )
         if fed:
             yield c, f"{callee(c)} without skip_prompt=True: the prompt is streamed back before the answer"
 
@@ -109,8 +118,10 @@ def streamer_skip_prompt(s: Script):
 def _routes(s: Script):
     for fns in s.functions.values():
         for fn in fns:
-            if any(isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr in HANDLER_DECORATORS
-                   for d in fn.decorator_list):
+            if any(
+                isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr in HANDLER_DECORATORS
+                for d in fn.decorator_list
+            ):
                 yield fn
 
 
@@ -118,20 +129,30 @@ def generate_in_handler(s: Script):
     for fn in _routes(s):
         direct = _generation_in(s, fn)
         if direct:
-            yield direct[0], (f"web handler `{fn.name}` calls generate per request: concurrent requests run one "
-                              "after another")
+            yield (
+                direct[0],
+                (f"web handler `{fn.name}` calls generate per request: concurrent requests run one after another"),
+            )
             continue
         via = _helper_generation(s, fn)
         if via:
             call, _, _ = via[0]
-            yield call, (f"web handler `{fn.name}` runs generate per request through `{callee(call)}` (a thread per "
-                         "request still shares one model): concurrent requests run one after another")
+            yield (
+                call,
+                (
+                    f"web handler `{fn.name}` runs generate per request through `{callee(call)}` (a thread per "
+                    "request still shares one model): concurrent requests run one after another"
+                ),
+            )
 
 
 def _entry_points(s: Script) -> set[str]:
     """async functions run once as the program (asyncio.run(main())): nothing else waits on their loop."""
-    return {"main"} | {callee(c.args[0]) for c in s.calls if callee(c) in ("run", "run_until_complete") and c.args
-                       and isinstance(c.args[0], ast.Call)}
+    return {"main"} | {
+        callee(c.args[0])
+        for c in s.calls
+        if callee(c) in ("run", "run_until_complete") and c.args and isinstance(c.args[0], ast.Call)
+    }
 
 
 def blocking_async_handler(s: Script):
@@ -140,16 +161,32 @@ def blocking_async_handler(s: Script):
         for fn in fns:
             if not isinstance(fn, ast.AsyncFunctionDef) or (fn.name in entry and not fn.decorator_list):
                 continue
-            hits = [(g, g) for g in _generation_in(s, fn) if not _offloaded(s, g) and method(g) == "generate"
-                    or (s.is_pipeline_call(g) and not _offloaded(s, g))]
-            hits += [(c, g) for c, g, off in _helper_generation(s, fn) if not off and not _offloaded(s, c)
-                     and callee(c) not in OFFLOAD
-                     and not isinstance(s.enclosing_function(g), ast.AsyncFunctionDef) and callee(g) != "Thread"
-                     and not _offloaded(s, g) and not _is_generator(s.enclosing_function(g))]
+            hits = [
+                (g, g)
+                for g in _generation_in(s, fn)
+                if (not _offloaded(s, g) and method(g) == "generate")
+                or (s.is_pipeline_call(g) and not _offloaded(s, g))
+            ]
+            hits += [
+                (c, g)
+                for c, g, off in _helper_generation(s, fn)
+                if not off
+                and not _offloaded(s, c)
+                and callee(c) not in OFFLOAD
+                and not isinstance(s.enclosing_function(g), ast.AsyncFunctionDef)
+                and callee(g) != "Thread"
+                and not _offloaded(s, g)
+                and not _is_generator(s.enclosing_function(g))
+            ]
             if hits:
                 call, _ = hits[0]
-                yield call, (f"`async def {fn.name}` runs generate on the event loop: every other request (and "
-                             "stream) waits until it finishes")
+                yield (
+                    call,
+                    (
+                        f"`async def {fn.name}` runs generate on the event loop: every other request (and "
+                        "stream) waits until it finishes"
+                    ),
+                )
 
 
 def _is_generator(fn) -> bool:

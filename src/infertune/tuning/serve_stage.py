@@ -15,44 +15,26 @@ clearly better; a difference within the spread leaves the simpler stack in place
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from infertune.config import vllm_flags
-from infertune.decide import MIN_GAIN, Objective
-from infertune.errors import UserError
+from infertune.core.config import vllm_flags
+from infertune.core.errors import UserError
+from infertune.core.workload import Workload
 from infertune.measure.stats import spread
-from infertune.render import serve_flags_for
 from infertune.serving import engines
 from infertune.serving.loadtest import LevelResult
 from infertune.serving.trial import ServeTrial, run_serve_trial
 from infertune.techniques import REGISTRY, Facts, Setup
-from infertune.workload import Workload
+from infertune.techniques.render import serve_flags_for
+from infertune.tuning.run import Constraints, Run, ServeStep, Step, TuneSpec
+from infertune.tuning.verdict import MIN_GAIN, Objective
 
 ROUNDS = 3  # rounds of the workload's concurrency level per server: the spread a choice is judged against
 WIRED = ("vllm",)  # engines the serve stage can start (their flags are translated)
-
-
-class ServeStep(BaseModel):
-    """One served variant of the accepted setup, load-tested (measured), or an engine that could not be."""
-
-    kind: Literal["serve-step"] = "serve-step"
-    label: str
-    engine: str = "transformers"  # transformers (serve), vllm, sglang
-    flags: list[str]
-    trial: ServeTrial | None  # None: not measured (`install` says how to) or the server did not come up (`error`)
-    error: str | None = None
-    objective: float | None  # at the workload's concurrency, median of the rounds: e2e p50 s, tokens/s, peak bytes
-    rounds: list[float] = Field(default_factory=list, description="the objective in each round (measured)")
-    spread: float | None = Field(None, description="relative half-width of the rounds (None: one round)")
-    slo_missed: list[str] = Field(default_factory=list, description="the limits this variant misses (measured)")
-    install: str | None = Field(None, description="not measured: the command that installs the engine")
-
-    @property
-    def status(self) -> str:
-        return "ok" if self.trial else ("not measured" if self.install else "failed")
 
 
 def serve_variants(f: Facts, s: Setup) -> list[tuple[str, list[str]]]:
@@ -62,8 +44,12 @@ def serve_variants(f: Facts, s: Setup) -> list[tuple[str, list[str]]]:
     if s.engine != "transformers" or s.tp > 1 or s.device_map is not None:
         return []
     if s.batching == "continuous":
-        other = ("transformers serve, without continuous batching", s.model_copy(update={
-            "batching": "serial", "max_batch_tokens": None, "cb_block_size": None, "cb_num_blocks": None}))
+        other = (
+            "transformers serve, without continuous batching",
+            s.model_copy(
+                update={"batching": "serial", "max_batch_tokens": None, "cb_block_size": None, "cb_num_blocks": None}
+            ),
+        )
         mine = "transformers serve, continuous batching (as accepted)"
     else:
         other = ("transformers serve, continuous batching", REGISTRY["continuous-batching"].apply(f, s))
@@ -83,8 +69,16 @@ def engine_variants(s: Setup, wl: Workload) -> list[tuple[str, str, list[str] | 
     out = []
     for name in engines.ENGINES:
         info = engines.info(name)
-        flags = vllm_flags(dtype=s.dtype, max_model_len=max_model_len(wl), max_num_seqs=wl.concurrency,
-                           quantization=s.quantization if s.quantization != "none" else None) if name in WIRED else None
+        flags = (
+            vllm_flags(
+                dtype=s.dtype,
+                max_model_len=max_model_len(wl),
+                max_num_seqs=wl.concurrency,
+                quantization=s.quantization if s.quantization != "none" else None,
+            )
+            if name in WIRED
+            else None
+        )
         out.append((name, name, flags, info))
     return out
 
@@ -97,17 +91,22 @@ def served_objective(objective: Objective, t: ServeTrial, concurrency: int) -> f
 def level_objective(objective: Objective, level: LevelResult, t: ServeTrial) -> float | None:
     if level.requests_ok == 0:
         return None
-    return {"memory": t.peak_memory_bytes or t.server_peak_rss_bytes, "latency": level.e2e_s.p50,
-            "throughput": level.output_tokens_per_s}[objective]
+    return {
+        "memory": t.peak_memory_bytes or t.server_peak_rss_bytes,
+        "latency": level.e2e_s.p50,
+        "throughput": level.output_tokens_per_s,
+    }[objective]
 
 
 def conversations(wl: Workload) -> list[list[dict]]:
     """The workload's prompts as chat requests (at their natural length: a server pads nothing)."""
-    return [[{"role": "user", "content": p}] if isinstance(p, str) else [m.model_dump() for m in p]
-            for p in wl.prompt_list()]
+    return [
+        [{"role": "user", "content": p}] if isinstance(p, str) else [m.model_dump() for m in p]
+        for p in wl.prompt_list()
+    ]
 
 
-def slo_misses(constraints: Any, t: ServeTrial, rounds: list[LevelResult]) -> list[str]:
+def slo_misses(constraints: Constraints, t: ServeTrial, rounds: list[LevelResult]) -> list[str]:
     """The tune's limits against the served level (p95 over requests, median over rounds; server memory over
     all its processes). A failed request misses every SLO."""
     out = []
@@ -126,14 +125,24 @@ def slo_misses(constraints: Any, t: ServeTrial, rounds: list[LevelResult]) -> li
     return out
 
 
-def _measure(spec: Any, label: str, engine: str, flags: list[str], log, rounds: int,
-             ready_timeout_s: float | None) -> ServeStep:
+def _measure(
+    spec: TuneSpec, label: str, engine: str, flags: list[str], log: Path, rounds: int, ready_timeout_s: float | None
+) -> ServeStep:
     wl = spec.workload
     c = wl.concurrency
     levels = sorted({1, c}) + [c] * (rounds - 1)  # the workload's level again, back to back: its spread
     try:
-        t = run_serve_trial(spec.model_path, flags, log, levels, c * max(2, wl.repeats), wl.max_new_tokens,
-                            conversations(wl), ready_timeout_s=ready_timeout_s, engine=engine)
+        t = run_serve_trial(
+            spec.model_path,
+            flags,
+            log,
+            levels,
+            c * max(2, wl.repeats),
+            wl.max_new_tokens,
+            conversations(wl),
+            ready_timeout_s=ready_timeout_s,
+            engine=engine,
+        )
     except UserError as e:  # the server did not come up: that variant's result, the run goes on
         return ServeStep(label=label, engine=engine, flags=flags, trial=None, error=str(e), objective=None)
     at_c = [lv for lv in t.load.levels if lv.concurrency == c][-rounds:]
@@ -141,19 +150,35 @@ def _measure(spec: Any, label: str, engine: str, flags: list[str], log, rounds: 
     if spec.objective == "memory":  # one reading per server: the server's peak over the whole load test
         values = values[:1]
     # the trial shows one level per concurrency: at the workload's, the round whose objective is the median
-    shown = min(at_c, key=lambda lv: abs((level_objective(spec.objective, lv, t) or 0) - float(np.median(values)))
-                ) if values else at_c[0]
+    shown = (
+        min(at_c, key=lambda lv: abs((level_objective(spec.objective, lv, t) or 0) - float(np.median(values))))
+        if values
+        else at_c[0]
+    )
     levels = [lv for lv in t.load.levels if lv.concurrency != c]
     levels = sorted([*levels[:1], shown] if c != 1 else [shown], key=lambda lv: lv.concurrency)
     t = t.model_copy(update={"load": t.load.model_copy(update={"levels": levels})})
-    return ServeStep(label=label, engine=engine, flags=flags, trial=t, rounds=values,
-                     objective=float(np.median(values)) if values else None, spread=spread(values),
-                     slo_missed=slo_misses(spec.constraints, t, at_c))
+    return ServeStep(
+        label=label,
+        engine=engine,
+        flags=flags,
+        trial=t,
+        rounds=values,
+        objective=float(np.median(values)) if values else None,
+        spread=spread(values),
+        slo_missed=slo_misses(spec.constraints, t, at_c),
+    )
 
 
-def serve_stage(run: Any, facts: Facts, best: Any, on_event: Callable[[dict[str, Any]], None] | None = None,
-                ready_timeout_s: float | None = 300.0, rounds: int = ROUNDS) -> list[ServeStep]:
-    """Serve `best` (a tune Step) of `run` (a tune Run) with transformers (both batching modes) and every installed engine on the same load; each
+def serve_stage(
+    run: Run,
+    facts: Facts,
+    best: Step,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    ready_timeout_s: float | None = 300.0,
+    rounds: int = ROUNDS,
+) -> list[ServeStep]:
+    """Serve `best`, the step the loop accepted last, with transformers (both batching modes) and every installed engine on the same load; each
     result appended to serve.jsonl as it comes; finished variants are not re-run on resume (an engine listed as
     not installed is measured on resume once it is). `ready_timeout_s`: transformers serve's start-up budget
     (an engine gets its own, longer one: it compiles first)."""
@@ -161,7 +186,8 @@ def serve_stage(run: Any, facts: Facts, best: Any, on_event: Callable[[dict[str,
     emit = on_event or (lambda e: None)
     done = latest(run.serve_steps())
     plan: list[tuple[str, str, list[str] | None, engines.EngineInfo | None]] = [
-        ("transformers", label, flags, None) for label, flags in serve_variants(facts, best.setup)]
+        ("transformers", label, flags, None) for label, flags in serve_variants(facts, best.setup)
+    ]
     if plan:
         plan += engine_variants(best.setup, spec.workload)
     for k, (engine, label, flags, info) in enumerate(plan):
@@ -169,15 +195,35 @@ def serve_stage(run: Any, facts: Facts, best: Any, on_event: Callable[[dict[str,
         if old is not None and (old.status != "not measured" or info is None or not info.ok):
             continue
         if info is not None and (not info.ok or flags is None):
-            why = (("not installed" if engines.engine(engine).cpu_packages or engines.has_gpu() else
-                    "not installed (it has no CPU build: a host with an NVIDIA GPU)") if not info.ok
-                   else f"installed ({info.version}), but the serve stage cannot start {engine} yet")
-            step = ServeStep(label=label, engine=engine, flags=flags or [], trial=None, error=why, objective=None,
-                             install=info.install if not info.ok else None)
+            why = (
+                (
+                    "not installed"
+                    if engines.engine(engine).cpu_packages or engines.has_gpu()
+                    else "not installed (it has no CPU build: a host with an NVIDIA GPU)"
+                )
+                if not info.ok
+                else f"installed ({info.version}), but the serve stage cannot start {engine} yet"
+            )
+            step = ServeStep(
+                label=label,
+                engine=engine,
+                flags=flags or [],
+                trial=None,
+                error=why,
+                objective=None,
+                install=info.install if not info.ok else None,
+            )
         else:
             emit({"event": "serve", "label": label, "flags": flags, "engine": engine})
-            step = _measure(spec, label, engine, flags or [], run.path / "serve" / f"server-{k}.log", rounds,
-                            ready_timeout_s if engine == "transformers" else None)
+            step = _measure(
+                spec,
+                label,
+                engine,
+                flags or [],
+                run.path / "serve" / f"server-{k}.log",
+                rounds,
+                ready_timeout_s if engine == "transformers" else None,
+            )
         run.append(step)
         done = latest([*done, step])
         emit({"event": "served", "step": step})
@@ -233,8 +279,14 @@ def choose(objective: Objective, served: list[ServeStep]) -> tuple[ServeStep | N
     rows = []
     for s in served:
         if s.status == "not measured" or s.objective is None or not s.objective > 0:
-            rows.append(Comparison(label=s.label, ratio=float("nan"), noise=None,
-                                   verdict="not measured" if s.status == "not measured" else "failed"))
+            rows.append(
+                Comparison(
+                    label=s.label,
+                    ratio=float("nan"),
+                    noise=None,
+                    verdict="not measured" if s.status == "not measured" else "failed",
+                )
+            )
             continue
         ratio = s.objective / chosen.objective if chosen else float("nan")  # type: ignore[operator]
         noise = gain(objective, chosen, s)[1] if chosen and s is not chosen else None

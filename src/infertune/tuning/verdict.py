@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from infertune import human
+from infertune.core import human
 from infertune.measure.results import TrialResult
 from infertune.measure.stats import Paired, paired
 
@@ -67,21 +67,38 @@ def decide(objective: Objective, pairs: list[Pair]) -> Decision:
     matter) is kept when the other axis gains at least TIE_GAIN, clear of that axis's own band."""
     c = paired([p.incumbent for p in pairs], [p.candidate for p in pairs])
     gain = _gain(objective, c.delta)
-    head = (f"{objective} {c.delta:+.1%} paired ({_band(c)}, {c.n} interleaved pairs; medians "
-            f"{human.objective(objective, c.a)} -> {human.objective(objective, c.b)})")
+    head = (
+        f"{objective} {c.delta:+.1%} paired ({_band(c)}, {c.n} interleaved pairs; medians "
+        f"{human.objective(objective, c.a)} -> {human.objective(objective, c.b)})"
+    )
     if c.clear and gain >= MIN_GAIN:
         return Decision(verdict="kept", accepted=True, delta=c.delta, noise=c.noise, tie=None, reason=head)
     if c.clear and gain < 0:
-        return Decision(verdict="rejected", accepted=False, delta=c.delta, noise=c.noise, tie=None,
-                        reason=head + ": worse, beyond the noise")
+        return Decision(
+            verdict="rejected",
+            accepted=False,
+            delta=c.delta,
+            noise=c.noise,
+            tie=None,
+            reason=head + ": worse, beyond the noise",
+        )
     axis = TIE_AXIS[objective]
     tied = [p for p in pairs if p.incumbent_tie is not None and p.candidate_tie is not None]
     t = paired([p.incumbent_tie for p in tied], [p.candidate_tie for p in tied]) if len(tied) == len(pairs) else None
     verdict: Verdict = "rejected" if c.clear else "inconclusive"
     if t is not None and t.clear and _gain(axis, t.delta) >= max(TIE_GAIN, t.noise or 0):
-        return Decision(verdict="kept" if c.clear else "inconclusive", accepted=True, delta=c.delta, noise=c.noise,
-                        tie=t, reason=f"{head}: a tie; {axis} {t.delta:+.1%} paired ({_band(t)}; {human.objective(axis, t.a)} -> "
-                                      f"{human.objective(axis, t.b)}): kept on the tie (>= {TIE_GAIN:.0%} better)")
-    why = (f": clear, but under the {MIN_GAIN:.0%} worth a change" if c.clear else
-           ": within the noise, inconclusive; the incumbent stays")
+        return Decision(
+            verdict="kept" if c.clear else "inconclusive",
+            accepted=True,
+            delta=c.delta,
+            noise=c.noise,
+            tie=t,
+            reason=f"{head}: a tie; {axis} {t.delta:+.1%} paired ({_band(t)}; {human.objective(axis, t.a)} -> "
+            f"{human.objective(axis, t.b)}): kept on the tie (>= {TIE_GAIN:.0%} better)",
+        )
+    why = (
+        f": clear, but under the {MIN_GAIN:.0%} worth a change"
+        if c.clear
+        else ": within the noise, inconclusive; the incumbent stays"
+    )
     return Decision(verdict=verdict, accepted=False, delta=c.delta, noise=c.noise, tie=t, reason=head + why)

@@ -20,14 +20,25 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from infertune.errors import UserError
-from infertune.paths import home, write_json_atomic
+from infertune.core.errors import UserError
+from infertune.core.paths import home, write_json_atomic
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 SMALL_FILES = ("generation_config.json", "tokenizer_config.json")  # fetched where they exist
-OTHER_WEIGHTS = ["*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ot", "*.onnx", "*.gguf", "*.tflite",
-                 "original/*", "consolidated*"]  # skipped by `download` when the repo has safetensors
+OTHER_WEIGHTS = [
+    "*.bin",
+    "*.pt",
+    "*.pth",
+    "*.h5",
+    "*.msgpack",
+    "*.ot",
+    "*.onnx",
+    "*.gguf",
+    "*.tflite",
+    "original/*",
+    "consolidated*",
+]  # skipped by `download` when the repo has safetensors
 LICENSE_PAGE = "https://huggingface.co/{repo}"
 HTTP_CLIENTS = ("httpx", "httpx2", "httpcore", "httpcore2", "requests", "urllib3")  # transport errors: no answer
 REVISION_DOC = "the commit of the hub model (ORG/NAME) described; null for a local folder"  # `model_revision`
@@ -85,17 +96,21 @@ def _hub_errors(repo: str, revision: str | None) -> Iterator[None]:
 
         page = LICENSE_PAGE.format(repo=repo)
         if get_token():
-            raise UserError(f"{repo} is gated and the token in HF_TOKEN has no access to it: accept its license at "
-                            f"{page} with that account") from None
-        raise UserError(f"{repo} is gated: accept its license at {page}, then set HF_TOKEN to a token of that "
-                        "account") from None
+            raise UserError(
+                f"{repo} is gated and the token in HF_TOKEN has no access to it: accept its license at "
+                f"{page} with that account"
+            ) from None
+        raise UserError(
+            f"{repo} is gated: accept its license at {page}, then set HF_TOKEN to a token of that account"
+        ) from None
     except RevisionNotFoundError:
         raise UserError(f"{repo} has no revision {revision!r} (a branch, tag or commit)") from None
     except RepositoryNotFoundError:
         if revision and _exists(repo):  # some servers answer an unknown revision as an unknown repository
             raise UserError(f"{repo} has no revision {revision!r} (a branch, tag or commit)") from None
-        raise UserError(f"model {repo!r} is not a local folder and was not found on {_endpoint()} (a private model "
-                        "needs HF_TOKEN)") from None
+        raise UserError(
+            f"model {repo!r} is not a local folder and was not found on {_endpoint()} (a private model needs HF_TOKEN)"
+        ) from None
     except LocalEntryNotFoundError as e:  # (an EntryNotFoundError too) no answer, and not in the cache either
         raise UserError(_unreachable(repo, e)) from None
     except EntryNotFoundError as e:
@@ -114,8 +129,10 @@ def _hub_errors(repo: str, revision: str | None) -> Iterator[None]:
 
 
 def _unreachable(repo: str, e: Exception) -> str:
-    return (f"cannot reach {_endpoint()} for {repo} ({type(e).__name__}) and it is not in the local Hugging Face "
-            "cache; check the network, HF_ENDPOINT, or set HF_HUB_OFFLINE=1")
+    return (
+        f"cannot reach {_endpoint()} for {repo} ({type(e).__name__}) and it is not in the local Hugging Face "
+        "cache; check the network, HF_ENDPOINT, or set HF_HUB_OFFLINE=1"
+    )
 
 
 def _exists(repo: str) -> bool:
@@ -194,7 +211,7 @@ def local_safetensors(folder: Path):
     try:
         if (folder / "model.safetensors").is_file():
             files = {"model.safetensors": _read_header(folder / "model.safetensors")}
-            weight_map = {t: "model.safetensors" for t in files["model.safetensors"].tensors}
+            weight_map = dict.fromkeys(files["model.safetensors"].tensors, "model.safetensors")
             metadata, sharded = None, False
         elif index.is_file():
             data = json.loads(index.read_text(encoding="utf-8"))
@@ -220,9 +237,13 @@ def _read_header(file: Path):
             raise ValueError(f"{file}: not a safetensors header")
         header = json.loads(f.read(size))
     metadata = header.pop("__metadata__", None) or {}
-    return SafetensorsFileMetadata(metadata=metadata, tensors={
-        name: TensorInfo(dtype=t["dtype"], shape=t["shape"], data_offsets=tuple(t["data_offsets"]))
-        for name, t in header.items()})
+    return SafetensorsFileMetadata(
+        metadata=metadata,
+        tensors={
+            name: TensorInfo(dtype=t["dtype"], shape=t["shape"], data_offsets=tuple(t["data_offsets"]))
+            for name, t in header.items()
+        },
+    )
 
 
 def _headers_file(repo: str, commit: str) -> Path:
@@ -232,9 +253,13 @@ def _headers_file(repo: str, commit: str) -> Path:
 def _save_headers(path: Path, meta) -> None:
     files = None
     if meta is not None:
-        files = {name: {"metadata": f.metadata,
-                        "tensors": {t: [i.dtype, i.shape, list(i.data_offsets)] for t, i in f.tensors.items()}}
-                 for name, f in meta.files_metadata.items()}
+        files = {
+            name: {
+                "metadata": f.metadata,
+                "tensors": {t: [i.dtype, i.shape, list(i.data_offsets)] for t, i in f.tensors.items()},
+            }
+            for name, f in meta.files_metadata.items()
+        }
     write_json_atomic(path, {"safetensors": files, "index_metadata": meta.metadata if meta else None})
 
 
@@ -248,12 +273,17 @@ def _load_headers(path: Path):
         return False, None
     if data.get("safetensors") is None:
         return True, None
-    files = {name: SafetensorsFileMetadata(metadata=f["metadata"], tensors={
-        t: TensorInfo(dtype=d, shape=s, data_offsets=tuple(o)) for t, (d, s, o) in f["tensors"].items()})
-        for name, f in data["safetensors"].items()}
+    files = {
+        name: SafetensorsFileMetadata(
+            metadata=f["metadata"],
+            tensors={t: TensorInfo(dtype=d, shape=s, data_offsets=tuple(o)) for t, (d, s, o) in f["tensors"].items()},
+        )
+        for name, f in data["safetensors"].items()
+    }
     weight_map = {t: name for name, f in files.items() for t in f.tensors}
-    return True, SafetensorsRepoMetadata(metadata=data.get("index_metadata"), sharded=len(files) > 1,
-                                         weight_map=weight_map, files_metadata=files)
+    return True, SafetensorsRepoMetadata(
+        metadata=data.get("index_metadata"), sharded=len(files) > 1, weight_map=weight_map, files_metadata=files
+    )
 
 
 def safetensors_metadata(folder: str | Path):
@@ -267,8 +297,9 @@ def safetensors_metadata(folder: str | Path):
     return meta
 
 
-def fetch(repo: str, revision: str | None = None, say: Callable[[str], None] = _quiet,
-          cache_only: bool = False) -> Path:
+def fetch(
+    repo: str, revision: str | None = None, say: Callable[[str], None] = _quiet, cache_only: bool = False
+) -> Path:
     """The snapshot folder of `repo` at `revision` in the HF cache, with the config files but no weights; the
     safetensors headers read (by range request) and kept for `safetensors_metadata`. `cache_only`: what the
     cache holds, never the network (a UserError when it holds nothing)."""
@@ -306,15 +337,18 @@ def download(repo: str, revision: str | None = None, say: Callable[[str], None] 
     folder = fetch(repo, revision, say)
     has_safetensors = safetensors_metadata(folder) is not None
     missing = has_safetensors and local_safetensors(folder) is None
-    no_weights = (f"the weights of {repo} are not in the local Hugging Face cache and it cannot download them "
-                  "(HF_HUB_OFFLINE, or no network)")
+    no_weights = (
+        f"the weights of {repo} are not in the local Hugging Face cache and it cannot download them "
+        "(HF_HUB_OFFLINE, or no network)"
+    )
     if missing and constants.HF_HUB_OFFLINE:
         raise UserError(no_weights)
     if missing:
         say(f"downloading {repo} ({folder.name[:8]}) into the Hugging Face cache")
     with _hub_logs_quiet(), _hub_errors(repo, revision):
-        path = Path(snapshot_download(repo, revision=folder.name,
-                                      ignore_patterns=OTHER_WEIGHTS if has_safetensors else None))
+        path = Path(
+            snapshot_download(repo, revision=folder.name, ignore_patterns=OTHER_WEIGHTS if has_safetensors else None)
+        )
     if has_safetensors and local_safetensors(path) is None:  # no network, with only the config files cached
         raise UserError(no_weights)
     return path

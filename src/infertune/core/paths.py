@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 
 
 def home() -> Path:

@@ -50,11 +50,19 @@ def settings_for(result: TrialResult, native_dtype: str | None, platform: str) -
     attn = cfg.attn_implementation or "sdpa"
     cache = cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded") else "dynamic"
     new_tokens = max(1, round(m.output_tokens / m.requests)) if m and m.requests else wl.max_new_tokens
-    return EstimateSettings(dtype=dtype, attn=attn, kv_cache=cache, input_len=round(m.input_tokens_mean),
-                            max_new_tokens=new_tokens, batch=wl.batch, platform=platform, tp=cfg.tp_size,
-                            # generate compiles a static cache on CUDA by itself (CUDA graphs)
-                            compile=platform == "cuda" and cache == "static",
-                            tp_plan="auto" if cfg.tp_plan == "auto" else "mlp")
+    return EstimateSettings(
+        dtype=dtype,
+        attn=attn,
+        kv_cache=cache,
+        input_len=round(m.input_tokens_mean),
+        max_new_tokens=new_tokens,
+        batch=wl.batch,
+        platform=platform,
+        tp=cfg.tp_size,
+        # generate compiles a static cache on CUDA by itself (CUDA graphs)
+        compile=platform == "cuda" and cache == "static",
+        tp_plan="auto" if cfg.tp_plan == "auto" else "mlp",
+    )
 
 
 def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comparison | None:
@@ -65,8 +73,11 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
     gpus = ((result.environment or {}).get("hardware") or {}).get("gpus") or []
     on_cuda = m.memory_kind == "cuda_allocated"
     if accelerator is None:
-        accelerator = from_detected_gpu(gpus[0]["name"], gpus[0]["total_memory_bytes"], calibrate=True) \
-            if on_cuda and gpus else probe_cpu()
+        accelerator = (
+            from_detected_gpu(gpus[0]["name"], gpus[0]["total_memory_bytes"], calibrate=True)
+            if on_cuda and gpus
+            else probe_cpu()
+        )
     prof = profile_model(result.model_path, result.config.trust_remote_code)
     s = settings_for(result, prof.native_dtype, "cuda" if on_cuda else "cpu")
     budgets = parse_max_memory(result.config.max_memory) if result.config.device_map is not None else None
@@ -77,11 +88,15 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
         share = next(d for d in e.placement.devices if d.device == e.placement.compute_device)
         predicted = share.total_bytes - (share.overhead_bytes + e.memory.kv_growth_reserve_bytes if on_cuda else 0)
         if not on_cuda and e.placement.disk_weights_bytes:
-            caveats.append(f"{e.placement.disk_weights_bytes / 2**20:.0f} MiB of weights are read back from disk "
-                           "through mmap: while mapped, their (reclaimable) pages count in RSS, and each layer's "
-                           "weights are copied as it runs, so RSS exceeds this estimate by about that or more")
+            caveats.append(
+                f"{e.placement.disk_weights_bytes / 2**20:.0f} MiB of weights are read back from disk "
+                "through mmap: while mapped, their (reclaimable) pages count in RSS, and each layer's "
+                "weights are copied as it runs, so RSS exceeds this estimate by about that or more"
+            )
     else:
-        total = tp_rank_bytes(e.memory, s.tp, s.tp_plan) if s.tp > 1 else e.memory.total_bytes  # tensor parallel: rank 0
+        total = (
+            tp_rank_bytes(e.memory, s.tp, s.tp_plan) if s.tp > 1 else e.memory.total_bytes
+        )  # tensor parallel: rank 0
         predicted = total - (e.memory.overhead_bytes + e.memory.kv_growth_reserve_bytes if on_cuda else 0)
     measured = m.peak_memory_generate_bytes - (0 if on_cuda else m.baseline_memory_bytes)
     x = e.speed.expected
@@ -94,17 +109,19 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
         roofline_tpot_s=e.speed.tpot_s,
         ttft_fraction_of_roofline=e.speed.ttft_s / m.ttft_s if m.ttft_s else None,
         tpot_fraction_of_roofline=e.speed.tpot_s / m.tpot_s if m.tpot_s else None,
-        expected_ttft_s=x.ttft_s if x else None, expected_tpot_s=x.tpot_s if x else None,
+        expected_ttft_s=x.ttft_s if x else None,
+        expected_tpot_s=x.tpot_s if x else None,
         tpot_expected_over_measured=x.tpot_s / m.tpot_s if x and m.tpot_s else None,
         ttft_expected_over_measured=x.ttft_s / m.ttft_s if x and m.ttft_s else None,
         expected_basis=x.basis if x else None,
         predicted_reserved_bytes=predicted + e.memory.allocator_reserve_bytes if on_cuda else None,
         measured_reserved_bytes=m.peak_memory_reserved_bytes if on_cuda else None,
         predicted_device_bytes=predicted + e.memory.allocator_reserve_bytes + e.memory.cuda_context_bytes
-        if on_cuda else None,
+        if on_cuda
+        else None,
         measured_device_bytes=m.device_memory_process_bytes if on_cuda else None,
         note="roofline = the device's limit for this shape (estimate); fraction = roofline / measured; "
-             "expected = what this shape should measure (estimate); expected/measured = 1 is exact",
+        "expected = what this shape should measure (estimate); expected/measured = 1 is exact",
         caveats=caveats,
         predicted_layers=e.placement.layers_by_device() if e.placement else None,
         measured_layers=layers_by_device(m.placement, prof.num_layers) if m.placement else None,

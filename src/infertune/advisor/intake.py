@@ -6,11 +6,11 @@ question under `questions`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Callable
 
-from infertune.errors import UserError
+from infertune.core.errors import UserError
 from infertune.estimate.accelerators import Accelerator, find_accelerator, from_detected_gpu, probe_cpu
 from infertune.estimate.memory import resolve_dtype
 from infertune.probe.model import ModelProfile
@@ -18,8 +18,19 @@ from infertune.techniques import QUANTIZATIONS, Facts, Setup
 from infertune.techniques.base import parse_version
 
 # Packages whose presence changes what can run; checked on this host only.
-PACKAGES = ("torch", "transformers", "accelerate", "kernels", "flash_attn", "flash_attn_3", "bitsandbytes",
-            "torchao", "optimum.quanto", "gptqmodel", "vllm")
+PACKAGES = (
+    "torch",
+    "transformers",
+    "accelerate",
+    "kernels",
+    "flash_attn",
+    "flash_attn_3",
+    "bitsandbytes",
+    "torchao",
+    "optimum.quanto",
+    "gptqmodel",
+    "vllm",
+)
 DEFAULTS = {"input_len": 512, "max_new_tokens": 256, "concurrency": 1}
 
 Ask = Callable[[str, int], int]  # (question, default) -> answer
@@ -97,8 +108,9 @@ def checkpoint_quantization(profile: ModelProfile) -> str | None:
     return method if method in ("awq", "gptq", "fp8") else None
 
 
-def placement(profile: ModelProfile, gpus: int, device_map: str | None, tp: int,
-              budgets: bool = False) -> tuple[str | None, int]:
+def placement(
+    profile: ModelProfile, gpus: int, device_map: str | None, tp: int, budgets: bool = False
+) -> tuple[str | None, int]:
     """The current placement as the estimator sees it: device_map spread over the GPUs (or placed by
     max_memory budgets, `budgets`), or tp ranks."""
     from infertune.techniques.parallel import tp_problems
@@ -122,8 +134,8 @@ def placement(profile: ModelProfile, gpus: int, device_map: str | None, tp: int,
 
 def check_current(dtype: str | None, quantization: str | None, kv_cache: str | None, batching: str | None) -> None:
     """The current setup's names, refused before anything is read when unknown (one line, the choices)."""
-    from infertune.config import DTYPE_ALIASES
-    from infertune.validate import choice
+    from infertune.core.config import DTYPE_ALIASES
+    from infertune.core.validate import choice
 
     if dtype is not None:
         choice("dtype", DTYPE_ALIASES.get(dtype.lower(), dtype.lower()), ("auto", "float32", "bfloat16", "float16"))
@@ -139,12 +151,31 @@ def platform_of(acc: Accelerator) -> str:
     return "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
 
 
-def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: bool, *, gpus: int = 1,
-          cpu_ram: str | None = None, input_len: int | None = None, max_new_tokens: int | None = None,
-          batch: int = 1, concurrency: int | None = None, dtype: str | None = None, attn: str | None = None,
-          quantization: str | None = None, kv_cache: str | None = None, compile: bool = False,
-          batching: str | None = None, gpu_given: bool = False, ask: Ask | None = None, device_map: str | None = None,
-          tp: int = 1, libs: dict[str, str] | None = None, max_memory: dict[str, str] | None = None) -> Intake:
+def build(
+    profile: ModelProfile,
+    model: str,
+    acc: Accelerator,
+    on_this_host: bool,
+    *,
+    gpus: int = 1,
+    cpu_ram: str | None = None,
+    input_len: int | None = None,
+    max_new_tokens: int | None = None,
+    batch: int = 1,
+    concurrency: int | None = None,
+    dtype: str | None = None,
+    attn: str | None = None,
+    quantization: str | None = None,
+    kv_cache: str | None = None,
+    compile: bool = False,
+    batching: str | None = None,
+    gpu_given: bool = False,
+    ask: Ask | None = None,
+    device_map: str | None = None,
+    tp: int = 1,
+    libs: dict[str, str] | None = None,
+    max_memory: dict[str, str] | None = None,
+) -> Intake:
     assumptions: list[str] = []
     questions: list[str] = []
 
@@ -164,8 +195,9 @@ def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: boo
             assumptions.append("hardware = this host's CPU (no GPU detected and none named)")
             questions.append("Which GPU will run this, if any? (--gpu NAME, e.g. L4, A100 80GB, H100 SXM)")
     n_in = detail("input_len", input_len, "How long are the prompts, in tokens?", "--input-len")
-    n_out = detail("max_new_tokens", max_new_tokens, "How many tokens does each request generate at most?",
-                   "--max-new-tokens")
+    n_out = detail(
+        "max_new_tokens", max_new_tokens, "How many tokens does each request generate at most?", "--max-new-tokens"
+    )
     conc = detail("concurrency", concurrency, "How many requests are in flight at once?", "--concurrency")
 
     ram = None
@@ -181,8 +213,10 @@ def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: boo
     check_current(dtype, quantization, kv_cache, batching)
     resolved = resolve_dtype(dtype or "auto", profile.native_dtype)
     if dtype is None:
-        assumptions.append(f"dtype = auto: transformers 5 loads the checkpoint's dtype ({resolved}); "
-                           "say --dtype float32 if your code forces fp32")
+        assumptions.append(
+            f"dtype = auto: transformers 5 loads the checkpoint's dtype ({resolved}); "
+            "say --dtype float32 if your code forces fp32"
+        )
     attn_now = attn or ("sdpa" if profile.supports.get("sdpa", True) else "eager")
     if attn is None:
         assumptions.append(f"attention = {attn_now} (transformers' default for this model; --attn sets it)")
@@ -195,20 +229,46 @@ def build(profile: ModelProfile, model: str, acc: Accelerator, on_this_host: boo
     kv = kv_cache or "dynamic"
     mode = batching or "serial"
     if batching is None and conc > 1:
-        assumptions.append("batching = serial: each request is its own generate call (what a plain web handler "
-                           "does); --batching static|continuous if not")
+        assumptions.append(
+            "batching = serial: each request is its own generate call (what a plain web handler "
+            "does); --batching static|continuous if not"
+        )
     if compile and kv != "static":
         kv = "static"  # generate compiles only with a static cache
     dmap, tp_now = placement(profile, gpus, device_map, tp, bool(max_memory))
-    current = Setup(dtype=resolved, attn=attn_now, quantization=quant, kv_cache=kv, compile=compile, batching=mode,
-                    max_batch_tokens=None, device_map=dmap, tp=tp_now, max_memory=max_memory if dmap else None)
+    current = Setup(
+        dtype=resolved,
+        attn=attn_now,
+        quantization=quant,
+        kv_cache=kv,
+        compile=compile,
+        batching=mode,
+        max_batch_tokens=None,
+        device_map=dmap,
+        tp=tp_now,
+        max_memory=max_memory if dmap else None,
+    )
 
     packages = installed_packages()
     stated = dict(libs or {})
     if not on_this_host and not stated:
-        questions.append("Which library versions run on the target (torch, transformers, bitsandbytes, ...)? "
-                         "Say --lib NAME=VERSION; until then a needed package is an open question")
-    facts = Facts(profile=profile, model=model, input_len=n_in, max_new_tokens=n_out, batch=batch,
-                  concurrency=conc, accelerator=acc, gpus=gpus, platform=platform, cpu_ram_bytes=ram,
-                  packages=packages, packages_known=on_this_host, stated=stated)
+        questions.append(
+            "Which library versions run on the target (torch, transformers, bitsandbytes, ...)? "
+            "Say --lib NAME=VERSION; until then a needed package is an open question"
+        )
+    facts = Facts(
+        profile=profile,
+        model=model,
+        input_len=n_in,
+        max_new_tokens=n_out,
+        batch=batch,
+        concurrency=conc,
+        accelerator=acc,
+        gpus=gpus,
+        platform=platform,
+        cpu_ram_bytes=ram,
+        packages=packages,
+        packages_known=on_this_host,
+        stated=stated,
+    )
     return Intake(facts=facts, current=current, assumptions=assumptions, questions=questions)

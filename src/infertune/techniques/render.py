@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from infertune.config import InferenceConfig, serve_flags
+from infertune.core.config import InferenceConfig, serve_flags
 from infertune.estimate import Estimate, estimate
 from infertune.estimate.memory import EstimateSettings, Quantization
 from infertune.estimate.placement import parse_max_memory
@@ -21,9 +21,18 @@ from infertune.techniques.serving import engine_command
 
 QUANT_CONFIGS: dict[str, dict[str, Any]] = {  # from_pretrained(quantization_config=...) accepts these dicts
     "bnb-8bit": {"quant_method": "bitsandbytes", "load_in_8bit": True},
-    "bnb-4bit": {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-                 "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16"},
-    "torchao-int4": {"quant_method": "torchao", "quant_type": "int4_weight_only", "quant_type_kwargs": {"group_size": 128}},
+    "bnb-4bit": {
+        "quant_method": "bitsandbytes",
+        "load_in_4bit": True,
+        "bnb_4bit_quant_type": "nf4",
+        "bnb_4bit_use_double_quant": True,
+        "bnb_4bit_compute_dtype": "bfloat16",
+    },
+    "torchao-int4": {
+        "quant_method": "torchao",
+        "quant_type": "int4_weight_only",
+        "quant_type_kwargs": {"group_size": 128},
+    },
     "torchao-int8": {"quant_method": "torchao", "quant_type": "int8_weight_only"},
     "quanto-int8": {"quant_method": "quanto", "weights": "int8"},
 }
@@ -33,15 +42,27 @@ def settings_for(f: Facts, s: Setup, **update: Any) -> EstimateSettings:
     """How the estimator sees a setup: serial batching holds one call's sequences at a time; static batching
     pads all concurrent requests into one call; continuous batching holds them all with a chunked prefill."""
     b, c = f.batch, f.concurrency
-    batch, conc, chunk = {"serial": (b, 1, None), "static": (b * c, 1, None),
-                          "continuous": (1, b * c, s.max_batch_tokens)}[s.batching]
+    batch, conc, chunk = {
+        "serial": (b, 1, None),
+        "static": (b * c, 1, None),
+        "continuous": (1, b * c, s.max_batch_tokens),
+    }[s.batching]
     attn = "eager" if s.attn in ("eager", "paged|eager") else s.attn
     return EstimateSettings(
-        dtype=s.dtype, quantization=Quantization.parse(ESTIMATOR_QUANT.get(s.quantization, "none")), kv_cache=s.kv_cache,
-        attn=attn, prefill_chunk=chunk, input_len=f.input_len, max_new_tokens=f.max_new_tokens, batch=batch,
+        dtype=s.dtype,
+        quantization=Quantization.parse(ESTIMATOR_QUANT.get(s.quantization, "none")),
+        kv_cache=s.kv_cache,
+        attn=attn,
+        prefill_chunk=chunk,
+        input_len=f.input_len,
+        max_new_tokens=f.max_new_tokens,
+        batch=batch,
         # pipeline stages split the layers like tensor parallel splits each layer: per GPU, 1/(tp x pp) of them
-        concurrency=conc, platform=f.platform, tp=s.tp * s.pp,
-        compile=s.compile or (s.kv_cache == "static" and f.platform == "cuda"),  # generate compiles a static cache on CUDA
+        concurrency=conc,
+        platform=f.platform,
+        tp=s.tp * s.pp,
+        compile=s.compile
+        or (s.kv_cache == "static" and f.platform == "cuda"),  # generate compiles a static cache on CUDA
     ).model_copy(update=update)
 
 
@@ -63,20 +84,33 @@ def config_for(s: Setup, bf16: bool = True) -> InferenceConfig:
         load["use_kernels"] = True
     cache = None if s.kv_cache == "dynamic" else s.kv_cache
     return InferenceConfig(
-        dtype=s.dtype, attn_implementation=s.attn, cache_implementation=cache, batching=s.batching,
-        max_batch_tokens=s.max_batch_tokens, cb_block_size=s.cb_block_size, cb_num_blocks=s.cb_num_blocks,
+        dtype=s.dtype,
+        attn_implementation=s.attn,
+        cache_implementation=cache,
+        batching=s.batching,
+        max_batch_tokens=s.max_batch_tokens,
+        cb_block_size=s.cb_block_size,
+        cb_num_blocks=s.cb_num_blocks,
         cache_config={"backend": "quanto", "nbits": 4} if s.kv_cache == "quantized" else None,
-        device_map=s.device_map, max_memory=s.max_memory, load_kwargs=load,
+        device_map=s.device_map,
+        max_memory=s.max_memory,
+        load_kwargs=load,
         tp_size=s.tp if s.engine == "transformers" else 1,  # another engine's parallelism is in its command
     )
 
 
 def serve_flags_for(s: Setup) -> list[str]:
     """The `transformers serve` flags of a setup (the KV-cache kind and static batching have none)."""
-    return serve_flags(dtype=s.dtype, attn=s.attn, compile=s.compile,
-                       quantization=s.quantization if s.quantization in ("bnb-4bit", "bnb-8bit") else None,
-                       continuous_batching=s.batching == "continuous", max_batch_tokens=s.max_batch_tokens,
-                       block_size=s.cb_block_size, num_blocks=s.cb_num_blocks)
+    return serve_flags(
+        dtype=s.dtype,
+        attn=s.attn,
+        compile=s.compile,
+        quantization=s.quantization if s.quantization in ("bnb-4bit", "bnb-8bit") else None,
+        continuous_batching=s.batching == "continuous",
+        max_batch_tokens=s.max_batch_tokens,
+        block_size=s.cb_block_size,
+        num_blocks=s.cb_num_blocks,
+    )
 
 
 def serve_command(f: Facts, s: Setup) -> str:
@@ -90,17 +124,21 @@ def python_snippet(f: Facts, s: Setup) -> str:
     code = cfg.python_snippet(f.model, f.max_new_tokens, tp=s.tp)
     if s.batching == "continuous":
         load = code.split("messages =")[0]
-        code = (load.replace("from transformers import AutoModelForCausalLM, AutoTokenizer",
-                             "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
-                             "from transformers.generation import ContinuousBatchingConfig, GenerationConfig")
-                + "prompts = [[{'role': 'user', 'content': 'Hello!'}], [{'role': 'user', 'content': 'Hi there'}]]\n"
-                "inputs = [tok.apply_chat_template(p, add_generation_prompt=True) for p in prompts]\n"
-                f"gen = GenerationConfig(max_new_tokens={f.max_new_tokens}, do_sample=False, "
-                "eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)\n"
-                f"cb = ContinuousBatchingConfig(max_batch_tokens={s.max_batch_tokens}, num_blocks={s.cb_num_blocks}, "
-                f"page_size={s.cb_block_size or 256})  # page_size: block_size before transformers 5.17\n"
-                "outputs = model.generate_batch(inputs=inputs, generation_config=gen, continuous_batching_config=cb)\n"
-                "for rid, o in outputs.items():\n    print(rid, tok.decode(o.generated_tokens, skip_special_tokens=True))\n")
+        code = (
+            load.replace(
+                "from transformers import AutoModelForCausalLM, AutoTokenizer",
+                "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+                "from transformers.generation import ContinuousBatchingConfig, GenerationConfig",
+            )
+            + "prompts = [[{'role': 'user', 'content': 'Hello!'}], [{'role': 'user', 'content': 'Hi there'}]]\n"
+            "inputs = [tok.apply_chat_template(p, add_generation_prompt=True) for p in prompts]\n"
+            f"gen = GenerationConfig(max_new_tokens={f.max_new_tokens}, do_sample=False, "
+            "eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)\n"
+            f"cb = ContinuousBatchingConfig(max_batch_tokens={s.max_batch_tokens}, num_blocks={s.cb_num_blocks}, "
+            f"page_size={s.cb_block_size or 256})  # page_size: block_size before transformers 5.17\n"
+            "outputs = model.generate_batch(inputs=inputs, generation_config=gen, continuous_batching_config=cb)\n"
+            "for rid, o in outputs.items():\n    print(rid, tok.decode(o.generated_tokens, skip_special_tokens=True))\n"
+        )
     if s.engine != "transformers":
         code = f"# serve with {s.engine} instead of transformers:\n# {serve_command(f, s)}\n" + code
     return code

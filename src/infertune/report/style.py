@@ -10,8 +10,15 @@ import io
 from collections.abc import Iterable, Sequence
 
 # verdict colours (colour-blind safe: Okabe-Ito), shared by charts and the page
-COLOURS = {"baseline": "#7f7f7f", "kept": "#009e73", "rejected": "#d55e00", "inconclusive": "#e69f00",
-           "failed": "#cc79a7", "estimate": "#0072b2", "measured": "#000000"}
+COLOURS = {
+    "baseline": "#7f7f7f",
+    "kept": "#009e73",
+    "rejected": "#d55e00",
+    "inconclusive": "#e69f00",
+    "failed": "#cc79a7",
+    "estimate": "#0072b2",
+    "measured": "#000000",
+}
 SERIES = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00")
 
 
@@ -22,14 +29,22 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({
-        "figure.constrained_layout.use": True,  # labels, titles and legends never overlap
-        "svg.fonttype": "none",  # text stays text: selectable, small, the page's font
-        "svg.hashsalt": "infertune",  # the same report renders to the same bytes
-        "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
-        "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
-        "axes.axisbelow": True,
-    })
+    plt.rcParams.update(
+        {
+            "figure.constrained_layout.use": True,  # labels, titles and legends never overlap
+            "svg.fonttype": "none",  # text stays text: selectable, small, the page's font
+            "svg.hashsalt": "infertune",  # the same report renders to the same bytes
+            "font.size": 9,
+            "axes.titlesize": 10,
+            "axes.labelsize": 9,
+            "legend.fontsize": 8,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "axes.axisbelow": True,
+        }
+    )
     return plt
 
 
@@ -123,9 +138,11 @@ dd{margin:0;overflow-wrap:anywhere}
 h2{break-after:avoid}.verdict{background:none}a{color:inherit}}
 """
 
-COPY_JS = ("document.querySelectorAll('.code button').forEach(b=>b.addEventListener('click',()=>{"
-           "navigator.clipboard.writeText(b.nextElementSibling.innerText).then(()=>{b.textContent='copied';"
-           "setTimeout(()=>b.textContent='copy',1500)})}));")
+COPY_JS = (
+    "document.querySelectorAll('.code button').forEach(b=>b.addEventListener('click',()=>{"
+    "navigator.clipboard.writeText(b.nextElementSibling.innerText).then(()=>{b.textContent='copied';"
+    "setTimeout(()=>b.textContent='copy',1500)})}));"
+)
 
 
 def inline(text: str) -> str:
@@ -137,7 +154,9 @@ def inline(text: str) -> str:
         if k % 2:
             out.append(f"<code>{esc(part)}</code>")
         else:
-            out.append(re.sub(r"(https?://[^\s<>\"')]*[^\s<>\"').,;:])", r"<a href='\1'>\1</a>", esc(part, quote=False)))
+            out.append(
+                re.sub(r"(https?://[^\s<>\"')]*[^\s<>\"').,;:])", r"<a href='\1'>\1</a>", esc(part, quote=False))
+            )
     return "".join(out)
 
 
@@ -145,8 +164,14 @@ def tag(kind: str, text: str | None = None) -> str:
     return f"<span class='tag {esc(kind)}'>{esc(text or kind)}</span>"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], num: set[int] = frozenset(),
-          est: set[int] = frozenset(), raw: set[int] = frozenset(), cls: dict[int, str] | None = None) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    num: set[int] = frozenset(),
+    est: set[int] = frozenset(),
+    raw: set[int] = frozenset(),
+    cls: dict[int, str] | None = None,
+) -> str:
     """An HTML table; `num` columns right-aligned, `est` columns marked as estimates, `raw` columns are
     already HTML (everything else is escaped)."""
     cls = cls or {}
@@ -156,14 +181,18 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], num: set[int] =
         return f" class='{c}'" if c else ""
 
     head = "".join(f"<th{klass(i)}>{esc(h)}</th>" for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(f"<td{klass(i)}>{c if i in raw else esc(str(c))}</td>" for i, c in enumerate(r))
-                   + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td{klass(i)}>{c if i in raw else esc(str(c))}</td>" for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
     return f"<div class='table-wrap'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def code(text: str, title: str, lang: str = "") -> str:
-    return (f"<h3>{esc(title)}</h3><div class='code'><button type='button'>copy</button>"
-            f"<pre><code class='language-{esc(lang)}'>{esc(text.rstrip())}</code></pre></div>")
+    return (
+        f"<h3>{esc(title)}</h3><div class='code'><button type='button'>copy</button>"
+        f"<pre><code class='language-{esc(lang)}'>{esc(text.rstrip())}</code></pre></div>"
+    )
 
 
 def figure(title: str, uri: str, caption: str = "") -> str:
@@ -181,7 +210,9 @@ def facts(pairs: Iterable[tuple[str, str]]) -> str:
 
 def document(title: str, body: str) -> str:
     """The self-contained page: no external resource of any kind."""
-    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{body}"
-            f"<script>{COPY_JS}</script></body></html>")
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{body}"
+        f"<script>{COPY_JS}</script></body></html>"
+    )

@@ -19,12 +19,13 @@ on the stated hardware fits.
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 from pydantic import BaseModel
 
-from infertune.diagnose import serving_times, worst_device
-from infertune.errors import UserError
+from infertune.advisor.diagnose import serving_times, worst_device
+from infertune.core.errors import UserError
 from infertune.estimate import Estimate
 from infertune.techniques import REGISTRY, Facts, Setup
 from infertune.techniques import factors as documented
@@ -79,10 +80,18 @@ def effective(f: Facts, s: Setup, est: EstimateFn) -> tuple[Estimate, list[str]]
     x, rx = sp.expected, rp.expected
     if x is not None and rx is not None:  # a floor, as on the roofline: an effect the expected model has counts once
         xt, xp = max(x.tpot_s, decode * rx.tpot_s), max(x.prefill_s, pre * rx.prefill_s)
-        x = x.model_copy(update={"tpot_s": xt, "prefill_s": xp, "ttft_s": x.ttft_s - x.prefill_s + xp,
-                                 "tokens_per_s": seqs / xt})
-    speed = sp.model_copy(update={"tpot_s": tpot, "prefill_s": prefill, "ttft_s": prefill + tpot,
-                                  "tokens_per_s": seqs / tpot, "expected": x})
+        x = x.model_copy(
+            update={"tpot_s": xt, "prefill_s": xp, "ttft_s": x.ttft_s - x.prefill_s + xp, "tokens_per_s": seqs / xt}
+        )
+    speed = sp.model_copy(
+        update={
+            "tpot_s": tpot,
+            "prefill_s": prefill,
+            "ttft_s": prefill + tpot,
+            "tokens_per_s": seqs / tpot,
+            "expected": x,
+        }
+    )
     labels = [x.label() for x in found]
     return e.model_copy(update={"speed": speed, "assumptions": e.assumptions + labels}), labels
 
@@ -97,8 +106,15 @@ def _attn_tier(attn: str) -> int:
     return 2 if "flash" in a else 1
 
 
-def expected(f: Facts, before: Estimate, after: Estimate, s_before: Setup, s_after: Setup,
-             factors_before: list[str] | None = None, factors_after: list[str] | None = None) -> Expected:
+def expected(
+    f: Facts,
+    before: Estimate,
+    after: Estimate,
+    s_before: Setup,
+    s_after: Setup,
+    factors_before: list[str] | None = None,
+    factors_after: list[str] | None = None,
+) -> Expected:
     wb, wa = worst_device(before), worst_device(after)
     tb, ta = serving_times(f, s_before, before), serving_times(f, s_after, after)
     xb, xa = before.speed.expected or before.speed, after.speed.expected or after.speed  # expected ranks
@@ -116,13 +132,21 @@ def expected(f: Facts, before: Estimate, after: Estimate, s_before: Setup, s_aft
     return Expected(
         peak_bytes_before=wb.needed_bytes if wb else before.memory.total_bytes,
         peak_bytes_after=wa.needed_bytes if wa else after.memory.total_bytes,
-        fits_before=bool(wb and wb.fits), fits_after=bool(wa and wa.fits),
-        ttft_s_before=xb.ttft_s + tb["queue_wait_mean_s"], ttft_s_after=xa.ttft_s + ta["queue_wait_mean_s"],
-        tpot_s_before=xb.tpot_s, tpot_s_after=xa.tpot_s,
-        tpot_bound_s_before=before.speed.tpot_s, tpot_bound_s_after=after.speed.tpot_s,
-        tokens_per_s_before=tb["tokens_per_s"], tokens_per_s_after=ta["tokens_per_s"],
-        max_input_len_after=after.max_input_len, max_concurrency_after=after.max_concurrency, note=note,
-        factors_before=factors_before or [], factors_after=factors_after or [],
+        fits_before=bool(wb and wb.fits),
+        fits_after=bool(wa and wa.fits),
+        ttft_s_before=xb.ttft_s + tb["queue_wait_mean_s"],
+        ttft_s_after=xa.ttft_s + ta["queue_wait_mean_s"],
+        tpot_s_before=xb.tpot_s,
+        tpot_s_after=xa.tpot_s,
+        tpot_bound_s_before=before.speed.tpot_s,
+        tpot_bound_s_after=after.speed.tpot_s,
+        tokens_per_s_before=tb["tokens_per_s"],
+        tokens_per_s_after=ta["tokens_per_s"],
+        max_input_len_after=after.max_input_len,
+        max_concurrency_after=after.max_concurrency,
+        note=note,
+        factors_before=factors_before or [],
+        factors_after=factors_after or [],
     )
 
 
@@ -150,8 +174,9 @@ def helps(technique: str, x: Expected, category: str, severity: str) -> bool:
     return gain(x, category) > 1.05 or (x.note is not None and category in ("decode-speed", "prefill-speed"))
 
 
-def rank_key(f: Facts, technique: str, x: Expected, risk: str, needs_hardware: bool, questions: int, category: str,
-             severity: str) -> tuple:
+def rank_key(
+    f: Facts, technique: str, x: Expected, risk: str, needs_hardware: bool, questions: int, category: str, severity: str
+) -> tuple:
     """`questions`: open questions the move depends on (is there such a checkpoint? does the engine support it?)."""
     prio = REGISTRY[technique].rank(f)
     if severity == "blocking":

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from infertune.errors import UserError, validated
+from infertune.core.errors import UserError, validated
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
@@ -50,8 +50,10 @@ def attn_problem(name: str) -> str:
     import difflib
 
     close = difflib.get_close_matches(name, ATTN_IMPLEMENTATIONS, n=1, cutoff=0.5)
-    return (f"unknown attention implementation {name!r}; use one of {', '.join(ATTN_IMPLEMENTATIONS)} or a Hub "
-            "kernel such as kernels-community/flash-attn2" + (f"; nearest valid: {close[0]}" if close else ""))
+    return (
+        f"unknown attention implementation {name!r}; use one of {', '.join(ATTN_IMPLEMENTATIONS)} or a Hub "
+        "kernel such as kernels-community/flash-attn2" + (f"; nearest valid: {close[0]}" if close else "")
+    )
 
 
 def check_attn(name: str | None, flag: str = "--attn") -> str | None:
@@ -76,19 +78,26 @@ class InferenceConfig(BaseModel):
     cache_implementation: str | None = Field(None, description="KV cache kind for generate")
     cache_config: dict[str, Any] | None = Field(None, description="options of the cache (e.g. nbits for 'quantized')")
     batching: Literal["serial", "static", "continuous"] = Field(
-        "serial", description="concurrent requests: one generate each, one padded batch, or generate_batch")
+        "serial", description="concurrent requests: one generate each, one padded batch, or generate_batch"
+    )
     max_batch_tokens: PositiveInt | None = Field(None, description="continuous batching: tokens per forward pass")
     cb_block_size: PositiveInt | None = Field(
-        None, description="continuous batching: tokens per KV-cache block (page_size since transformers 5.17)")
+        None, description="continuous batching: tokens per KV-cache block (page_size since transformers 5.17)"
+    )
     cb_num_blocks: PositiveInt | None = Field(
-        None, description="continuous batching: KV-cache blocks; None: sized from free memory")
+        None, description="continuous batching: KV-cache blocks; None: sized from free memory"
+    )
     tp_size: PositiveInt = Field(1, description="tensor-parallel ranks (torchrun, one process per rank)")
     tp_plan: Literal["auto", "mlp"] | dict[str, str] = Field(
-        "auto", description="'auto': the model's own plan; 'mlp': only the MLP split, attention replicated (resolved "
-                            "to a dict for the model before loading); a dict overrides the plan's rules "
-                            "(DistributedConfig tp_plan)")
+        "auto",
+        description="'auto': the model's own plan; 'mlp': only the MLP split, attention replicated (resolved "
+        "to a dict for the model before loading); a dict overrides the plan's rules "
+        "(DistributedConfig tp_plan)",
+    )
     trust_remote_code: bool = Field(False, description="run code shipped with the model; only when asked for")
-    load_kwargs: dict[str, Any] = Field(default_factory=dict, description="other from_pretrained kwargs, passed through")
+    load_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="other from_pretrained kwargs, passed through"
+    )
     generate_kwargs: dict[str, Any] = Field(default_factory=dict, description="other generate kwargs, passed through")
 
     @field_validator("dtype", mode="before")
@@ -152,8 +161,10 @@ class InferenceConfig(BaseModel):
         if self.tp_size == 1:  # tensor parallel places the weights itself: no device_map
             kw["device_map"] = self.device_map if self.device_map is not None else device
         if self.max_memory is not None:
-            kw["max_memory"] = {(int(k) if str(k).isdigit() else k): int(v) if str(v).isdigit() else v
-                                for k, v in self.max_memory.items()}  # accelerate reads plain bytes as int only
+            kw["max_memory"] = {
+                (int(k) if str(k).isdigit() else k): int(v) if str(v).isdigit() else v
+                for k, v in self.max_memory.items()
+            }  # accelerate reads plain bytes as int only
         if self.trust_remote_code:
             kw["trust_remote_code"] = True
         kw.update(self.load_kwargs)
@@ -169,8 +180,15 @@ class InferenceConfig(BaseModel):
         kw.update(self.generate_kwargs)
         return kw
 
-    def python_snippet(self, model: str, max_new_tokens: int = 256, prompt: str | list[dict[str, str]] | None = None,
-                       seed: int | None = None, generate: dict[str, Any] | None = None, tp: int = 1) -> str:
+    def python_snippet(
+        self,
+        model: str,
+        max_new_tokens: int = 256,
+        prompt: str | list[dict[str, str]] | None = None,
+        seed: int | None = None,
+        generate: dict[str, Any] | None = None,
+        tp: int = 1,
+    ) -> str:
         """A short, runnable script that loads and generates with exactly this configuration: `prompt` (raw
         text, or chat messages through the template; default a greeting), `seed` set first, `generate`
         kwargs (sampling, min_new_tokens) added, and the torchrun launch line for `tp` > 1 ranks."""
@@ -189,14 +207,18 @@ class InferenceConfig(BaseModel):
             encode = f"inputs = tok({prompt!r}, return_tensors='pt').to(model.device)\n"
         else:
             messages = prompt if prompt is not None else [{"role": "user", "content": "Hello!"}]
-            encode = (f"messages = {messages!r}\n"
-                      "inputs = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors='pt', "
-                      "return_dict=True).to(model.device)\n")
+            encode = (
+                f"messages = {messages!r}\n"
+                "inputs = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors='pt', "
+                "return_dict=True).to(model.device)\n"
+            )
         return (
             (f"# launch: torchrun --nproc-per-node {tp} this_script.py\n" if tp > 1 else "")
             + ("import torch\n" if seed is not None else "")
-            + (f"from transformers import AutoModelForCausalLM, AutoTokenizer{', DistributedConfig' if tp > 1 else ''}"
-               "\n\n")
+            + (
+                f"from transformers import AutoModelForCausalLM, AutoTokenizer{', DistributedConfig' if tp > 1 else ''}"
+                "\n\n"
+            )
             + (f"torch.manual_seed({seed})\n" if seed is not None else "")
             + f"tok = AutoTokenizer.from_pretrained({model!r})\n"
             f"model = AutoModelForCausalLM.from_pretrained(\n    {model!r},{load_args}\n)\n"
@@ -207,19 +229,33 @@ class InferenceConfig(BaseModel):
 
     def serve_flags(self) -> list[str]:
         """The `transformers serve` flags that express this configuration (those serve has)."""
-        return serve_flags(dtype=self.dtype, attn=self.attn_implementation, device=self.device,
-                           continuous_batching=self.batching == "continuous", max_batch_tokens=self.max_batch_tokens,
-                           block_size=self.cb_block_size, num_blocks=self.cb_num_blocks,
-                           trust_remote_code=self.trust_remote_code)
+        return serve_flags(
+            dtype=self.dtype,
+            attn=self.attn_implementation,
+            device=self.device,
+            continuous_batching=self.batching == "continuous",
+            max_batch_tokens=self.max_batch_tokens,
+            block_size=self.cb_block_size,
+            num_blocks=self.cb_num_blocks,
+            trust_remote_code=self.trust_remote_code,
+        )
 
     def label(self) -> str:
         """A short human label: only what differs from the library defaults."""
-        shown = {"dtype": self.dtype if self.dtype != "auto" else None, "attn": self.attn_implementation,
-                 "device": self.device, "device_map": self.device_map, "cache": self.cache_implementation,
-                 "batching": self.batching if self.batching != "serial" else None,
-                 "tp": self.tp_size if self.tp_size > 1 else None,
-                 "tp_plan": None if self.tp_plan == "auto" else
-                 "mlp" if self.tp_plan == "mlp" or set(self.tp_plan.values()) == {"replicate"} else "custom"}
+        shown = {
+            "dtype": self.dtype if self.dtype != "auto" else None,
+            "attn": self.attn_implementation,
+            "device": self.device,
+            "device_map": self.device_map,
+            "cache": self.cache_implementation,
+            "batching": self.batching if self.batching != "serial" else None,
+            "tp": self.tp_size if self.tp_size > 1 else None,
+            "tp_plan": None
+            if self.tp_plan == "auto"
+            else "mlp"
+            if self.tp_plan == "mlp" or set(self.tp_plan.values()) == {"replicate"}
+            else "custom",
+        }
         return ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None) or "defaults"
 
 
@@ -228,10 +264,19 @@ def config_from(data: dict[str, Any], source: str = "config", **overrides: Any) 
     return validated(InferenceConfig, data, source, overrides)
 
 
-def serve_flags(*, dtype: str | None = None, attn: str | None = None, quantization: str | None = None,
-                compile: bool = False, continuous_batching: bool = False, max_batch_tokens: int | None = None,
-                block_size: int | None = None, num_blocks: int | None = None, device: str | None = None,
-                trust_remote_code: bool = False) -> list[str]:
+def serve_flags(
+    *,
+    dtype: str | None = None,
+    attn: str | None = None,
+    quantization: str | None = None,
+    compile: bool = False,
+    continuous_batching: bool = False,
+    max_batch_tokens: int | None = None,
+    block_size: int | None = None,
+    num_blocks: int | None = None,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> list[str]:
     """`transformers serve` flags: the one translation behind the advice, the report and serve-trial."""
     flags: list[str] = []
     if dtype and dtype != "auto":
@@ -246,8 +291,11 @@ def serve_flags(*, dtype: str | None = None, attn: str | None = None, quantizati
         flags.append("--compile")
     if continuous_batching:
         flags.append("--continuous-batching")
-        for name, v in (("--cb-max-batch-tokens", max_batch_tokens), ("--cb-block-size", block_size),
-                        ("--cb-num-blocks", num_blocks)):
+        for name, v in (
+            ("--cb-max-batch-tokens", max_batch_tokens),
+            ("--cb-block-size", block_size),
+            ("--cb-num-blocks", num_blocks),
+        ):
             if v is not None:
                 flags += [name, str(v)]
     if trust_remote_code:
@@ -255,12 +303,26 @@ def serve_flags(*, dtype: str | None = None, attn: str | None = None, quantizati
     return flags
 
 
-def vllm_flags(*, dtype: str | None, max_model_len: int, max_num_seqs: int, quantization: str | None = None,
-               tp: int = 1, pp: int = 1, kv_cache_dtype: str | None = None) -> list[str]:
+def vllm_flags(
+    *,
+    dtype: str | None,
+    max_model_len: int,
+    max_num_seqs: int,
+    quantization: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    kv_cache_dtype: str | None = None,
+) -> list[str]:
     """vLLM server flags (model, host and port come separately): the one translation behind the advice, the
     report and serve-trial --engine vllm. fp32 becomes bf16 (vLLM serves 16-bit)."""
-    flags = ["--dtype", "bfloat16" if dtype == "float32" else dtype or "auto",
-             "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs)]
+    flags = [
+        "--dtype",
+        "bfloat16" if dtype == "float32" else dtype or "auto",
+        "--max-model-len",
+        str(max_model_len),
+        "--max-num-seqs",
+        str(max_num_seqs),
+    ]
     if tp > 1:
         flags += ["--tensor-parallel-size", str(tp)]
     if pp > 1:  # stages on separate machines: vLLM runs them over a Ray cluster

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infertune.errors import UserError, flag, out_of_range, shown, validated
+from infertune.core.errors import UserError, flag, out_of_range, shown, validated
 
 MAX_TOKENS = 2**24  # 16,777,216: above every model's context today (the longest published is 10M tokens)
 MAX_COUNT = 65_536  # requests, prompts per call, requests in flight
@@ -87,8 +87,11 @@ def choice(name: str, value: Any, choices: Iterable[Any], what: str = "") -> Any
     starting = [t for t in texts if str(value) and t.lower().startswith(str(value).lower())]
     if len(starting) > 1:  # the start of several names: answered with them, never picked
         one_of(name, value, {t: t for t in starting}, "option")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and all(
-            isinstance(c, (int, float)) for c in options):
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and all(isinstance(c, (int, float)) for c in options)
+    ):
         nearest: Any = min(options, key=lambda c: (abs(c - value), -c))
     else:
         close = starting or difflib.get_close_matches(str(value).lower(), texts, n=1, cutoff=0.4)
@@ -133,8 +136,11 @@ def tokens(text: str | int | None, name: str) -> list[int]:
     for part, value in parts:
         if not lo <= value <= MAX_TOKENS:
             label = f"{flag(name)} {part}" + (f" ({value:,} tokens)" if str(value) != part else "")
-            _refuse(out_of_range(label, value, ge=lo, le=MAX_TOKENS, unit="tokens").replace(
-                f"{label} {shown(value)}:", f"{label}:"))
+            _refuse(
+                out_of_range(label, value, ge=lo, le=MAX_TOKENS, unit="tokens").replace(
+                    f"{label} {shown(value)}:", f"{label}:"
+                )
+            )
     return [v for _, v in parts]
 
 

@@ -1,0 +1,324 @@
+"""The tuning loop: baseline, then one change at a time, each measured against the incumbent in
+interleaved repeats, quality-gated, and kept, rejected or left inconclusive, never on a difference
+smaller than its own measured noise (measure/stats.py). Every finished step is appended to the run
+directory (tuning/run.py) before the next trial starts, so `--resume` re-runs no finished step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from infertune.advisor.advise import advise
+from infertune.advisor.moves import Expected, expected
+from infertune.core.errors import UserError
+from infertune.measure import run_trial
+from infertune.measure.machine import combine
+from infertune.measure.quality import REFERENCE_TEXT, Quality, compare
+from infertune.measure.results import TrialResult
+from infertune.techniques import REGISTRY, Facts, Setup
+from infertune.techniques.render import config_for, estimate_setup
+from infertune.tuning.run import Constraints, Run, Step, TuneSpec
+from infertune.tuning.verdict import TIE_AXIS, Pair, decide, objective_value
+
+
+def violations(c: Constraints, t: TrialResult) -> list[str]:
+    m = t.metrics
+    if m is None:
+        return []
+    out = []
+    if c.max_memory_bytes is not None and m.peak_memory_bytes > c.max_memory_bytes:
+        out.append(f"peak memory {m.peak_memory_bytes / 2**20:,.0f} MiB > {c.max_memory_bytes / 2**20:,.0f} MiB")
+    if c.max_ttft_s is not None and m.ttft_s > c.max_ttft_s:
+        out.append(f"TTFT {m.ttft_s:.3f} s > {c.max_ttft_s} s")
+    if c.max_tpot_s is not None and m.tpot_s is not None and m.tpot_s > c.max_tpot_s:
+        out.append(f"time per token {m.tpot_s:.4f} s > {c.max_tpot_s} s")
+    return out
+
+
+def measurable(s: Setup) -> bool:
+    """What a trial can run in one process on one device (serial, static or continuous batching)."""
+    return s.engine == "transformers" and s.tp == 1 and s.device_map is None
+
+
+def candidates(f: Facts, best: Setup, tried: set[str]) -> list[tuple[str, Setup]]:
+    """Runnable-here changes from `best`, the advisor's ranking first, then the rest by priority."""
+    advice = advise(f, best)
+    ranked = [r.technique for r in advice.recommendations]
+    rest = sorted((t for t in REGISTRY if t not in ranked), key=lambda t: REGISTRY[t].rank(f))
+    out = []
+    for tid in ranked + rest:
+        t = REGISTRY[tid]
+        if tid in tried or t.applied(best):
+            continue
+        c = t.check(f, best)
+        if c.blockers or c.issues:  # an open issue (a package to install) is not runnable here and now
+            continue
+        after = t.apply(f, best)
+        if measurable(after) and after != best:
+            out.append((tid, after))
+    return out
+
+
+def precheck(spec: TuneSpec, f: Facts) -> None:
+    """Refuse constraints no candidate can meet, before any trial."""
+    cap = spec.constraints.max_memory_bytes
+    if cap is None:
+        return
+    setups = [spec.start] + [s for _, s in candidates(f, spec.start, set())]
+    lightest = min(estimate_setup(f, s).memory.weights_bytes for s in setups)
+    if cap < lightest:
+        raise UserError(
+            f"--max-memory {cap / 2**20:,.0f} MiB is below the weights of every candidate "
+            f"(lightest: {lightest / 2**20:,.0f} MiB, estimate): nothing to try"
+        )
+
+
+def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | None = None) -> list[Step]:
+    """Run (or continue) the loop until no candidate is left or the trial/time budget is spent."""
+    spec = run.spec()
+    steps = run.steps()
+    emit = on_event or (lambda e: None)
+    spent = sum(s.duration_s or s.trial.duration_s or 0 for s in steps)
+    began = time.monotonic()
+
+    def trial(index: int, setup: Setup, role: str = "candidate", repeat: int = 1, scored: bool = True) -> TrialResult:
+        emit({"event": "trial", "index": index, "setup": setup, "role": role, "repeat": repeat})
+        return run_trial(
+            config_for(setup, facts.accelerator.bf16),
+            spec.workload,
+            spec.model_path,
+            timeout_s=spec.trial_timeout_s,
+            on_event=emit,
+            reference_text=REFERENCE_TEXT if scored else None,
+            logprobs_path=run.logprobs(index) if scored else None,
+            memory_limit_bytes=spec.trial_memory_limit_bytes,
+        )
+
+    if not steps:
+        t = trial(0, spec.start, role="baseline")
+        ok = t.status == "ok"
+        base = Step(
+            index=0,
+            technique=None,
+            changes={},
+            setup=spec.start,
+            expected=None,
+            trial=t,
+            quality=None,
+            objective=objective_value(spec.objective, t),
+            accepted=ok,
+            reason="baseline" if ok else f"baseline failed ({t.status}): {t.error}",
+            machine=t.machine,
+            duration_s=t.duration_s,
+        )
+        run.append(base)
+        steps.append(base)
+        emit({"event": "step", "step": base})
+    baseline = steps[0]
+    if not baseline.accepted:
+        return steps
+    best = max((s for s in steps if s.accepted), key=lambda s: s.index)
+    tried = {s.technique for s in steps if s.technique}
+    out_of_time = False
+    while len(steps) < spec.max_trials:
+        if spec.time_budget_s is not None and spent + (time.monotonic() - began) >= spec.time_budget_s:
+            emit({"event": "budget", "reason": "time budget spent"})
+            out_of_time = True
+            break
+        pool = candidates(facts, best.setup, tried)
+        if not pool:
+            break
+        tid, setup = pool[0]
+        tried.add(tid)
+        index = len(steps)
+        expected_ = expected(facts, estimate_setup(facts, best.setup), estimate_setup(facts, setup), best.setup, setup)
+        step = _step(spec, index, tid, best, setup, expected_, baseline, run, trial)
+        run.append(step)
+        steps.append(step)
+        emit({"event": "step", "step": step})
+        if step.accepted:
+            best = step
+    if spec.confirm and not out_of_time and (checked := _confirm(spec, steps, trial)) is not None:
+        run.append(checked)
+        steps = [checked if s.index == checked.index else s for s in steps]
+        emit({"event": "step", "step": checked})
+    return steps
+
+
+CONFIRM_MARGIN = 0.10  # a kept change whose band's near edge gains less than this is re-checked at the end
+
+
+def _confirm(spec: TuneSpec, steps: list[Step], trial: Callable[..., TrialResult]) -> Step | None:
+    """The last kept change, measured again against the setup before it in new interleaved pairs (the order
+    reversed from its step), pooled with its step's pairs and decided again: minutes can pass between a step
+    and the end of the run, and a drift the step's own band did not see shows here. None when there is
+    nothing to re-check: the last adopted change was kept on the tie rule, by a wide margin, or checked already."""
+    accepted = [s for s in steps if s.accepted]
+    best = accepted[-1]
+    if (
+        len(accepted) < 2
+        or best.verdict != "kept"
+        or best.confirm_pairs
+        or best.delta is None
+        or best.noise is None
+        or abs(best.delta) - best.noise >= CONFIRM_MARGIN
+    ):
+        return None
+    before = accepted[-2]
+    new, trials, _ = _interleave(
+        spec, trial, best.index, best.setup, before.setup, prior=best.pairs, candidate_first=False
+    )
+    if len(new) < 2:
+        return None
+    pairs = best.pairs + new
+    d = decide(spec.objective, pairs)
+    why = (
+        f"re-checked at the end of the run: {len(new)} more pairs against {_label(before)}, pooled with the "
+        f"step's {len(best.pairs)}: "
+    ) + d.reason
+    return best.model_copy(
+        update={
+            "pairs": pairs,
+            "confirm_pairs": len(new),
+            "accepted": d.accepted,
+            "verdict": d.verdict,
+            "delta": d.delta,
+            "noise": d.noise,
+            "tie": d.tie,
+            "objective": float(np.median([p.candidate for p in pairs])),
+            "reason": why + ("" if d.accepted else f"; the change is undone: {_label(before)} stays"),
+            "machine": combine([best.machine, *(t.machine for t in trials)]),
+            "duration_s": (best.duration_s or 0) + sum(t.duration_s or 0 for t in trials),
+        }
+    )
+
+
+def _label(step: Step) -> str:
+    return f"step {step.index} ({step.technique or 'baseline'})"
+
+
+def _interleave(
+    spec: TuneSpec,
+    trial: Callable[..., TrialResult],
+    index: int,
+    candidate: Setup,
+    incumbent: Setup,
+    prior: Sequence[Pair] = (),
+    candidate_first: bool = True,
+    gate: Callable[[TrialResult, bool], str | None] | None = None,
+) -> tuple[list[Pair], list[TrialResult], str | None]:
+    """Interleaved pairs of the candidate and the incumbent, the order alternating from `candidate_first`, until
+    the objective's difference over `prior` and the new pairs is clear of its noise (from min_pairs new ones)
+    or max_pairs are spent. A pair with a failed trial is lost, its budget spent. `gate` sees each candidate
+    trial (and whether it is the first, the one scored for quality) and may refuse the candidate at once: then
+    (the pairs so far, every trial, why)."""
+    pairs: list[Pair] = []
+    trials: list[TrialResult] = []
+    for k in range(spec.max_pairs):
+        runs: dict[str, TrialResult] = {}
+        for role in ("candidate", "incumbent") if (k % 2 == 0) == candidate_first else ("incumbent", "candidate"):
+            t = trial(
+                index,
+                candidate if role == "candidate" else incumbent,
+                role,
+                len(prior) + k + 1,
+                scored=gate is not None and role == "candidate" and k == 0,
+            )
+            trials.append(t)
+            runs[role] = t
+            if gate is not None and role == "candidate" and (refused := gate(t, k == 0)):
+                return pairs, trials, refused
+        if any(t.status != "ok" for t in runs.values()):
+            continue
+        pairs.append(_pair(spec, runs["incumbent"], runs["candidate"]))
+        if len(pairs) >= spec.min_pairs and decide(spec.objective, [*prior, *pairs]).verdict != "inconclusive":
+            break
+    return pairs, trials, None
+
+
+def _pair(spec: TuneSpec, inc: TrialResult, cand: TrialResult) -> Pair:
+    axis = TIE_AXIS[spec.objective]
+    return Pair(
+        incumbent=objective_value(spec.objective, inc),
+        candidate=objective_value(spec.objective, cand),
+        incumbent_tie=objective_value(axis, inc),
+        candidate_tie=objective_value(axis, cand),
+        busy=any(x.machine is not None and x.machine.busy for x in (inc, cand)),
+    )
+
+
+def _step(
+    spec: TuneSpec,
+    index: int,
+    tid: str,
+    best: Step,
+    setup: Setup,
+    expected: Expected,
+    baseline: Step,
+    run: Run,
+    trial: Callable[..., TrialResult],
+) -> Step:
+    """One candidate against the incumbent in interleaved pairs (candidate first in odd pairs, incumbent
+    first in even ones), until the objective's difference is clear of its noise or max_pairs are spent.
+    The candidate's first trial is checked for quality against the baseline and against the constraints;
+    a failure there (or a failed candidate trial) rejects it at once, not on the objective."""
+    quality: Quality | None = None
+
+    def gate(t: TrialResult, first: bool) -> str | None:
+        nonlocal quality
+        if t.status != "ok":
+            return f"trial {t.status}: {t.error}"
+        if not first:
+            return None
+        quality = compare(baseline.trial, t, run.logprobs(0), run.logprobs(index), spec.tolerance)
+        broken = violations(spec.constraints, t)
+        if not quality.passed:
+            return "quality: " + "; ".join(quality.reasons)
+        return "constraint: " + "; ".join(broken) if broken else None
+
+    # refused: why it was rejected other than on the objective (a failed candidate trial, quality, a constraint)
+    pairs, trials, refused = _interleave(spec, trial, index, setup, best.setup, gate=gate)
+    first = trials[0]  # the candidate's first, quality-checked trial (pair 1 runs the candidate first)
+    common: dict[str, Any] = {
+        "index": index,
+        "technique": tid,
+        "changes": best.setup.changes(setup),
+        "setup": setup,
+        "expected": expected,
+        "trial": first,
+        "quality": quality,
+        "pairs": pairs,
+        "machine": combine([t.machine for t in trials]),
+        "duration_s": sum(t.duration_s or 0 for t in trials),
+    }
+    if refused is not None:
+        return Step(
+            **common,
+            objective=objective_value(spec.objective, first),
+            accepted=False,
+            verdict="rejected",
+            reason=refused,
+        )
+    if len(pairs) < 2:
+        return Step(
+            **common,
+            objective=objective_value(spec.objective, first),
+            accepted=False,
+            verdict="inconclusive",
+            reason=f"only {len(pairs)} usable pair(s): the incumbent's trials failed",
+        )
+    d = decide(spec.objective, pairs)
+    return Step(
+        **common,
+        objective=float(np.median([p.candidate for p in pairs])),
+        accepted=d.accepted,
+        verdict=d.verdict,
+        delta=d.delta,
+        noise=d.noise,
+        tie=d.tie,
+        reason=d.reason,
+    )
