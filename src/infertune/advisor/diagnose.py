@@ -123,12 +123,13 @@ def diagnose(
                 severity="blocking",
                 bytes=static,
                 evidence=[
-                    f"weights {_g(m.weights_bytes)} ({s.dtype}, {s.quantization} quantization) + runtime {_g(m.overhead_bytes)}"
+                    f"weights {_g(m.weights_bytes)} ({s.dtype}, {s.quantization} quantization) "
+                    f"+ runtime {_g(m.overhead_bytes)}"
                     + (
                         f" vs {_g(cap)} on {worst.device}"
                         if one_device
-                        else f" placed over {len(e.fit_details)} devices: {worst.device} needs {_g(worst.needed_bytes)} "
-                        f"of {_g(cap)}"
+                        else f" placed over {len(e.fit_details)} devices: {worst.device} needs "
+                        f"{_g(worst.needed_bytes)} of {_g(cap)}"
                     ),
                     f"load peak {_g(m.load_peak_bytes)}"
                     + (" (dtype conversion holds both copies)" if m.load_peak_bytes > static else ""),
@@ -144,8 +145,9 @@ def diagnose(
                     severity="blocking",
                     bytes=m.attention_scratch_bytes,
                     evidence=[
-                        f"{s.attn} attention materialises {_g(m.attention_scratch_bytes)} of scores for {f.input_len:,}-token "
-                        f"prompts (batch {f.batch}); {worst.device} is short by {_g(-worst.headroom_bytes)}"
+                        f"{s.attn} attention materialises {_g(m.attention_scratch_bytes)} of scores for "
+                        f"{f.input_len:,}-token prompts (batch {f.batch}); {worst.device} is short by "
+                        f"{_g(-worst.headroom_bytes)}"
                     ],
                 )
             )
@@ -162,8 +164,10 @@ def diagnose(
                     category="concurrency",
                     severity="blocking",
                     bytes=m.kv_cache_bytes,
-                    evidence=kv_ev
-                    + [f"per-request state: {f.concurrency} concurrent requests; at most {e.max_concurrency or 0} fit"],
+                    evidence=[
+                        *kv_ev,
+                        f"per-request state: {f.concurrency} concurrent requests; at most {e.max_concurrency or 0} fit",
+                    ],
                 )
             )
         else:

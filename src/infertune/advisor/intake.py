@@ -15,7 +15,7 @@ from infertune.estimate.accelerators import Accelerator, find_accelerator, from_
 from infertune.estimate.memory import resolve_dtype
 from infertune.probe.model import ModelProfile
 from infertune.techniques import QUANTIZATIONS, Facts, Setup
-from infertune.techniques.base import parse_version
+from infertune.techniques.base import Platform, parse_version
 
 # Packages whose presence changes what can run; checked on this host only.
 PACKAGES = (
@@ -147,7 +147,7 @@ def check_current(dtype: str | None, quantization: str | None, kv_cache: str | N
         choice("batching", batching, ("serial", "static", "continuous"))
 
 
-def platform_of(acc: Accelerator) -> str:
+def platform_of(acc: Accelerator) -> Platform:
     return "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
 
 
@@ -190,10 +190,9 @@ def build(
         return default
 
     platform = platform_of(acc)
-    if not gpu_given and platform == "cpu":
-        if ask is None:
-            assumptions.append("hardware = this host's CPU (no GPU detected and none named)")
-            questions.append("Which GPU will run this, if any? (--gpu NAME, e.g. L4, A100 80GB, H100 SXM)")
+    if not gpu_given and platform == "cpu" and ask is None:
+        assumptions.append("hardware = this host's CPU (no GPU detected and none named)")
+        questions.append("Which GPU will run this, if any? (--gpu NAME, e.g. L4, A100 80GB, H100 SXM)")
     n_in = detail("input_len", input_len, "How long are the prompts, in tokens?", "--input-len")
     n_out = detail(
         "max_new_tokens", max_new_tokens, "How many tokens does each request generate at most?", "--max-new-tokens"

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from infertune.advisor.diagnose import serving_times, worst_device
 from infertune.core.errors import UserError
 from infertune.estimate import Estimate
-from infertune.techniques import REGISTRY, Facts, Setup
+from infertune.techniques import REGISTRY, Facts, Setup, Technique
 from infertune.techniques import factors as documented
-from infertune.techniques.base import RISK_ORDER
+from infertune.techniques.base import RISK_ORDER, EngineEvidence, Risk
+from infertune.techniques.render import estimate_setup
 
 EstimateFn = Callable[[Setup], Estimate]
 MEMORY = ("load-memory", "kv-cache-growth", "long-input-attention")
@@ -58,6 +59,61 @@ class Expected(BaseModel):
     # documented factors used where the roofline has no term (techniques.factors), each with its sources
     factors_before: list[str] = []
     factors_after: list[str] = []
+    weights_bytes_before: int | None = None
+    weights_bytes_after: int | None = None
+
+
+class Compatibility(BaseModel):
+    ok: bool
+    issues: list[str]
+
+
+class Candidate(BaseModel):
+    """One move, built once by the advisor (`candidate`): the setup it leads to, its expected effect (the
+    estimates before and after, documented factors included) and its risk. The tuner measures it, the report
+    and the MCP tool show it; none of them computes its effect again."""
+
+    technique: str
+    setup: Setup  # the whole setup after the move
+    settings: dict[str, Any]  # the knobs this one change sets (exactly those that change)
+    addresses: list[str]
+    expected: Expected
+    quality_risk: Risk  # what this move may cost in output quality (none: same numerics or back to full)
+    needs_hardware: str | None = None  # hardware the user has not stated (more machines): a question, not a fact
+    compatibility: Compatibility
+    # the move measured on this workload and host (a tune run's serve stage: advise --measured RUN): it outranks
+    # the estimate above
+    measured: list[EngineEvidence] = Field(default_factory=list)
+
+    @property
+    def measured_better(self) -> bool:
+        return any(e.better for e in self.measured)
+
+    @property
+    def open_questions(self) -> int:
+        """Open questions the move depends on (is there such a checkpoint? does the engine support it?)."""
+        return sum("?" in i for i in self.compatibility.issues)
+
+
+def candidate(
+    f: Facts, t: Technique, current: Setup, after: Setup, base: Estimate, base_factors: list[str], issues: list[str]
+) -> Candidate:
+    """The move from `current` to `after` by `t`, estimated against `base` (the current setup's estimate). Raises
+    UserError when the estimator cannot place the setup at all (weights above every budget)."""
+    est, factors = effective(f, after, lambda s: estimate_setup(f, s))
+    return Candidate(
+        technique=t.id,
+        setup=after,
+        settings=current.changes(after),
+        addresses=list(t.addressed(current, after)),
+        expected=expected(f, base, est, current, after, t.note(current, after), base_factors, factors),
+        quality_risk=t.risk(f, current, after),
+        needs_hardware=f"{after.pp} machines of {f.gpus} x {f.accelerator.name} (stated: one)"
+        if after.pp > 1
+        else None,
+        compatibility=Compatibility(ok=True, issues=issues + t.known_issues(current, after)),
+        measured=t.evidence(f, after),
+    )
 
 
 def effective(f: Facts, s: Setup, est: EstimateFn) -> tuple[Estimate, list[str]]:
@@ -96,39 +152,20 @@ def effective(f: Facts, s: Setup, est: EstimateFn) -> tuple[Estimate, list[str]]
     return e.model_copy(update={"speed": speed, "assumptions": e.assumptions + labels}), labels
 
 
-def _attn_tier(attn: str) -> int:
-    """Kernel quality of an attention backend (what the roofline cannot see): eager < sdpa/flex < flash."""
-    a = attn.removeprefix("paged|")
-    if a == "eager":
-        return 0
-    if a == "flash_attention_3":
-        return 3
-    return 2 if "flash" in a else 1
-
-
 def expected(
     f: Facts,
     before: Estimate,
     after: Estimate,
     s_before: Setup,
     s_after: Setup,
+    note: str | None = None,
     factors_before: list[str] | None = None,
     factors_after: list[str] | None = None,
 ) -> Expected:
+    """The move's effect as the estimator sees it; `note`: what it cannot see (the technique's own words)."""
     wb, wa = worst_device(before), worst_device(after)
     tb, ta = serving_times(f, s_before, before), serving_times(f, s_after, after)
     xb, xa = before.speed.expected or before.speed, after.speed.expected or after.speed  # expected ranks
-    note = None
-    if s_after.compile and not s_before.compile:
-        note = "removes Python/launch overhead, which the roofline does not model: measure it"
-    elif s_after.kernels and not s_before.kernels:
-        note = "fused kernels cut launches and memory traffic beyond the roofline's view: measure it"
-    elif _attn_tier(s_after.attn) > _attn_tier(s_before.attn) and "eager" not in s_before.attn:
-        note = "a faster attention kernel: the roofline bound is unchanged; the gain shows at long prompts"
-    elif s_after.packages != s_before.packages:
-        problem = REGISTRY["upgrade"].fixes(s_before, s_after)  # type: ignore[attr-defined]
-        if problem is not None and problem.factor is None:
-            note = f"a known problem the estimate does not model: {problem.what} ({problem.source})"
     return Expected(
         peak_bytes_before=wb.needed_bytes if wb else before.memory.total_bytes,
         peak_bytes_after=wa.needed_bytes if wa else after.memory.total_bytes,
@@ -144,13 +181,15 @@ def expected(
         tokens_per_s_after=ta["tokens_per_s"],
         max_input_len_after=after.max_input_len,
         max_concurrency_after=after.max_concurrency,
+        weights_bytes_before=before.memory.weights_bytes,
+        weights_bytes_after=after.memory.weights_bytes,
         note=note,
         factors_before=factors_before or [],
         factors_after=factors_after or [],
     )
 
 
-def gain(x: Expected, category: str) -> float:
+def relief(x: Expected, category: str) -> float:
     """How much better the move makes what hurts (> 1: better)."""
     if category in MEMORY:
         return x.peak_bytes_before / max(x.peak_bytes_after, 1)
@@ -163,28 +202,28 @@ def gain(x: Expected, category: str) -> float:
     return 1.0
 
 
-def helps(technique: str, x: Expected, category: str, severity: str) -> bool:
-    if technique == "upgrade":  # a candidate for a category only when its known problem is about that
+def helps(c: Candidate, category: str, severity: str) -> bool:
+    x = c.expected
+    if REGISTRY[c.technique].cures_known_problem:  # addresses a category only when its known problem is about it
         # a problem the estimate does not model explains memory trouble only where the estimate fits
         return x.tpot_s_after < x.tpot_s_before * 0.95 or x.fits_before
     if severity == "blocking" or category in MEMORY:
         return x.peak_bytes_after < x.peak_bytes_before or (x.fits_after and not x.fits_before)
     if not x.fits_after:
         return False
-    return gain(x, category) > 1.05 or (x.note is not None and category in ("decode-speed", "prefill-speed"))
+    return relief(x, category) > 1.05 or (x.note is not None and category in ("decode-speed", "prefill-speed"))
 
 
-def rank_key(
-    f: Facts, technique: str, x: Expected, risk: str, needs_hardware: bool, questions: int, category: str, severity: str
-) -> tuple:
-    """`questions`: open questions the move depends on (is there such a checkpoint? does the engine support it?)."""
-    prio = REGISTRY[technique].rank(f)
+def rank_key(f: Facts, c: Candidate, category: str, severity: str) -> tuple:
+    """Where the move ranks for a finding: the smaller, the sooner (the module's docstring has the order)."""
+    x, needs_hardware, questions = c.expected, c.needs_hardware is not None, c.open_questions
+    prio = REGISTRY[c.technique].rank(f)
     if severity == "blocking":
         slow = x.tpot_s_after > SLOWER * x.tpot_s_before
-        return (not x.fits_after, needs_hardware, slow, RISK_ORDER[risk], questions, prio, x.peak_bytes_after)
-    g = gain(x, category)
+        return (not x.fits_after, needs_hardware, slow, RISK_ORDER[c.quality_risk], questions, prio, x.peak_bytes_after)
+    g = relief(x, category)
     tier = 0 if g >= REAL_GAIN else (1 if x.note else 2)
     # a gain the roofline cannot show (compile, fused kernels) is as uncertain as a small quality risk
-    doubt = RISK_ORDER[risk] + (tier > 0)
+    doubt = RISK_ORDER[c.quality_risk] + (tier > 0)
     band = math.floor(math.log2(max(g, 1e-9)))  # gains within the same power of two tie: the cheaper move first
     return (needs_hardware, not x.fits_after, doubt, tier, questions, -band, prio, -g)

@@ -16,9 +16,10 @@ from infertune.estimate.memory import EstimateSettings, resolve_dtype
 from infertune.estimate.placement import parse_max_memory
 from infertune.measure.results import TrialResult, device_of
 from infertune.probe.model import profile_model
+from infertune.techniques.base import Platform
 
 
-class Comparison(BaseModel):
+class EstimateVsMeasured(BaseModel):
     kind: Literal["estimate-vs-measured"] = "estimate-vs-measured"
     device: str
     predicted_peak_memory_bytes: int  # above the process baseline on CPU; allocated on CUDA
@@ -44,12 +45,15 @@ class Comparison(BaseModel):
     measured_layers: dict[str, int] | None = None  # device_map: decoder layers per device, as loaded
 
 
-def settings_for(result: TrialResult, native_dtype: str | None, platform: str) -> EstimateSettings:
+def trial_settings(result: TrialResult, native_dtype: str | None, platform: Platform) -> EstimateSettings:
+    """The estimator's settings for a finished trial's exact shape (its measured mean prompt length)."""
     cfg, wl, m = result.config, result.workload, result.metrics
+    if m is None:
+        raise ValueError("a trial without metrics has no shape to estimate")
     dtype = resolve_dtype(cfg.dtype, native_dtype) or "float32"
     attn = cfg.attn_implementation or "sdpa"
     cache = cfg.cache_implementation if cfg.cache_implementation in ("static", "quantized", "offloaded") else "dynamic"
-    new_tokens = max(1, round(m.output_tokens / m.requests)) if m and m.requests else wl.max_new_tokens
+    new_tokens = max(1, round(m.output_tokens / m.requests)) if m.requests else wl.max_new_tokens
     return EstimateSettings(
         dtype=dtype,
         attn=attn,
@@ -65,7 +69,7 @@ def settings_for(result: TrialResult, native_dtype: str | None, platform: str) -
     )
 
 
-def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comparison | None:
+def compare(result: TrialResult, accelerator: Accelerator | None = None) -> EstimateVsMeasured | None:
     """The estimate for this trial's shape and hardware; None when the trial has no metrics."""
     m = result.metrics
     if result.status != "ok" or m is None:
@@ -79,7 +83,7 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
             else probe_cpu()
         )
     prof = profile_model(result.model_path, result.config.trust_remote_code)
-    s = settings_for(result, prof.native_dtype, "cuda" if on_cuda else "cpu")
+    s = trial_settings(result, prof.native_dtype, "cuda" if on_cuda else "cpu")
     budgets = parse_max_memory(result.config.max_memory) if result.config.device_map is not None else None
     e = estimate(prof, s, accelerator, model=result.model_path, gpus=max(len(gpus), 1), max_memory=budgets)
     # CPU: RSS above the post-import baseline; CUDA: torch's allocated counter, which excludes the context.
@@ -100,7 +104,7 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Comp
         predicted = total - (e.memory.overhead_bytes + e.memory.kv_growth_reserve_bytes if on_cuda else 0)
     measured = m.peak_memory_generate_bytes - (0 if on_cuda else m.baseline_memory_bytes)
     x = e.speed.expected
-    return Comparison(
+    return EstimateVsMeasured(
         device=accelerator.name,
         predicted_peak_memory_bytes=predicted,
         measured_peak_memory_bytes=measured,
@@ -141,4 +145,4 @@ def layers_by_device(hf_device_map: dict[str, str], num_layers: int) -> dict[str
 class Measurement(TrialResult):
     """What `measure` reports: the trial (measured) and the estimate for its exact shape beside it."""
 
-    estimate: Comparison | None = None
+    estimate: EstimateVsMeasured | None = None

@@ -146,18 +146,21 @@ def build(
     served = latest(served or [])  # serve.jsonl as written: a variant measured on resume replaces its old row
     winner, comparisons = choose(spec.objective, served)
     shown = command_name(spec.model, spec.model_path)  # how the serve commands name the model
-    rows = [serve_table.row(v, shown, spec.workload.concurrency, c, v is winner) for v, c in zip(served, comparisons)]
+    rows = [
+        serve_table.row(v, shown, spec.workload.concurrency, c, v is winner)
+        for v, c in zip(served, comparisons, strict=True)
+    ]
     evidence = serve_table.engine_evidence(rows, spec.objective, spec.workload.concurrency)
-    accepted = [s for s in steps if s.accepted and s.technique]
-    tradeoffs = [t for s in accepted for t in REGISTRY[s.technique].tradeoffs]
-    docs = sorted({d for s in accepted for d in REGISTRY[s.technique].docs})
+    accepted = [REGISTRY[s.technique] for s in steps if s.accepted and s.technique]
+    tradeoffs = [t for technique in accepted for t in technique.tradeoffs]
+    docs = sorted({d for technique in accepted for d in technique.docs})
     open_q: list[str] = []
     unverified: list[dict[str, Any]] = []
     if best is not None:
         # Compatible with the accepted setup but not measured in this run: say why, mark unverified.
         tried = {s.technique for s in steps}
-        if evidence:
-            tried.add("serving-engine")  # measured in the serve stage: its evidence is in "serving_engine"
+        if evidence:  # measured in the serve stage: its evidence is in "serving_engine"
+            tried |= {tid for tid, t in REGISTRY.items() if t.measured_when_served}
         for tid, t in REGISTRY.items():
             if tid in tried or t.applied(best.setup):
                 continue
@@ -192,7 +195,7 @@ def build(
             "setup": best.setup.model_dump(),
             "config": config_for(best.setup, facts.accelerator.bf16).model_dump(mode="json", exclude_defaults=True),
             "python": reproduce_snippet(spec, best, facts.accelerator.bf16),
-            "serve": winner.trial.shell(shown) if winner else serve_command(facts, best.setup),
+            "serve": winner.trial.shell(shown) if winner and winner.trial else serve_command(facts, best.setup),
             "serve_measured": winner is not None,
             "greedy_output_prompt_0": out_text,
             "engine": None

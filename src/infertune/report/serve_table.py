@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from infertune.techniques.serving import ServingEngine
 from infertune.tuning.run import ServeStep
-from infertune.tuning.serve_stage import Comparison
+from infertune.tuning.serve_stage import VariantComparison
 
 
 def _median_level(v: ServeStep, concurrency: int) -> dict[str, Any] | None:
@@ -19,7 +20,7 @@ def _median_level(v: ServeStep, concurrency: int) -> dict[str, Any] | None:
     return level.model_dump(mode="json")
 
 
-def row(v: ServeStep, model: str, concurrency: int, cmp: Comparison, chosen: bool) -> dict[str, Any]:
+def row(v: ServeStep, model: str, concurrency: int, cmp: VariantComparison, chosen: bool) -> dict[str, Any]:
     r: dict[str, Any] = {
         "label": v.label,
         "engine": v.engine,
@@ -59,7 +60,10 @@ def engine_evidence(rows: list[dict[str, Any]], objective: str, concurrency: int
     base = [r for r in ok if r["engine"] == "transformers"]
     if not base:
         return []
-    tps = lambda r: r["at_concurrency"]["output_tokens_per_s"]
+
+    def tps(r: dict[str, Any]) -> float:
+        return r["at_concurrency"]["output_tokens_per_s"]
+
     ref = max(base, key=tps)
     out = []
     for r in ok:
@@ -72,7 +76,7 @@ def engine_evidence(rows: list[dict[str, Any]], objective: str, concurrency: int
         out.append(
             {
                 "kind": "measured",
-                "technique": "serving-engine",
+                "technique": ServingEngine.id,
                 "engine": r["engine"],
                 "against": ref["label"],
                 "concurrency": concurrency,

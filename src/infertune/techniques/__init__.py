@@ -1,6 +1,6 @@
 """The technique catalog: one module per family, every technique registered under its public id."""
 
-from infertune.techniques import (  # noqa: F401  (importing registers)
+from infertune.techniques import (  # noqa: F401  (imported for their @register: the catalog fills itself)
     attention,
     batching,
     compile,

@@ -10,9 +10,24 @@ ATTN_DOCS = (HF + "attention_interface", HF + "perf_infer_gpu_one#flashattention
 HALF = ("bfloat16", "float16")
 
 
+def kernel_tier(attn: str) -> int:
+    """Kernel quality of an attention backend (what the roofline cannot see): eager < sdpa/flex < flash."""
+    a = attn.removeprefix("paged|")
+    if a == "eager":
+        return 0
+    if a == "flash_attention_3":
+        return 3
+    return 2 if "flash" in a else 1
+
+
 class _Attention(Technique):
     family = "attention"
     impl = ""
+
+    def note(self, before: Setup, after: Setup) -> str | None:
+        if kernel_tier(after.attn) > kernel_tier(before.attn) and "eager" not in before.attn:
+            return "a faster attention kernel: the roofline bound is unchanged; the gain shows at long prompts"
+        return None
 
     def applied(self, s: Setup) -> bool:
         return s.attn == self.impl or s.attn.endswith("|" + self.impl)

@@ -8,7 +8,7 @@ is a property of the catalog, not a promise of the caller.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -18,8 +18,9 @@ from infertune.probe.model import ModelProfile
 Category = Literal[
     "load-memory", "kv-cache-growth", "long-input-attention", "concurrency", "decode-speed", "prefill-speed", "none"
 ]
-CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
+CATEGORIES: tuple[str, ...] = get_args(Category)
 Risk = Literal["none", "low", "medium"]
+Platform = Literal["cuda", "cpu", "mps"]
 RISK_ORDER = {"none": 0, "low": 1, "medium": 2}
 
 # infertune's weight-quantization names (the user's --quantization and the catalog's settings)
@@ -97,9 +98,11 @@ class EngineEvidence(BaseModel):
         band = f" ± {self.band:.0%}" if self.band is not None else " (one round: no spread)"
         extra = f"; start-up {self.startup_s:,.0f} s" if self.startup_s else ""
         if self.peak_memory_bytes and self.reference_peak_memory_bytes:
-            extra += f"; peak memory {self.peak_memory_bytes / 2**20:,.0f} vs {self.reference_peak_memory_bytes / 2**20:,.0f} MiB"
+            mine, theirs = self.peak_memory_bytes / 2**20, self.reference_peak_memory_bytes / 2**20
+            extra += f"; peak memory {mine:,.0f} vs {theirs:,.0f} MiB"
+        where = f"measured{', ' + self.source if self.source else ''}"
         return (
-            f"{self.engine} vs {self.against} at concurrency {self.concurrency} (measured{', ' + self.source if self.source else ''}): "
+            f"{self.engine} vs {self.against} at concurrency {self.concurrency} ({where}): "
             f"{self.objective} {x(self.objective_ratio)}{band}, {verdict}; "
             + ("" if self.objective == "throughput" else f"throughput {x(self.throughput_ratio)}, ")
             + f"TTFT p50 {x(self.ttft_p50_ratio)}{extra}"
@@ -118,7 +121,7 @@ class Facts:
     concurrency: int
     accelerator: Accelerator
     gpus: int
-    platform: Literal["cuda", "cpu", "mps"]
+    platform: Platform
     cpu_ram_bytes: int | None = None
     # Installed versions on the target (None: not installed). `packages_known` is False when the target is
     # another machine (--gpu NAME): then a needed package is an open question, not a rejection.
@@ -201,6 +204,11 @@ class Technique:
     tradeoffs: tuple[str, ...] = ()
     docs: tuple[str, ...] = ()
     quality_risk: Risk = "none"  # what the outputs may lose: none (same numerics), low, medium
+    # its effect is a known problem the estimate does not model: it helps where its factor shows a faster
+    # decode, or where the estimate fits and so cannot explain the trouble (upgrade.py)
+    cures_known_problem: bool = False
+    # measured by a tune's serve stage under load (an engine), never by a single trial (serving.py)
+    measured_when_served: bool = False
 
     def rank(self, f: Facts) -> int:
         """The priority for these facts (most techniques: a constant)."""
@@ -228,6 +236,22 @@ class Technique:
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         raise NotImplementedError
+
+    def addressed(self, before: Setup, after: Setup) -> tuple[Category, ...]:
+        """What this move addresses (most techniques: always their `addresses`)."""
+        return self.addresses
+
+    def known_issues(self, before: Setup, after: Setup) -> list[str]:
+        """Open items this move brings beyond its compatibility check (a known problem it removes, say)."""
+        return []
+
+    def note(self, before: Setup, after: Setup) -> str | None:
+        """What the estimate cannot show about this move (a gain beyond the roofline's view), if anything."""
+        return None
+
+    def evidence(self, f: Facts, after: Setup) -> list[EngineEvidence]:
+        """This move measured on the user's workload and host (a tune run's serve stage), when it was."""
+        return []
 
 
 REGISTRY: dict[str, Technique] = {}

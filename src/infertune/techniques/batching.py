@@ -62,3 +62,13 @@ class ContinuousBatching(Technique):
                 "cb_num_blocks": kv_blocks(f),
             }
         )
+
+
+def batching_switched(f: Facts, s: Setup) -> Setup:
+    """`s` with continuous batching switched: on as the technique applies it (no torch.compile, which serve
+    refuses with it, and a paged cache sized to the workload), or off (serial, no paged-cache sizes)."""
+    if s.batching != "continuous":
+        return ContinuousBatching().apply(f, s)
+    return s.model_copy(
+        update={"batching": "serial", "max_batch_tokens": None, "cb_block_size": None, "cb_num_blocks": None}
+    )

@@ -44,6 +44,11 @@ class StaticCacheCompile(Technique):
     def apply(self, f: Facts, s: Setup) -> Setup:
         return s.model_copy(update={"kv_cache": "static", "compile": True})
 
+    def note(self, before: Setup, after: Setup) -> str | None:
+        if after.compile and not before.compile:
+            return "removes Python/launch overhead, which the roofline does not model: measure it"
+        return None
+
 
 @register
 class HubKernels(Technique):
@@ -67,3 +72,8 @@ class HubKernels(Technique):
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         return s.model_copy(update={"kernels": True})
+
+    def note(self, before: Setup, after: Setup) -> str | None:
+        if after.kernels and not before.kernels:
+            return "fused kernels cut launches and memory traffic beyond the roofline's view: measure it"
+        return None

@@ -15,7 +15,7 @@ def tp_problems(profile, n: int, plan: str = "auto") -> list[str]:
     inter = profile.intermediate_size or 4 * profile.hidden_size
     split = [(inter, "MLP columns")]
     if plan == "auto":
-        split = [(profile.num_attention_heads, "attention heads"), (profile.num_kv_heads, "KV heads")] + split
+        split = [(profile.num_attention_heads, "attention heads"), (profile.num_kv_heads, "KV heads"), *split]
     bad = [f"{h} {what}" for h, what in split if h % n]
     if bad:
         ok = [k for k in range(2, 9) if all(h % k == 0 for h, _ in split)]

@@ -142,3 +142,43 @@ def python_snippet(f: Facts, s: Setup) -> str:
     if s.engine != "transformers":
         code = f"# serve with {s.engine} instead of transformers:\n# {serve_command(f, s)}\n" + code
     return code
+
+
+MEASURE_FLAGS = {"dtype", "attn", "kv_cache"}  # what `infertune measure` takes as flags
+
+
+def validation(f: Facts, s: Setup) -> tuple[str, str | None]:
+    """The infertune command that measures this setup on the workload (and a run file when flags are not enough)."""
+    shape = f"--model {f.model} --input-len {f.input_len} --max-new-tokens {f.max_new_tokens} --batch {f.batch}"
+    if s.engine != "transformers":
+        return (
+            f"{serve_command(f, s)}  # then: infertune loadtest --url http://127.0.0.1:8000 "
+            f"--concurrency {f.concurrency}"
+        ), None
+    if f.concurrency > 1:
+        shape += f" --concurrency {f.concurrency} --batching {s.batching}"
+        for flag, v in (
+            ("--max-batch-tokens", s.max_batch_tokens),
+            ("--cb-block-size", s.cb_block_size),
+            ("--cb-num-blocks", s.cb_num_blocks),
+        ):
+            if v:
+                shape += f" {flag} {v}"
+    changed = set(Setup().changes(s)) - {"batching", "max_batch_tokens", "cb_block_size", "cb_num_blocks"}
+    if changed <= MEASURE_FLAGS | {"compile"} and s.kv_cache != "quantized":
+        attn = shlex.quote(s.attn)
+        flags = f" --dtype {s.dtype} --attn {attn}" + (f" --kv-cache {s.kv_cache}" if s.kv_cache != "dynamic" else "")
+        return f"infertune measure {shape}{flags}", None
+    import yaml
+
+    cfg = config_for(s, f.accelerator.bf16).model_dump(exclude_defaults=True)
+    run = {
+        "model": f.model,
+        "input_len": f.input_len,
+        "max_new_tokens": f.max_new_tokens,
+        "batch": f.batch,
+        "config": cfg,
+    }
+    if f.concurrency > 1:
+        run["concurrency"] = f.concurrency
+    return "infertune measure --workload infertune-run.yaml", yaml.safe_dump(run, sort_keys=False)

@@ -45,6 +45,7 @@ def machines_needed(f: Facts, s: Setup) -> int:
 class ServingEngine(Technique):
     id = "serving-engine"
     family = "serving"
+    measured_when_served = True
     title = "A dedicated serving engine (vLLM or SGLang) with the translated settings"
     addresses = ("concurrency", "load-memory", "decode-speed")
     priority = 20
@@ -103,6 +104,9 @@ class ServingEngine(Technique):
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         return self.moves(f, s)[0]
+
+    def evidence(self, f: Facts, after: Setup) -> list[EngineEvidence]:
+        return [e for e in f.engines_measured if e.engine == after.engine]
 
 
 def measured_verdict(f: Facts) -> EngineEvidence | None:

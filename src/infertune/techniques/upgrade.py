@@ -83,6 +83,7 @@ class Upgrade(Technique):
     title = "Upgrade a library past a known problem of the installed version"
     addresses = ("decode-speed", "load-memory", "kv-cache-growth", "long-input-attention")
     priority = 3  # no quality risk, nothing else changes: first when it applies
+    cures_known_problem = True
     tradeoffs = ("an upgrade can bring other changes: pin the new version and re-run your checks",)
     docs = tuple(p.source for p in KNOWN_PROBLEMS)
 
@@ -102,6 +103,20 @@ class Upgrade(Technique):
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         return self.moves(f, s)[0]
+
+    def addressed(self, before: Setup, after: Setup) -> tuple[Category, ...]:
+        problem = self.fixes(before, after)
+        return problem.addresses if problem else self.addresses
+
+    def known_issues(self, before: Setup, after: Setup) -> list[str]:
+        problem = self.fixes(before, after)
+        return [f"known problem: {problem.what} ({problem.source})"] if problem else []
+
+    def note(self, before: Setup, after: Setup) -> str | None:
+        problem = self.fixes(before, after)
+        if problem is None or problem.factor is not None:
+            return None
+        return f"a known problem the estimate does not model: {problem.what} ({problem.source})"
 
     def fixes(self, before: Setup, after: Setup) -> KnownProblem | None:
         """The problem this move removes."""

@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from infertune.advisor.advise import advise
-from infertune.advisor.moves import Expected, expected
+from infertune.advisor.advise import moves_to_try
+from infertune.advisor.moves import Candidate
 from infertune.core.errors import UserError
 from infertune.measure import run_trial
 from infertune.measure.machine import combine
 from infertune.measure.quality import REFERENCE_TEXT, Quality, compare
 from infertune.measure.results import TrialResult
-from infertune.techniques import REGISTRY, Facts, Setup
+from infertune.techniques import Facts, Setup
 from infertune.techniques.render import config_for, estimate_setup
 from infertune.tuning.run import Constraints, Run, Step, TuneSpec
 from infertune.tuning.verdict import TIE_AXIS, Pair, decide, objective_value
@@ -44,22 +44,17 @@ def measurable(s: Setup) -> bool:
     return s.engine == "transformers" and s.tp == 1 and s.device_map is None
 
 
-def candidates(f: Facts, best: Setup, tried: set[str]) -> list[tuple[str, Setup]]:
-    """Runnable-here changes from `best`, the advisor's ranking first, then the rest by priority."""
-    advice = advise(f, best)
-    ranked = [r.technique for r in advice.recommendations]
-    rest = sorted((t for t in REGISTRY if t not in ranked), key=lambda t: REGISTRY[t].rank(f))
-    out = []
-    for tid in ranked + rest:
-        t = REGISTRY[tid]
-        if tid in tried or t.applied(best):
+def candidates(f: Facts, best: Setup, tried: set[str]) -> list[Candidate]:
+    """Runnable-here moves from `best`, as the advisor built them (its ranking first, then the rest in the
+    expert's order), one per technique. A move with an open item (a package to install, a question) is not
+    runnable here and now."""
+    out: list[Candidate] = []
+    seen = set(tried)
+    for c in moves_to_try(f, best):
+        if c.technique in seen or c.compatibility.issues or not measurable(c.setup) or c.setup == best:
             continue
-        c = t.check(f, best)
-        if c.blockers or c.issues:  # an open issue (a package to install) is not runnable here and now
-            continue
-        after = t.apply(f, best)
-        if measurable(after) and after != best:
-            out.append((tid, after))
+        seen.add(c.technique)
+        out.append(c)
     return out
 
 
@@ -68,8 +63,8 @@ def precheck(spec: TuneSpec, f: Facts) -> None:
     cap = spec.constraints.max_memory_bytes
     if cap is None:
         return
-    setups = [spec.start] + [s for _, s in candidates(f, spec.start, set())]
-    lightest = min(estimate_setup(f, s).memory.weights_bytes for s in setups)
+    weights = [c.expected.weights_bytes_after or 0 for c in candidates(f, spec.start, set())]
+    lightest = min([estimate_setup(f, spec.start).memory.weights_bytes, *weights])
     if cap < lightest:
         raise UserError(
             f"--max-memory {cap / 2**20:,.0f} MiB is below the weights of every candidate "
@@ -132,11 +127,9 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
         pool = candidates(facts, best.setup, tried)
         if not pool:
             break
-        tid, setup = pool[0]
-        tried.add(tid)
-        index = len(steps)
-        expected_ = expected(facts, estimate_setup(facts, best.setup), estimate_setup(facts, setup), best.setup, setup)
-        step = _step(spec, index, tid, best, setup, expected_, baseline, run, trial)
+        move = pool[0]
+        tried.add(move.technique)
+        step = _step(spec, len(steps), move, best, baseline, run, trial)
         run.append(step)
         steps.append(step)
         emit({"event": "step", "step": step})
@@ -241,10 +234,14 @@ def _interleave(
 
 
 def _pair(spec: TuneSpec, inc: TrialResult, cand: TrialResult) -> Pair:
+    """Two finished trials as a pair (a failed trial has no objective and makes no pair)."""
     axis = TIE_AXIS[spec.objective]
+    incumbent, candidate = objective_value(spec.objective, inc), objective_value(spec.objective, cand)
+    if incumbent is None or candidate is None:
+        raise ValueError("a pair needs two finished trials")
     return Pair(
-        incumbent=objective_value(spec.objective, inc),
-        candidate=objective_value(spec.objective, cand),
+        incumbent=incumbent,
+        candidate=candidate,
         incumbent_tie=objective_value(axis, inc),
         candidate_tie=objective_value(axis, cand),
         busy=any(x.machine is not None and x.machine.busy for x in (inc, cand)),
@@ -252,15 +249,7 @@ def _pair(spec: TuneSpec, inc: TrialResult, cand: TrialResult) -> Pair:
 
 
 def _step(
-    spec: TuneSpec,
-    index: int,
-    tid: str,
-    best: Step,
-    setup: Setup,
-    expected: Expected,
-    baseline: Step,
-    run: Run,
-    trial: Callable[..., TrialResult],
+    spec: TuneSpec, index: int, move: Candidate, best: Step, baseline: Step, run: Run, trial: Callable[..., TrialResult]
 ) -> Step:
     """One candidate against the incumbent in interleaved pairs (candidate first in odd pairs, incumbent
     first in even ones), until the objective's difference is clear of its noise or max_pairs are spent.
@@ -281,14 +270,14 @@ def _step(
         return "constraint: " + "; ".join(broken) if broken else None
 
     # refused: why it was rejected other than on the objective (a failed candidate trial, quality, a constraint)
-    pairs, trials, refused = _interleave(spec, trial, index, setup, best.setup, gate=gate)
+    pairs, trials, refused = _interleave(spec, trial, index, move.setup, best.setup, gate=gate)
     first = trials[0]  # the candidate's first, quality-checked trial (pair 1 runs the candidate first)
     common: dict[str, Any] = {
         "index": index,
-        "technique": tid,
-        "changes": best.setup.changes(setup),
-        "setup": setup,
-        "expected": expected,
+        "technique": move.technique,
+        "changes": move.settings,
+        "setup": move.setup,
+        "expected": move.expected,  # as the advisor built it: never computed again
         "trial": first,
         "quality": quality,
         "pairs": pairs,

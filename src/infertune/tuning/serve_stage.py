@@ -28,7 +28,8 @@ from infertune.measure.stats import spread
 from infertune.serving import engines
 from infertune.serving.loadtest import LevelResult
 from infertune.serving.trial import ServeTrial, run_serve_trial
-from infertune.techniques import REGISTRY, Facts, Setup
+from infertune.techniques import Facts, Setup
+from infertune.techniques.batching import batching_switched
 from infertune.techniques.render import serve_flags_for
 from infertune.tuning.run import Constraints, Run, ServeStep, Step, TuneSpec
 from infertune.tuning.verdict import MIN_GAIN, Objective
@@ -44,17 +45,11 @@ def serve_variants(f: Facts, s: Setup) -> list[tuple[str, list[str]]]:
     if s.engine != "transformers" or s.tp > 1 or s.device_map is not None:
         return []
     if s.batching == "continuous":
-        other = (
-            "transformers serve, without continuous batching",
-            s.model_copy(
-                update={"batching": "serial", "max_batch_tokens": None, "cb_block_size": None, "cb_num_blocks": None}
-            ),
-        )
         mine = "transformers serve, continuous batching (as accepted)"
+        other = "transformers serve, without continuous batching"
     else:
-        other = ("transformers serve, continuous batching", REGISTRY["continuous-batching"].apply(f, s))
-        mine = "transformers serve (as accepted)"
-    return [(mine, serve_flags_for(s)), (other[0], serve_flags_for(other[1]))]
+        mine, other = "transformers serve (as accepted)", "transformers serve, continuous batching"
+    return [(mine, serve_flags_for(s)), (other, serve_flags_for(batching_switched(f, s)))]
 
 
 def max_model_len(wl: Workload) -> int:
@@ -155,9 +150,9 @@ def _measure(
         if values
         else at_c[0]
     )
-    levels = [lv for lv in t.load.levels if lv.concurrency != c]
-    levels = sorted([*levels[:1], shown] if c != 1 else [shown], key=lambda lv: lv.concurrency)
-    t = t.model_copy(update={"load": t.load.model_copy(update={"levels": levels})})
+    others = [lv for lv in t.load.levels if lv.concurrency != c]
+    kept = sorted([*others[:1], shown] if c != 1 else [shown], key=lambda lv: lv.concurrency)
+    t = t.model_copy(update={"load": t.load.model_copy(update={"levels": kept})})
     return ServeStep(
         label=label,
         engine=engine,
@@ -178,10 +173,10 @@ def serve_stage(
     ready_timeout_s: float | None = 300.0,
     rounds: int = ROUNDS,
 ) -> list[ServeStep]:
-    """Serve `best`, the step the loop accepted last, with transformers (both batching modes) and every installed engine on the same load; each
-    result appended to serve.jsonl as it comes; finished variants are not re-run on resume (an engine listed as
-    not installed is measured on resume once it is). `ready_timeout_s`: transformers serve's start-up budget
-    (an engine gets its own, longer one: it compiles first)."""
+    """Serve `best`, the step the loop accepted last, with transformers (both batching modes) and every
+    installed engine on the same load; each result appended to serve.jsonl as it comes; finished variants are
+    not re-run on resume (an engine listed as not installed is measured on resume once it is).
+    `ready_timeout_s`: transformers serve's start-up budget (an engine gets its own, longer one: it compiles first)."""
     spec = run.spec()
     emit = on_event or (lambda e: None)
     done = latest(run.serve_steps())
@@ -243,7 +238,7 @@ def latest(steps: list[ServeStep]) -> list[ServeStep]:
 # --- the choice -------------------------------------------------------------------------------------------
 
 
-class Comparison(BaseModel):
+class VariantComparison(BaseModel):
     """A served variant against the chosen one (measured): the ratio of their objectives and its band."""
 
     label: str
@@ -252,9 +247,11 @@ class Comparison(BaseModel):
     verdict: str  # chosen, clearly worse, within the spread, misses the SLOs, failed, not measured
 
 
-def gain(objective: Objective, a: ServeStep, b: ServeStep) -> tuple[float, float | None]:
-    """How much better b is than a (positive: better), and the band it is judged against."""
-    delta = b.objective / a.objective - 1  # type: ignore[operator]
+def variant_gain(objective: Objective, a: ServeStep, b: ServeStep) -> tuple[float, float | None]:
+    """How much better b is than a (positive: better), and the band it is judged against. Both were measured."""
+    if a.objective is None or b.objective is None:
+        raise ValueError("a variant without an objective cannot be compared")
+    delta = b.objective / a.objective - 1
     g = delta if objective == "throughput" else -delta
     if objective == "memory":  # one reading per server; memory barely moves run to run
         return g, 0.0
@@ -264,23 +261,23 @@ def gain(objective: Objective, a: ServeStep, b: ServeStep) -> tuple[float, float
 
 
 def clearly_better(objective: Objective, a: ServeStep, b: ServeStep) -> bool:
-    g, noise = gain(objective, a, b)
+    g, noise = variant_gain(objective, a, b)
     return noise is not None and g > noise and g >= MIN_GAIN
 
 
-def choose(objective: Objective, served: list[ServeStep]) -> tuple[ServeStep | None, list[Comparison]]:
+def choose(objective: Objective, served: list[ServeStep]) -> tuple[ServeStep | None, list[VariantComparison]]:
     """The variant to ship, and every variant against it. The first variant that meets the SLOs (the setup as
     accepted, when it does) is kept unless a later one meeting them is clearly better."""
     ok = [s for s in served if s.objective is not None and s.objective > 0 and not s.slo_missed]
     chosen: ServeStep | None = ok[0] if ok else None
     for s in ok[1:]:
-        if clearly_better(objective, chosen, s):  # type: ignore[arg-type]
+        if chosen is not None and clearly_better(objective, chosen, s):
             chosen = s
     rows = []
     for s in served:
         if s.status == "not measured" or s.objective is None or not s.objective > 0:
             rows.append(
-                Comparison(
+                VariantComparison(
                     label=s.label,
                     ratio=float("nan"),
                     noise=None,
@@ -288,8 +285,8 @@ def choose(objective: Objective, served: list[ServeStep]) -> tuple[ServeStep | N
                 )
             )
             continue
-        ratio = s.objective / chosen.objective if chosen else float("nan")  # type: ignore[operator]
-        noise = gain(objective, chosen, s)[1] if chosen and s is not chosen else None
+        ratio = s.objective / chosen.objective if chosen and chosen.objective else float("nan")
+        noise = variant_gain(objective, chosen, s)[1] if chosen and s is not chosen else None
         if s is chosen:
             verdict = "chosen"
         elif s.slo_missed:
@@ -298,7 +295,7 @@ def choose(objective: Objective, served: list[ServeStep]) -> tuple[ServeStep | N
             verdict = "clearly worse"
         else:
             verdict = "within the spread of the chosen (inconclusive)"
-        rows.append(Comparison(label=s.label, ratio=ratio, noise=noise, verdict=verdict))
+        rows.append(VariantComparison(label=s.label, ratio=ratio, noise=noise, verdict=verdict))
     return chosen, rows
 
 

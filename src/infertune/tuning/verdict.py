@@ -51,7 +51,7 @@ class Decision(BaseModel):
     reason: str
 
 
-def _gain(objective: Objective, delta: float) -> float:
+def _improvement(objective: Objective, delta: float) -> float:
     """A relative change as a gain (positive: better)."""
     return delta if objective == "throughput" else -delta
 
@@ -66,7 +66,7 @@ def decide(objective: Objective, pairs: list[Pair]) -> Decision:
     but by less than MIN_GAIN); inconclusive otherwise. A tie (inconclusive, or a clear gain too small to
     matter) is kept when the other axis gains at least TIE_GAIN, clear of that axis's own band."""
     c = paired([p.incumbent for p in pairs], [p.candidate for p in pairs])
-    gain = _gain(objective, c.delta)
+    gain = _improvement(objective, c.delta)
     head = (
         f"{objective} {c.delta:+.1%} paired ({_band(c)}, {c.n} interleaved pairs; medians "
         f"{human.objective(objective, c.a)} -> {human.objective(objective, c.b)})"
@@ -83,10 +83,10 @@ def decide(objective: Objective, pairs: list[Pair]) -> Decision:
             reason=head + ": worse, beyond the noise",
         )
     axis = TIE_AXIS[objective]
-    tied = [p for p in pairs if p.incumbent_tie is not None and p.candidate_tie is not None]
-    t = paired([p.incumbent_tie for p in tied], [p.candidate_tie for p in tied]) if len(tied) == len(pairs) else None
+    tied = [(a, b) for a, b in ((p.incumbent_tie, p.candidate_tie) for p in pairs) if a is not None and b is not None]
+    t = paired([a for a, _ in tied], [b for _, b in tied]) if len(tied) == len(pairs) else None
     verdict: Verdict = "rejected" if c.clear else "inconclusive"
-    if t is not None and t.clear and _gain(axis, t.delta) >= max(TIE_GAIN, t.noise or 0):
+    if t is not None and t.clear and _improvement(axis, t.delta) >= max(TIE_GAIN, t.noise or 0):
         return Decision(
             verdict="kept" if c.clear else "inconclusive",
             accepted=True,

@@ -7,13 +7,13 @@ GPU paths run with injected hardware facts (datasheet entries and hand-made cali
 import types
 
 import pytest
-from tests.test_estimate import llama
 
 from infertune.estimate import calibration, estimate, overhead
 from infertune.estimate import expected as X
 from infertune.estimate.accelerators import Accelerator, find_accelerator
 from infertune.estimate.memory import EstimateSettings, estimate_memory
 from infertune.measure.memory import CudaMeter, nvml_used
+from tests.estimate.test_estimate import llama
 
 L = 30  # SmolLM2's layers
 

@@ -11,7 +11,7 @@ import pytest
 import infertune
 from infertune.core.errors import UserError
 
-API_MD = Path(__file__).parents[1] / "docs" / "api.md"
+API_MD = Path(__file__).parents[2] / "docs" / "api.md"
 EXAMPLES = [b for b in re.findall(r"```python\n(.*?)```", API_MD.read_text(), re.S) if "import infertune" in b]
 
 

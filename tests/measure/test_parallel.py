@@ -108,10 +108,9 @@ def test_offloaded_layers_are_placed_as_estimated_and_their_slowdown_is_measured
     """A CPU budget that holds the embedding and one of three layers: transformers sends the other two to
     disk (an offload folder the trial provides); the estimate names the same split, and the trial times
     each layer's forward by where its weights live."""
-    from tests.conftest import build_tiny_model
-
     from infertune.estimate.memory import EstimateSettings, estimate_memory
     from infertune.probe.model import profile_model
+    from tests.conftest import build_tiny_model
 
     folder = build_tiny_model(tmp_path / "m3", layers=3)
     prof = profile_model(folder)
@@ -153,9 +152,8 @@ def test_mlp_only_plan_splits_the_mlp_replicates_attention_and_matches_one_proce
 
 
 def test_tp_problems_name_the_mlp_plan_when_only_the_heads_are_in_the_way():
-    from tests.test_estimate import llama
-
     from infertune.techniques.parallel import tp_problems
+    from tests.estimate.test_estimate import llama
 
     (problem,) = tp_problems(llama(), 2)  # SmolLM2: 9 heads, 3 KV heads, 1536 MLP columns
     assert problem.startswith("tp size 2 does not divide 9 attention heads and 3 KV heads (sizes that do: 3)")

@@ -13,7 +13,7 @@ import pytest
 
 from infertune import doctor
 
-CORPUS = Path(__file__).parent / "data" / "doctor" / "corpus"
+CORPUS = Path(__file__).parents[1] / "data" / "doctor" / "corpus"
 SHAPES = sorted(CORPUS.glob("*.py"))
 EXPECT = re.compile(r"#\s*expect:\s*([\w, ]+)")
 

@@ -76,6 +76,7 @@ def test_checkpoint_as_stored_from_the_safetensors_headers(tmp_path):
     import shutil
 
     from safetensors.torch import load_file
+
     from tests.conftest import build_tiny_model
 
     folder = build_tiny_model(tmp_path / "bf16", dtype="bfloat16", max_shard_size="100KB")

@@ -14,7 +14,7 @@ from infertune.doctor.rules import RULES
 from infertune.doctor.script import Target
 from infertune.probe.hardware import GPU, Hardware
 
-DATA = Path(__file__).parent / "data" / "doctor"
+DATA = Path(__file__).parents[1] / "data" / "doctor"
 HEAD = "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
 LOAD = 'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
 
@@ -140,7 +140,7 @@ def _check(tmp_path, code: str, name: str = "s.py", target: Target | None = None
 
 def test_every_rule_has_a_case_and_a_doc_section():
     assert set(CASES) == {r.id for r in RULES}
-    docs = (Path(__file__).parents[1] / "docs" / "doctor.md").read_text()
+    docs = (Path(__file__).parents[2] / "docs" / "doctor.md").read_text()
     for r in RULES:
         assert f"## {r.id} {r.name}" in docs
 
@@ -425,7 +425,7 @@ def test_doctor_never_imports_torch_transformers_or_pydantic(tmp_path):
 def test_pre_commit_hooks_run_the_doctor_on_python_files():
     import yaml  # a transformers dependency
 
-    hooks = yaml.safe_load((Path(__file__).parents[1] / ".pre-commit-hooks.yaml").read_text())
+    hooks = yaml.safe_load((Path(__file__).parents[2] / ".pre-commit-hooks.yaml").read_text())
     assert [h["id"] for h in hooks] == ["infertune-doctor", "infertune-doctor-system"]
     for h in hooks:  # the keys pre-commit requires, and files it passes as arguments
         assert {"id", "name", "entry", "language"} <= set(h) and h["entry"] == "infertune doctor"

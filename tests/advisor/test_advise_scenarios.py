@@ -11,7 +11,7 @@ from infertune.core.errors import UserError
 from infertune.core.workload import Workload
 from infertune.measure.results import TrialResult
 from infertune.techniques import Setup
-from scenario_models import (
+from tests.scenario_models import (
     FALCON_7B,
     FALCON_40B,
     LLAMA2_7B,

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tests.hub_server import Gate, Olah, free_port, git_commit
 
 TOKEN = "hf_infertune_test_token"
@@ -70,6 +71,7 @@ def _mixed_dtype_repo(scratch: Path, repo: Path) -> dict[str, int]:
     are); returns the elements per safetensors dtype, counted from the tensors themselves."""
     import torch
     from safetensors.torch import load_file, save_file
+
     from tests.conftest import build_tiny_model
 
     build_tiny_model(scratch, dtype="bfloat16")
@@ -283,9 +285,9 @@ def test_local_safetensors_headers_read_as_huggingface_hub_reads_them(tiny_model
     """The warm path reads the headers itself (huggingface_hub's reader comes with its whole client, ~0.3 s to
     import): the result must be the library's own, for one file and for shards with an index."""
     from huggingface_hub import get_local_safetensors_metadata
-    from tests.conftest import build_tiny_model
 
     from infertune.models.hub import local_safetensors
+    from tests.conftest import build_tiny_model
 
     sharded = build_tiny_model(tmp_path / "sharded", dtype="bfloat16", max_shard_size="100KB")
     assert len(list(sharded.glob("*.safetensors"))) > 1

@@ -4,10 +4,10 @@ microbenchmarks' code at toy sizes. How the expected model uses a calibration: t
 import json
 
 import pytest
-from tests.test_expected import cal
 
 from infertune.estimate import calibration
 from infertune.probe import host
+from tests.estimate.test_expected import cal
 
 
 def test_cpu_flags_and_native_half_types(tmp_path):

@@ -2,11 +2,11 @@
 figures, and how the expected model applies them (only to what is not attention, only on a calibrated CPU)."""
 
 import pytest
-from tests.test_estimate import llama
-from tests.test_expected import cal, cpu_acc
 
 from infertune.estimate import anchor, estimate
 from infertune.estimate.memory import EstimateSettings
+from tests.estimate.test_estimate import llama
+from tests.estimate.test_expected import cal, cpu_acc
 
 TINY = {
     "model_type": "llama",

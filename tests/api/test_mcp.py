@@ -99,7 +99,7 @@ def test_published_schemas_are_current():
     """docs/schema/ is what `python -m infertune.cli.schema` writes from the models today."""
     from pathlib import Path
 
-    folder = Path(__file__).parents[1] / "docs" / "schema"
+    folder = Path(__file__).parents[2] / "docs" / "schema"
     for name, s in schema.schemas().items():
         published = json.loads((folder / f"{name}.json").read_text())
         assert published == json.loads(json.dumps(s, sort_keys=True)), (

@@ -1,7 +1,6 @@
 """device_map="auto" placement: accelerate's sequential weight fill, then each device's run-time state."""
 
 import pytest
-from tests.test_estimate import llama
 
 from infertune.core.errors import UserError
 from infertune.estimate import estimate
@@ -9,6 +8,7 @@ from infertune.estimate.accelerators import find_accelerator
 from infertune.estimate.memory import CUDA_ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES, EstimateSettings
 from infertune.estimate.placement import DEFAULT_GPU_BUDGET, parse_max_memory
 from infertune.estimate.speed import DISK_OFFLOAD_Bps, HOST_LINK_Bps
+from tests.estimate.test_estimate import llama
 
 MiB, GiB = 2**20, 2**30
 EMBED = 49152 * 576 * 2  # bf16, tied: the lm_head adds nothing
@@ -146,9 +146,8 @@ def test_placement_replays_transformers_device_map_auto(tmp_path, budgets, tied)
     for budgets given as shares of the model's weights (reservations and balancing included)."""
     import json
 
-    from tests.conftest import build_tiny_model
-
     from infertune.probe.model import profile_model
+    from tests.conftest import build_tiny_model
 
     folder = build_tiny_model(tmp_path / "m")
     cfg = json.loads((folder / "config.json").read_text())

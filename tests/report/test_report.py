@@ -18,7 +18,7 @@ from infertune.report.markdown import markdown
 from infertune.report.page import tune_page
 from infertune.report.verdict import step_verdict, summary
 
-DEMO = json.loads((Path(__file__).parent / "data" / "demo-report.json").read_text())
+DEMO = json.loads((Path(__file__).parents[1] / "data" / "demo-report.json").read_text())
 REPR = re.compile(r"\{'|'\}|\d\.\d+e[+-]\d|\bNone\b|\bTrue\b|\bFalse\b")  # a dict, an exponent, a Python literal
 
 
