@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up and run the whole test suite (unit tests on tiny models + integration on the embedded model).
+# Set up, run the gates (scripts/check.sh: format, lint, types, layers), then the whole test suite (unit tests
+# on tiny models + integration on the embedded model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
@@ -15,4 +16,5 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "note: chromium is not installed and apt-get is not usable here (needs root): the browser tests will be skipped" >&2
   fi
 fi
+bash scripts/check.sh   # format, lint, types, layers: seconds, before the minutes of tests
 exec .venv/bin/python -m pytest "$@"

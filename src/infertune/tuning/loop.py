@@ -20,7 +20,7 @@ from infertune.measure.machine import combine
 from infertune.measure.quality import REFERENCE_TEXT, Quality, compare
 from infertune.measure.results import TrialResult
 from infertune.techniques import Facts, Setup
-from infertune.techniques.render import config_for, estimate_setup
+from infertune.techniques.render import config_for
 from infertune.tuning.run import Constraints, Run, Step, TuneSpec
 from infertune.tuning.verdict import TIE_AXIS, Pair, decide, objective_value
 
@@ -59,12 +59,13 @@ def candidates(f: Facts, best: Setup, tried: set[str]) -> list[Candidate]:
 
 
 def precheck(spec: TuneSpec, f: Facts) -> None:
-    """Refuse constraints no candidate can meet, before any trial."""
+    """Refuse constraints no candidate can meet, before any trial (on the advisor's estimates of the moves)."""
     cap = spec.constraints.max_memory_bytes
-    if cap is None:
+    moves = moves_to_try(f, spec.start)
+    if cap is None or not moves:
         return
-    weights = [c.expected.weights_bytes_after or 0 for c in candidates(f, spec.start, set())]
-    lightest = min([estimate_setup(f, spec.start).memory.weights_bytes, *weights])
+    weights = [moves[0].expected.weights_bytes_before] + [c.expected.weights_bytes_after for c in moves]
+    lightest = min(w for w in weights if w is not None)
     if cap < lightest:
         raise UserError(
             f"--max-memory {cap / 2**20:,.0f} MiB is below the weights of every candidate "
