@@ -5,7 +5,7 @@ the other verbs' modules took most of their start-up (benchmarks/estimate_startu
 command line of these three verbs when it is plain (known flags, each once, well-formed values) and runs
 the same function the typer command runs; anything else (`--help`, an unknown flag, a bad value) it leaves
 to typer, which answers as it always does. JSON needs neither typer nor rich; tables import rich.
-`FLAGS` mirrors the typer commands' options (tests/test_cli_quick.py checks it against them).
+`FLAGS` mirrors the typer commands' options (tests/cli/test_cli_quick.py checks it against them).
 """
 
 from __future__ import annotations
