@@ -276,3 +276,15 @@ def test_the_serving_engine_move_carries_what_a_tune_run_measured(llama8b):
     assert "serving-engine" not in proposed(b)
     why = next(r for r in b.rejected if r.technique == "serving-engine").reasons
     assert why[0].startswith("measured here: vllm") and "clearly worse" in why[0]
+
+
+def test_flex_attention_is_never_proposed_under_continuous_batching(llama8b):
+    """Continuous batching runs a paged attention backend and FlexAttention has none: the move is rejected with
+    that reason, and no recommendation carries an attention name transformers would refuse."""
+    from infertune.core.config import ATTN_IMPLEMENTATIONS
+
+    f = facts(llama8b, "A100 80GB", input_len=8192, concurrency=8)
+    advice = advise(f, Setup(dtype="bfloat16", attn="paged|eager", batching="continuous"))
+    flex = [r for r in advice.rejected if r.technique == "attn-flex"]
+    assert flex and "paged" in flex[0].reasons[0]
+    assert all(r.setup.attn in ATTN_IMPLEMENTATIONS or "/" in r.setup.attn for r in advice.recommendations)

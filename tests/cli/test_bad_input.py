@@ -176,6 +176,10 @@ CASES = [
     (["advise", "--model", "{tiny}", "--vram", "lots"], "--vram"),
     (["advise", "--model", "{tiny}", "--cpu-ram", "lots"], "--cpu-ram"),
     (["advise", "--model", "{tiny}", "--kv-cache", "huge"], "--kv-cache huge"),
+    (
+        ["advise", "--model", "{tiny}", "--gpu", "A100 80GB", "--gpus", "2", "--tp", "2", "--batching", "continuous"],
+        "--tp 2 with --batching continuous",
+    ),
     (["advise", "{root}/zero.yaml", "--model", "{tiny}", "--gpu", "L4"], "field 'max_new_tokens' 0"),
     (["advise", "--model", "{tiny}", "--measured", "{root}/a-file.txt"], "not a measure result"),
     # doctor

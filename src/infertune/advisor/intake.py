@@ -132,7 +132,18 @@ def placement(
     raise UserError(f"--device-map: unknown {device_map!r}; use auto, balanced, sequential, cpu or cuda:N")
 
 
-def check_current(dtype: str | None, quantization: str | None, kv_cache: str | None, batching: str | None) -> None:
+def check_tp_batching(tp: int, batching: str | None) -> None:
+    """Tensor parallelism and transformers' continuous batching do not combine: one line, before any work."""
+    if tp > 1 and batching == "continuous":
+        raise UserError(
+            f"--tp {tp} with --batching continuous: transformers' continuous batching keeps its paged cache on "
+            "one device; for a server that shards and batches (vLLM, TGI) describe one shard's share, or drop --tp"
+        )
+
+
+def check_current(
+    dtype: str | None, quantization: str | None, kv_cache: str | None, batching: str | None, tp: int = 1
+) -> None:
     """The current setup's names, refused before anything is read when unknown (one line, the choices)."""
     from infertune.core.config import DTYPE_ALIASES
     from infertune.core.validate import choice
@@ -145,6 +156,7 @@ def check_current(dtype: str | None, quantization: str | None, kv_cache: str | N
         choice("kv_cache", kv_cache, ("dynamic", "static", "quantized", "offloaded"))
     if batching is not None:
         choice("batching", batching, ("serial", "static", "continuous"))
+    check_tp_batching(tp, batching)
 
 
 def platform_of(acc: Accelerator) -> Platform:
@@ -235,6 +247,7 @@ def build(
     if compile and kv != "static":
         kv = "static"  # generate compiles only with a static cache
     dmap, tp_now = placement(profile, gpus, device_map, tp, bool(max_memory))
+    check_tp_batching(tp_now, mode)
     current = Setup(
         dtype=resolved,
         attn=attn_now,

@@ -55,7 +55,7 @@ def advise(
 
     validate.check(batch=batch, concurrency=concurrency, gpus=gpus)
     check_attn(attn)
-    intake.check_current(dtype, quantization, kv_cache, batching)
+    intake.check_current(dtype, quantization, kv_cache, batching, tp)
     if gpu:  # names and sizes first: nothing is read or probed for an input that will be refused
         from infertune.estimate.accelerators import find_accelerator
 

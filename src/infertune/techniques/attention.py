@@ -119,6 +119,7 @@ class Flex(_Attention):
 
     def check(self, f: Facts, s: Setup) -> Check:
         c = self._model(f, "flex_attn", "FlexAttention")
+        c.need(s.batching != "continuous", "continuous batching runs a paged backend, and FlexAttention has none")
         return c.need_package(f, "torch", min_version=(2, 5))
 
 
