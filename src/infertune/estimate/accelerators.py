@@ -340,18 +340,18 @@ def measure_cpu(seconds: float = 0.5) -> Accelerator:
     import psutil
     import torch
 
-    from infertune.estimate.calibration import _time  # fastest of repeated calls: contention only adds time
+    from infertune.estimate.microbench import time_calls  # fastest of repeated calls: contention only adds time
 
     n = 64 * 2**20 // 4  # 64 MiB of float32: well beyond the caches
     a, b = torch.ones(n), torch.empty(n)
-    bandwidth = 2 * a.numel() * 4 / _time(lambda: b.copy_(a), seconds / 2)  # read + write
+    bandwidth = 2 * a.numel() * 4 / time_calls(lambda: b.copy_(a), seconds / 2)  # read + write
     flops = {}
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         # The shape models run (activations x weight^T via F.linear): on CPUs without native bf16, a
         # square bf16 matmul takes a path ~15x slower than this one, so the shape matters.
         x, w = torch.ones(128, 1024, dtype=dtype), torch.ones(2048, 1024, dtype=dtype)
         flops[str(dtype).removeprefix("torch.")] = (
-            2 * 128 * 1024 * 2048 / _time(lambda x=x, w=w: torch.nn.functional.linear(x, w), seconds / 4)
+            2 * 128 * 1024 * 2048 / time_calls(lambda x=x, w=w: torch.nn.functional.linear(x, w), seconds / 4)
         )
     return Accelerator(
         name="CPU",
