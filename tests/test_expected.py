@@ -9,7 +9,7 @@ import types
 import pytest
 from tests.test_estimate import llama
 
-from infertune.estimate import calibration, estimate, microbench, overhead
+from infertune.estimate import calibration, estimate, factors, microbench, overhead
 from infertune.estimate import expected as X
 from infertune.estimate.accelerators import Accelerator, find_accelerator
 from infertune.estimate.memory import EstimateSettings, estimate_memory
@@ -155,8 +155,8 @@ def test_small_model_on_a_gpu_is_host_bound_and_compiling_removes_it():
     s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64)
     eager = estimate(llama(), s, h100).speed
     compiled = estimate(llama(), s.model_copy(update={"compile": True}), h100).speed
-    host = X.CUDA_STEP_S + L * X.CUDA_LAYER_S["sdpa"]
-    assert eager.expected.tpot_s == pytest.approx(host + X.SYNC_S)  # launches, not bytes, set the pace
+    host = factors.CUDA_STEP_S + L * factors.CUDA_LAYER_S["sdpa"]
+    assert eager.expected.tpot_s == pytest.approx(host + factors.SYNC_S)  # launches, not bytes, set the pace
     assert eager.expected.tpot_s > 5 * eager.bound.tpot_s
     assert compiled.expected.tpot_s < eager.expected.tpot_s / 3
     assert compiled.expected.tpot_s >= compiled.bound.tpot_s  # never faster than the roofline
@@ -191,7 +191,7 @@ def test_large_model_on_a_gpu_is_bandwidth_bound_at_the_kernel_efficiency():
     a100 = find_accelerator("A100 80GB")
     s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64, compile=True)
     e = estimate(big, s, a100)
-    weights_only = e.memory.weights_bytes / (a100.bandwidth_Bps * X.GPU_BW_EFF)
+    weights_only = e.memory.weights_bytes / (a100.bandwidth_Bps * factors.GPU_BW_EFF)
     assert e.speed.expected.tpot_s == pytest.approx(weights_only, rel=0.03)
 
 
@@ -203,11 +203,13 @@ def test_bitsandbytes_4bit_batch_one_kernel_and_dequantizing_batches():
     one = estimate(llama(), s, h100).speed.expected
     dq = estimate(llama(), s.model_copy(update={"quantization": Quantization.parse("bnb-nf4-dq")}), h100).speed.expected
     eight = estimate(llama(), s.model_copy(update={"batch": 8}), h100).speed.expected
-    k = X.QUANT_KERNELS["bnb-nf4"]
-    per_layer = X.CUDA_LAYER_S["sdpa"] + X.LINEARS_PER_LAYER * k["linear_s"]
-    assert one.tpot_s == pytest.approx(X.CUDA_STEP_S + L * per_layer + X.SYNC_S)
-    assert dq.tpot_s - one.tpot_s == pytest.approx(L * X.LINEARS_PER_LAYER * k["dq_linear_s"])
-    assert eight.tpot_s - one.tpot_s == pytest.approx(L * X.LINEARS_PER_LAYER * (k["dequant_linear_s"] - k["linear_s"]))
+    k = factors.QUANT_KERNELS["bnb-nf4"]
+    per_layer = factors.CUDA_LAYER_S["sdpa"] + factors.LINEARS_PER_LAYER * k["linear_s"]
+    assert one.tpot_s == pytest.approx(factors.CUDA_STEP_S + L * per_layer + factors.SYNC_S)
+    assert dq.tpot_s - one.tpot_s == pytest.approx(L * factors.LINEARS_PER_LAYER * k["dq_linear_s"])
+    assert eight.tpot_s - one.tpot_s == pytest.approx(
+        L * factors.LINEARS_PER_LAYER * (k["dequant_linear_s"] - k["linear_s"])
+    )
 
 
 def test_a_gpu_calibration_replaces_the_published_factors():
@@ -313,7 +315,10 @@ def test_uncalibrated_cpu_slows_half_types_it_cannot_compute_natively(monkeypatc
     monkeypatch.setattr(calibration, "cpu_flags", lambda path="/proc/cpuinfo": {"avx2", "avx512f", "avx512_bf16"})
     emulated = estimate(llama(), s, cpu_acc(None)).speed.expected
     native = estimate(llama(), s.model_copy(update={"dtype": "bfloat16"}), cpu_acc(None)).speed.expected
-    assert X.cpu_emulation_slowdown("float16") == X.CPU_EMULATED_SLOWDOWN and X.cpu_emulation_slowdown("bfloat16") == 1
+    assert (
+        X.cpu_emulation_slowdown("float16") == factors.CPU_EMULATED_SLOWDOWN
+        and X.cpu_emulation_slowdown("bfloat16") == 1
+    )
     assert emulated.tpot_s > 2 * native.tpot_s
     assert emulated.basis.startswith("probed CPU rates")
 
