@@ -7,8 +7,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from infertune.doctor.nodes import Finding
 from infertune.doctor.rules import BY_KEY, RULES
-from infertune.doctor.script import Finding
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/infertune/infertune"

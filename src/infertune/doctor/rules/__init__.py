@@ -9,8 +9,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from infertune.doctor.nodes import Finding
 from infertune.doctor.rules import generation, loading, prompts, serving
-from infertune.doctor.script import Finding, Script
+from infertune.doctor.script import Script
 
 DOCS = "https://github.com/infertune/infertune/blob/main/docs/doctor.md"
 

@@ -4,19 +4,9 @@ from __future__ import annotations
 
 import ast
 
+from infertune.doctor.nodes import ENCODER_DECODER, MOVES, PLACES, callee, const, dotted, has_star_kwargs, kw, method
 from infertune.doctor.rules.loading import moved, placed_at_load
-from infertune.doctor.script import (
-    ENCODER_DECODER,
-    MOVES,
-    PLACES,
-    Script,
-    callee,
-    const,
-    dotted,
-    has_star_kwargs,
-    kw,
-    method,
-)
+from infertune.doctor.script import Script
 
 SAMPLING = ("temperature", "top_p", "top_k", "repetition_penalty", "typical_p", "min_p")
 SAMPLE_ONLY = ("temperature", "top_p", "top_k", "typical_p", "min_p")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.script import ENCODER_DECODER, PLACES, Script, callee, const, dotted, has_star_kwargs, kw, method
+from infertune.doctor.nodes import ENCODER_DECODER, PLACES, callee, const, dotted, has_star_kwargs, kw, method
+from infertune.doctor.script import Script
 
 # Memory sizes of common cards, GB as sold (a max_memory equal to one of them is "the whole card").
 CARD_SIZES_GB = (8, 12, 16, 24, 32, 40, 48, 80, 94, 96, 141, 180, 192, 288)

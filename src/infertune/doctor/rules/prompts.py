@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.script import Script, const, dotted, kw, method
+from infertune.doctor.nodes import const, dotted, kw, method
+from infertune.doctor.script import Script
 
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
 TEMPLATE_TOKENS = re.compile(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from infertune.doctor.script import Script, callee, const, dotted, has_star_kwargs, kw, method
+from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, kw, method
+from infertune.doctor.script import Script
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
 OFFLOAD = {"to_thread", "run_in_executor", "run_in_threadpool", "submit", "run_sync", "Thread", "Process"}
