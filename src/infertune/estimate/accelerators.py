@@ -7,6 +7,7 @@ from trials on the user's own stack. The CPU entry is probed on the host (see `p
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
@@ -328,10 +329,8 @@ def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True,
             say("probing this CPU's bandwidth and FLOP/s")
         load = calibration.load_per_core()  # before our own threads add to it
         acc = measure_cpu(seconds)
-        try:
+        with contextlib.suppress(OSError):  # a read-only home: probed again next time
             write_json_atomic(file, {"key": key, "load_per_core": load, "accelerator": acc.model_dump(mode="json")})
-        except OSError:
-            pass
     return acc.model_copy(update={"calibration": calibration.cached("cpu", say=say) if calibrate else None})
 
 

@@ -25,6 +25,7 @@ and the explanation of what the calibration measured.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -146,10 +147,8 @@ def host_key(device: str = "cpu") -> str:
     except (OSError, ValueError, AttributeError):
         memo = {}
     key = _torch_host_key(device)
-    try:
+    with contextlib.suppress(OSError):  # a read-only home: torch is asked every time
         write_json_atomic(memo_file, {**dict(list(memo.items())[-15:]), fingerprint: key})
-    except OSError:
-        pass  # a read-only home: torch is asked every time
     return key
 
 

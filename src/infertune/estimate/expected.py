@@ -199,6 +199,13 @@ def _gpu_linear(
     return max(weight_bytes / (acc.bandwidth_Bps * q["eff"]), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
 
 
+def _datasheet(acc: Accelerator | None) -> Accelerator:
+    """`acc` where a figure comes from the datasheet: only a calibrated CPU does without one."""
+    if acc is None:
+        raise ValueError("expected_speed needs the accelerator's datasheet unless the CPU is calibrated")
+    return acc
+
+
 def expected_speed(
     p: ModelProfile,
     mem: MemoryEstimate,
@@ -217,7 +224,7 @@ def expected_speed(
     seqs = s.batch * s.concurrency
     L = p.num_layers
     step_s, layer_s, over_src = _overhead(s, L, cal, on_gpu)
-    host_x = 1.0 if cal is not None or not on_gpu else HOST_SPEED.get(acc.name, 1.0)
+    host_x = 1.0 if cal is not None or not on_gpu else HOST_SPEED.get(_datasheet(acc).name, 1.0)
     step_s, layer_s = step_s * host_x, layer_s * host_x
     fixed = step_s + L * layer_s
     lm = p.vocab_size * p.hidden_size
@@ -227,7 +234,7 @@ def expected_speed(
     ctx = (s.max_cache_len or full) if s.kv_cache == "static" else s.input_len + s.max_new_tokens / 2
     kv_read = (mem.kv_cache_bytes + mem.kv_cache_cpu_bytes) * (1.0 if s.kv_cache == "static" else ctx / max(full, 1))
     # memory traffic rate (bytes read + written per second): the calibrated copy, else the datasheet at the efficiency
-    traffic_Bps = cal.copy_Bps if cal else acc.bandwidth_Bps * (GPU_BW_EFF if on_gpu else CPU_BW_EFF)
+    traffic_Bps = cal.copy_Bps if cal else _datasheet(acc).bandwidth_Bps * (GPU_BW_EFF if on_gpu else CPU_BW_EFF)
 
     def dense(rows: int, elems: float, nbytes: float, matrix: float | None = None) -> float:
         """A dense matmul of `rows` activations against `elems` weights (`nbytes` of them), in one matrix of
@@ -235,8 +242,9 @@ def expected_speed(
         if cal is not None and (not on_gpu or s.dtype in cal.linear_s_per_elem):
             return cal.linear_s(s.dtype, rows, elems, matrix=matrix)
         eff_bw, eff_fl = (GPU_BW_EFF, GPU_FLOPS_EFF) if on_gpu else (CPU_BW_EFF, CPU_FLOPS_EFF)
-        peak = acc.flops.get(s.dtype, acc.flops["float32"])
-        t = max(nbytes / (acc.bandwidth_Bps * eff_bw), 2 * rows * elems / (peak * eff_fl))
+        sheet = _datasheet(acc)
+        peak = sheet.flops.get(s.dtype, sheet.flops["float32"])
+        t = max(nbytes / (sheet.bandwidth_Bps * eff_bw), 2 * rows * elems / (peak * eff_fl))
         return t * (1.0 if on_gpu else cpu_emulation_slowdown(s.dtype))
 
     mix = matrix_mix(p)
@@ -245,7 +253,7 @@ def expected_speed(
         elems = _active_weights(p, p.linear_params, rows)
         packed = max(_active_weights(p, mem.weights_bytes, rows) - emb_bytes, 0.0)
         if on_gpu:
-            t, host = _gpu_linear(acc, s, rows, elems, packed, cal, mix)
+            t, host = _gpu_linear(_datasheet(acc), s, rows, elems, packed, cal, mix)
         elif cal is not None:
             t, host = _cpu_linear(cal, s, rows, elems, packed, mix), 0.0
         else:

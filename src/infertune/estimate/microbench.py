@@ -37,7 +37,7 @@ def time_calls(
         sync()
     if slow_s is not None and (warm := time.perf_counter() - t) > slow_s:
         return warm
-    times = []
+    times: list[float] = []
     end = time.perf_counter() + seconds
     while len(times) < calls or time.perf_counter() < end:
         before()
@@ -114,7 +114,8 @@ def _tiny_model(layers: int, attn: str, device: str):
     )
     cfg._attn_implementation = attn
     torch.manual_seed(0)
-    return LlamaForCausalLM(cfg).to(device).eval()
+    # transformers wraps PreTrainedModel.to in functools.wraps, which mypy does not bind: it takes device for self
+    return LlamaForCausalLM(cfg).to(device).eval()  # type: ignore[arg-type]
 
 
 def measure_overhead(
