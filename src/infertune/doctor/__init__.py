@@ -81,7 +81,8 @@ def check(
             report.errors.append(str(e))
             continue
         report.files += 1
-        script.generation_defaults = generation_defaults(settings(script).get("model"))
+        model = settings(script).get("model")
+        script.generation_defaults = generation_defaults(model if isinstance(model, str) else None)
         report.findings += check_script(script, rules, report.errors)
     return report
 

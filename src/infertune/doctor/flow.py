@@ -24,6 +24,7 @@ from infertune.doctor.nodes import (
     dotted,
     kw,
     method,
+    receiver,
 )
 
 
@@ -150,10 +151,10 @@ class Flow:
         if isinstance(node, ast.Call):
             m = method(node)
             if m in MOVES:  # x.to(...).eval(): still x
-                return self.origins(node.func.value, d)
+                return self.origins(receiver(node), d)
             if (dotted(node.func) == "torch.compile" or callee(node) in PASSTHROUGH) and node.args:
                 return self.origins(node.args[0], d)
-            if m == "from_pretrained" and dotted(node.func.value).split(".")[-1] == "PeftModel" and node.args:
+            if m == "from_pretrained" and dotted(receiver(node)).split(".")[-1] == "PeftModel" and node.args:
                 return self.origins(node.args[0], d)  # an adapter on the base model: still that model
             fns = self.defined(node)
             if fns and not self.is_model_load(node):
@@ -179,7 +180,7 @@ class Flow:
             and _line(v) < line
             and self.enclosing_function(v.value if isinstance(v, Unpack) else v) is fn
         ]
-        return [max(before, key=_line)] if before else values
+        return [max(before, key=lambda v: _line(v) or 0)] if before else values  # (every line here is known)
 
     def strings(self, node, depth: int = 0) -> list[tuple[ast.AST, str]]:
         """The literal text a string value is built from (f-strings, `+`, `.format`, `join`, helpers)."""
@@ -190,7 +191,7 @@ class Flow:
             if isinstance(o, ast.Constant) and isinstance(o.value, str):
                 out.append((o, o.value))
             elif isinstance(o, ast.JoinedStr):
-                text = "".join(v.value for v in o.values if isinstance(v, ast.Constant))
+                text = "".join(str(v.value) for v in o.values if isinstance(v, ast.Constant))
                 out.append((o, text))
                 for v in o.values:
                     if isinstance(v, ast.FormattedValue):
@@ -200,7 +201,7 @@ class Flow:
             elif isinstance(o, ast.BinOp):
                 out += self.strings(o.left, depth + 1) + self.strings(o.right, depth + 1)
             elif isinstance(o, ast.Call) and method(o) in ("format", "strip", "join", "replace", "lstrip", "rstrip"):
-                out += self.strings(o.func.value, depth + 1)  # never replace()'s arguments: they are removed
+                out += self.strings(receiver(o), depth + 1)  # never replace()'s arguments: they are removed
                 if method(o) == "join":
                     out += [x for a in o.args[:1] for x in self.strings(a, depth + 1)]
         return out
@@ -208,7 +209,7 @@ class Flow:
     def is_model_load(self, c: ast.AST) -> bool:
         if not (isinstance(c, ast.Call) and method(c) == "from_pretrained"):
             return False
-        name = dotted(c.func.value).split(".")[-1]
+        name = dotted(receiver(c)).split(".")[-1]
         return (
             name not in NOT_MODELS
             and name != "PeftModel"
@@ -220,7 +221,7 @@ class Flow:
         return (
             isinstance(c, ast.Call)
             and method(c) == "from_pretrained"
-            and bool(TOKENIZER_CLASS.search(dotted(c.func.value).split(".")[-1]))
+            and bool(TOKENIZER_CLASS.search(dotted(receiver(c)).split(".")[-1]))
         )
 
     def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

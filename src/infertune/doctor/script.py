@@ -19,6 +19,7 @@ from infertune.doctor.nodes import (
     dotted,
     kw,
     method,
+    receiver,
 )
 
 
@@ -32,7 +33,7 @@ class Script(Flow):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.lines = self.source.splitlines()
-        self.generates = [c for c in self.calls if method(c) == "generate" and not self.foreign(c.func.value)]
+        self.generates = [c for c in self.calls if method(c) == "generate" and not self.foreign(receiver(c))]
         self.thread_generates = [
             c
             for c in self.calls
@@ -70,7 +71,7 @@ class Script(Flow):
         )
 
     def model_class(self, load: ast.Call) -> str:
-        return dotted(load.func.value).split(".")[-1]
+        return dotted(receiver(load)).split(".")[-1]
 
     def model_id(self, load: ast.Call) -> str | None:
         arg = load.args[0] if load.args else kw(load, "pretrained_model_name_or_path") or kw(load, "model")
@@ -93,11 +94,15 @@ class Script(Flow):
 
     def uses(self, load: ast.Call) -> list[ast.AST]:
         """Expressions that evaluate to this load's model (its names and chains)."""
-        out = []
+        out: list[ast.AST] = []
         for node in ast.walk(self.tree):
-            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(getattr(node, "ctx", None), ast.Load):
-                if dotted(node) in self.assigns and load in self.models_of(node):
-                    out.append(node)
+            if (
+                isinstance(node, (ast.Name, ast.Attribute))
+                and isinstance(getattr(node, "ctx", None), ast.Load)
+                and dotted(node) in self.assigns
+                and load in self.models_of(node)
+            ):
+                out.append(node)
         return out
 
     def comment_near(self, line: int) -> str:
@@ -110,10 +115,10 @@ class Script(Flow):
     def called_method(self, node: ast.AST) -> ast.Call | None:
         """`node.m(...)`: the call, when node is the receiver of a method call."""
         attr = self.parents.get(node)
+        if not isinstance(attr, ast.Attribute):
+            return None
         call = self.parents.get(attr)
-        if isinstance(attr, ast.Attribute) and isinstance(call, ast.Call) and call.func is attr:
-            return call
-        return None
+        return call if isinstance(call, ast.Call) and call.func is attr else None
 
     def star_options(self, c: ast.Call) -> bool:
         """`**kw` that may carry options (not `**inputs`, a tokenizer's output)."""
@@ -174,7 +179,7 @@ class Script(Flow):
         """The names this value is bound to, and those bound to values built from them (a few steps)."""
         n = node
         while isinstance(self.parents.get(n), (ast.Attribute, ast.Subscript)) or (
-            isinstance(self.parents.get(n), ast.Call) and self.parents[n].func is n
+            isinstance(p := self.parents.get(n), ast.Call) and p.func is n
         ):
             n = self.parents[n]  # tok(...).to(device), tok(...)["input_ids"]
         a = self.parents.get(n)
@@ -206,7 +211,7 @@ class Script(Flow):
             or c in self.thread_generates
             or self.is_pipeline_call(c)
             or self.is_tokenizer_call(c)
-            or (method(c) in ("encode", "apply_chat_template") and self.is_tokenizer(c.func.value))
+            or (method(c) in ("encode", "apply_chat_template") and self.is_tokenizer(receiver(c)))
         )
 
     def is_tokenizer_call(self, c: ast.Call) -> bool:

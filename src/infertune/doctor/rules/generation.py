@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
-from infertune.doctor.nodes import ENCODER_DECODER, MOVES, PLACES, callee, const, dotted, has_star_kwargs, kw, method
+from infertune.doctor.nodes import (
+    ENCODER_DECODER,
+    MOVES,
+    PLACES,
+    callee,
+    const,
+    dotted,
+    has_star_kwargs,
+    kw,
+    method,
+    receiver,
+)
 from infertune.doctor.rules.loading import moved, placed_at_load
 from infertune.doctor.script import Script
 
@@ -50,7 +62,7 @@ def _dict_kws(s: Script, node: ast.AST | None) -> tuple[dict[str, ast.expr], boo
     return out, opaque or not found
 
 
-def _options(s: Script, c: ast.Call, extra: list[ast.keyword] = ()) -> tuple[dict[str, ast.expr], bool]:
+def _options(s: Script, c: ast.Call, extra: Sequence[ast.keyword] = ()) -> tuple[dict[str, ast.expr], bool]:
     kws = {k.arg: k.value for k in [*extra, *c.keywords] if k.arg}
     opaque = False
     for k in c.keywords:
@@ -66,7 +78,7 @@ def generation_calls(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr], boo
     out = []
     for g in s.generates:
         kws, opaque = _options(s, g)
-        out.append((g, kws, bool(s.models_of(g.func.value)), opaque))
+        out.append((g, kws, bool(s.models_of(receiver(g))), opaque))
     for c in s.calls:
         target = kw(c, "target") or (c.args[0] if callee(c) == "submit" and c.args else None)
         if callee(c) in ("Thread", "submit") and isinstance(target, ast.Attribute) and target.attr == "generate":
@@ -87,7 +99,7 @@ def written_at(s: Script, c: ast.Call, kws: dict[str, ast.expr], keys: list[str]
 
 def encoder_decoder_call(s: Script, g: ast.Call) -> bool:
     """Does this call run an encoder-decoder model (its generate's model, else any model or pipeline of the file)?"""
-    models = s.models_of(g.func.value) if method(g) == "generate" else []
+    models = s.models_of(receiver(g)) if method(g) == "generate" else []
     if models:
         return any(ENCODER_DECODER.search(s.model_class(m)) for m in models)
     return s.encoder_decoder()
@@ -120,7 +132,7 @@ def compile_outside_generate(s: Script):
         arg = c.args[0]
         base = arg.value if isinstance(arg, ast.Attribute) and arg.attr == "forward" else arg
         models = s.models_of(base)
-        generative = [m for m in models if any(m in s.models_of(g.func.value) for g in s.generates)]
+        generative = [m for m in models if any(m in s.models_of(receiver(g)) for g in s.generates)]
         if generative or (not models and dotted(base) in ("model", "self.model") and s.generates):
             yield (
                 c,
@@ -168,9 +180,13 @@ def _samples_elsewhere(s: Script) -> bool:
     if (s.generation_defaults or {}).get("do_sample") is True:
         return True
     for n in ast.walk(s.tree):
-        if isinstance(n, ast.keyword) and n.arg == "do_sample" and const(n.value) is not False:
-            if not isinstance(s.parents.get(n), ast.Call) or method(s.parents[n]) != "generate":
-                return True
+        if (
+            isinstance(n, ast.keyword)
+            and n.arg == "do_sample"
+            and const(n.value) is not False
+            and (not isinstance(s.parents.get(n), ast.Call) or method(s.parents[n]) != "generate")
+        ):
+            return True
         if isinstance(n, ast.Assign) and any(dotted(t).endswith("do_sample") for t in n.targets):
             return True
     return False
@@ -223,7 +239,7 @@ def _placed(s: Script, node, depth: int = 0) -> bool:
     if isinstance(node, ast.Call) and method(node) in PLACES:
         return True
     if isinstance(node, ast.Call) and method(node) in MOVES | {"items", "values"}:
-        return _placed(s, node.func.value, depth + 1)
+        return _placed(s, receiver(node), depth + 1)
     if isinstance(node, (ast.DictComp, ast.Dict, ast.ListComp)):
         return any(isinstance(c, ast.Call) and method(c) in PLACES for c in ast.walk(node))
     if isinstance(node, (ast.Subscript, ast.Attribute)) and _placed(s, node.value, depth + 1):
@@ -232,7 +248,7 @@ def _placed(s: Script, node, depth: int = 0) -> bool:
         return any(isinstance(c, ast.Call) and method(c) in PLACES for fn in s.defined(node) for c in ast.walk(fn))
     name = dotted(node)
     if name and isinstance(node, (ast.Name, ast.Attribute)):
-        if any(method(c) in PLACES and dotted(c.func.value) == name for c in s.calls):
+        if any(method(c) in PLACES and dotted(receiver(c)) == name for c in s.calls):
             return True  # inputs.to(device) as a statement: BatchEncoding.to moves in place
         return any(_placed(s, v, depth + 1) for v in s.assigns.get(name, []) if not isinstance(v, type(None)))
     return False
@@ -262,7 +278,7 @@ def inputs_device(s: Script):
     if any(callee(c) == "set_default_device" for c in s.calls):
         return
     for g in s.generates:
-        models = s.models_of(g.func.value)
+        models = s.models_of(receiver(g))
         if not models or not all(placed_at_load(s, m) or any(moved(s, u) for u in s.uses(m)) for m in models):
             continue
         if any(const(kw(m, "device_map")) in ("cpu", None) and kw(m, "device_map") is not None for m in models):

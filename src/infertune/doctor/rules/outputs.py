@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from infertune.doctor.nodes import callee, const, dotted, kw, method
+from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of
 from infertune.doctor.script import Script
 
@@ -40,7 +40,7 @@ def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
     if isinstance(node, ast.Attribute) and node.attr == "sequences":
         return _raw_output(s, node.value, depth + 1)
     if isinstance(node, ast.Call) and method(node) in ("tolist", "numpy", "detach", "cpu", "squeeze"):
-        return _raw_output(s, node.func.value, depth + 1)
+        return _raw_output(s, receiver(node), depth + 1)
     for o in s.origins(node):
         if o in s.generates:  # (from inputs_embeds alone, the output holds only the new tokens)
             return None if encoder_decoder_call(s, o) or kw(o, "inputs_embeds") is not None else o
@@ -52,9 +52,9 @@ def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
             if isinstance(elt, (ast.Subscript, ast.Call, ast.Attribute)) and not (
                 isinstance(elt, ast.Subscript) and _has_slice(elt.slice)
             ):
-                base = elt
+                base: ast.expr | None = elt
                 while isinstance(base, (ast.Subscript, ast.Attribute)) or (isinstance(base, ast.Call) and method(base)):
-                    base = base.value if not isinstance(base, ast.Call) else base.func.value
+                    base = receiver(base) if isinstance(base, ast.Call) else base.value
                 if isinstance(base, ast.Name) and base.id in targets:
                     return next((r for g in o.generators if (r := _raw_output(s, g.iter, depth + 1))), None)
         elif isinstance(o, (ast.Subscript, ast.Attribute)) and o is not node:
@@ -74,11 +74,7 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0) -> bool:
     if isinstance(parent, ast.Subscript) and parent.value is node:
         return _has_slice(parent.slice) or _prompt_removed(s, parent, depth + 1)
     if isinstance(parent, ast.Attribute) and parent.attr in ("strip", "rstrip", "lower"):
-        return (
-            _prompt_removed(s, s.parents.get(parent), depth + 1)
-            if isinstance(s.parents.get(parent), ast.Call)
-            else False
-        )
+        return _prompt_removed(s, up, depth + 1) if isinstance(up := s.parents.get(parent), ast.Call) else False
     if isinstance(parent, ast.Call) and (
         dotted(parent.func).startswith("re.") or callee(parent) in ("len",) or s.defined(parent)
     ):
@@ -94,7 +90,7 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0) -> bool:
                 and _prompt_removed(s, n, depth + 1)
             ):
                 return True
-    if isinstance(parent, (ast.ListComp, ast.GeneratorExp)) or isinstance(parent, ast.comprehension):
+    if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.comprehension)):
         return _prompt_removed(s, parent, depth + 1)
     return False
 
@@ -115,7 +111,7 @@ def prompt_in_output(s: Script):
         if c.args and _raw_output(s, c.args[0]) is not None and not _prompt_removed(s, c):
             yield c, "decoding the whole generate output: it starts with the prompt tokens"
     for c, kws, _, opaque in generation_calls(s):
-        if pipe_of(s, c) is None or task_of(pipe_of(s, c)) not in ("text-generation", None):
+        if (pipe := pipe_of(s, c)) is None or task_of(pipe) not in ("text-generation", None):
             continue
         full = kws.get("return_full_text")
         if (full is not None and const(full) is not True) or opaque or not c.args or _chat_input(s, c.args[0]):

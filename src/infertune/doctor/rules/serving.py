@@ -16,7 +16,7 @@ def _thread_targets(s: Script) -> set[str]:
     out = set()
     for c in s.calls:
         if callee(c) in OFFLOAD:
-            for a in [kw(c, "target")] + list(c.args):
+            for a in [kw(c, "target"), *c.args]:
                 if a is not None:
                     out.add(dotted(a).split(".")[-1])
     return out - {""}
@@ -54,7 +54,7 @@ def _generation_in(s: Script, fn: ast.AST) -> list[ast.Call]:
 def _helper_generation(s: Script, fn: ast.AST, depth: int = 0) -> list[tuple[ast.Call, ast.Call, bool]]:
     """(call in fn, generation it leads to, whether a hop ran it in another thread) through helpers of this
     file: called (`helper(...)`, `self.helper(...)`, `engine.helper(...)`) or handed to a thread/executor."""
-    out = []
+    out: list[tuple[ast.Call, ast.Call, bool]] = []
     if depth > 2:
         return out
     for c in ast.walk(fn):
