@@ -30,14 +30,21 @@ from infertune.doctor.nodes import (
 
 @dataclass
 class Unpack:
-    """The `index`-th item of what `value` evaluates to (`a, b = f()`)."""
+    """The `index`-th item of what `value` evaluates to (`a, b = f()`; nested: `(a, b), c = f()`)."""
 
-    value: ast.expr
+    value: ast.expr | Unpack
     index: int
 
 
-def _line(v) -> int | None:
-    return getattr(v.value if isinstance(v, Unpack) else v, "lineno", None)
+def _site(v: ast.AST | Unpack) -> ast.AST | None:
+    """Where an assigned value is written: the expression, or the one an Unpack takes its item from (None for
+    an item of an item: `(a, b), c = f()`)."""
+    inner = v.value if isinstance(v, Unpack) else v
+    return inner if isinstance(inner, ast.AST) else None
+
+
+def _line(v: ast.AST | Unpack) -> int | None:
+    return getattr(_site(v), "lineno", None)
 
 
 @dataclass
@@ -110,13 +117,13 @@ class Flow:
             ]
         return []
 
-    def _bind(self, target: ast.expr, value: ast.expr) -> None:
+    def _bind(self, target: ast.expr, value: ast.expr | Unpack) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
             for i, t in enumerate(target.elts):
                 if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                     self._bind(t, value.elts[i])
                 else:
-                    self._bind(t, Unpack(value, i))  # type: ignore[arg-type]
+                    self._bind(t, Unpack(value, i))
         elif name := dotted(target):
             self.assigns.setdefault(name, []).append(value)
 
@@ -176,9 +183,10 @@ class Flow:
         before = [
             v
             for v in values
-            if _line(v) is not None
-            and _line(v) < line
-            and self.enclosing_function(v.value if isinstance(v, Unpack) else v) is fn
+            if (site := _site(v)) is not None
+            and (at := _line(v)) is not None
+            and at < line
+            and self.enclosing_function(site) is fn
         ]
         return [max(before, key=lambda v: _line(v) or 0)] if before else values  # (every line here is known)
 
