@@ -6,7 +6,7 @@ import json
 import pytest
 from tests.test_expected import cal
 
-from infertune.estimate import calibration, microbench
+from infertune.estimate import calibration, microbench, rates
 from infertune.probe import host
 
 
@@ -134,7 +134,7 @@ def test_eager_prefill_attention_runs_faster_while_its_scores_fit_the_caches():
     rate for a model's score matrix is log-interpolated between them by its size, clamped beyond."""
     c = cal()
     c.attn_flops_per_s = {"prefill": {"eager": {"bfloat16": 1e10}}, "prefill_one": {"eager": {"bfloat16": 4e10}}}
-    lo = microbench.EAGER_SCORES_BYTES
+    lo = rates.EAGER_SCORES_BYTES
     assert c.eager_prefill_rate("bfloat16", lo) == pytest.approx(4e10)
     assert c.eager_prefill_rate("bfloat16", lo / 10) == pytest.approx(4e10)
     assert c.eager_prefill_rate("bfloat16", 4 * lo) == pytest.approx(1e10)

@@ -9,7 +9,7 @@ import types
 import pytest
 from tests.test_estimate import llama
 
-from infertune.estimate import calibration, estimate, factors, microbench, overhead
+from infertune.estimate import calibration, estimate, factors, microbench, overhead, rates
 from infertune.estimate import expected as X
 from infertune.estimate.accelerators import Accelerator, find_accelerator
 from infertune.estimate.memory import EstimateSettings, estimate_memory
@@ -18,10 +18,10 @@ from infertune.measure.memory import CudaMeter, nvml_used
 L = 30  # SmolLM2's layers
 
 
-def cal(device="cpu", s_per_elem=1e-9, step=2e-3, layer=0.3e-3, copy=20e9) -> calibration.Calibration:
+def cal(device="cpu", s_per_elem=1e-9, step=2e-3, layer=0.3e-3, copy=20e9) -> rates.Calibration:
     """A calibration where F.linear costs s_per_elem per weight element at 1 row and scales with rows beyond 16."""
     table = {r: s_per_elem * max(1, r / 16) for r in microbench.ROWS}
-    return calibration.Calibration(
+    return rates.Calibration(
         device=device,
         host_key="k",
         measured_at=0.0,
@@ -108,10 +108,10 @@ def test_small_matrices_run_at_the_rate_measured_for_small_matrices():
     the large matrices' rate, sizes between at a log-interpolation of the two."""
     c = cal()
     c.linear_small_s_per_elem = {d: {r: 2 * v for r, v in t.items()} for d, t in c.linear_s_per_elem.items()}
-    assert c.linear_s("float32", 1, 10, matrix=microbench.SMALL_MATRIX) == pytest.approx(2e-8)
-    assert c.linear_s("float32", 1, 10, matrix=microbench.SMALL_MATRIX / 4) == pytest.approx(2e-8)  # clamped
-    assert c.linear_s("float32", 1, 10, matrix=microbench.LARGE_MATRIX * 4) == pytest.approx(1e-8)
-    mid = (microbench.SMALL_MATRIX * microbench.LARGE_MATRIX) ** 0.5
+    assert c.linear_s("float32", 1, 10, matrix=rates.SMALL_MATRIX) == pytest.approx(2e-8)
+    assert c.linear_s("float32", 1, 10, matrix=rates.SMALL_MATRIX / 4) == pytest.approx(2e-8)  # clamped
+    assert c.linear_s("float32", 1, 10, matrix=rates.LARGE_MATRIX * 4) == pytest.approx(1e-8)
+    mid = (rates.SMALL_MATRIX * rates.LARGE_MATRIX) ** 0.5
     assert c.linear_s("float32", 1, 10, matrix=mid) == pytest.approx(10 * 2**0.5 * 1e-9)
     s = EstimateSettings(dtype="float32", platform="cpu", input_len=100, max_new_tokens=20)
     p = llama()
@@ -120,7 +120,7 @@ def test_small_matrices_run_at_the_rate_measured_for_small_matrices():
 
     mix = matrix_mix(p)
     assert sum(share for _, share in mix) == pytest.approx(1.0)
-    assert all(m < microbench.LARGE_MATRIX for m, _ in mix)  # SmolLM2's shapes: all below 2048 x 2048
+    assert all(m < rates.LARGE_MATRIX for m, _ in mix)  # SmolLM2's shapes: all below 2048 x 2048
     per_elem = sum(share * c.linear_s("float32", 1, 1.0, matrix=m) for m, share in mix)
     lm_head = p.vocab_size * p.hidden_size * (c.linear_s("float32", 1, 1.0, matrix=p.hidden_size**2) - 1e-9)
     assert lm_head > 0  # at its inner dimension's rate: a hidden x hidden matrix's

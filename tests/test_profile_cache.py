@@ -60,10 +60,10 @@ def _cli_imports(home, *args) -> set[str]:
 def _calibrated(home) -> None:
     """This host's calibration in the cache (made-up rates: measuring takes seconds), keyed as a real one."""
     from infertune.core.paths import write_json_atomic
-    from infertune.estimate import calibration, microbench
+    from infertune.estimate import calibration, microbench, rates
 
     table = {str(r): 1e-9 for r in microbench.ROWS}
-    cal = calibration.Calibration(
+    cal = rates.Calibration(
         device="cpu",
         host_key=calibration.host_key("cpu"),
         measured_at=0.0,

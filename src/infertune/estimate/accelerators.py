@@ -15,7 +15,7 @@ import re
 from pydantic import BaseModel
 
 from infertune.core.errors import UserError
-from infertune.estimate.calibration import Calibration
+from infertune.estimate.rates import Calibration
 
 TB = 1e12
 GiB = 2**30

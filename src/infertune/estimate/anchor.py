@@ -24,8 +24,8 @@ import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the calibration runs this module: imported for the types only
-    from infertune.estimate.calibration import Calibration
+if TYPE_CHECKING:
+    from infertune.estimate.rates import Calibration
 
 REFERENCE: dict[str, Any] = {
     "model_type": "llama",

@@ -25,7 +25,7 @@ Its factors (estimate/factors.py) name their sources in docs/estimator.md (the t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -45,11 +45,22 @@ from infertune.estimate.factors import (
     SYNC_S,
 )
 
-if TYPE_CHECKING:  # the calibration measures against this model (attention_flops, anchor.py): types only here
-    from infertune.estimate.accelerators import Accelerator
-    from infertune.estimate.calibration import Calibration
+if TYPE_CHECKING:
     from infertune.estimate.memory import EstimateSettings, MemoryEstimate
+    from infertune.estimate.rates import Calibration
     from infertune.probe.model import ModelProfile
+
+
+class Datasheet(Protocol):
+    """What the expected model reads of an `Accelerator` (estimate/accelerators.py, which sits above this
+    module: probing a CPU runs the calibration, and the calibration runs this model)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def bandwidth_Bps(self) -> float: ...
+    @property
+    def flops(self) -> dict[str, float]: ...
 
 
 class Factor(BaseModel):
@@ -168,7 +179,7 @@ def _cpu_linear(
 
 
 def _gpu_linear(
-    acc: Accelerator,
+    acc: Datasheet,
     s: EstimateSettings,
     rows: int,
     elems: float,
@@ -199,7 +210,7 @@ def _gpu_linear(
     return max(weight_bytes / (acc.bandwidth_Bps * q["eff"]), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
 
 
-def _datasheet(acc: Accelerator | None) -> Accelerator:
+def _datasheet(acc: Datasheet | None) -> Datasheet:
     """`acc` where a figure comes from the datasheet: only a calibrated CPU does without one."""
     if acc is None:
         raise ValueError("expected_speed needs the accelerator's datasheet unless the CPU is calibrated")
@@ -210,7 +221,7 @@ def expected_speed(
     p: ModelProfile,
     mem: MemoryEstimate,
     s: EstimateSettings,
-    acc: Accelerator | None,
+    acc: Datasheet | None,
     cal: Calibration | None = None,
     extra_step_s: float = 0.0,
 ) -> ExpectedSpeed:

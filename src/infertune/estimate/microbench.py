@@ -8,15 +8,12 @@ from __future__ import annotations
 import time
 
 from infertune.estimate.expected import attention_flops
+from infertune.estimate.rates import ATTN_HEADS, ATTN_ROWS, LARGE_MATRIX, PREFILL_LEN
 from infertune.probe.host import release_freed_memory
 
 ROWS = (1, 4, 16, 64, 256)
-LARGE_MATRIX = 2048 * 2048  # weight elements of the matrices `linear_s_per_elem` is timed on
-SMALL_MATRIX = 640 * 640  # ... and `linear_small_s_per_elem`: a small model's Linears (SmolLM2: 110k to 885k)
 DTYPES = ("float32", "bfloat16", "float16")
 ATTNS = ("eager", "sdpa")
-ATTN_HEADS, ATTN_ROWS, PREFILL_LEN = 8, 4, 1024  # measure_attention's heads, sequences and prefill length
-EAGER_SCORES_BYTES = ATTN_HEADS * PREFILL_LEN**2 * 4  # one sequence's fp32 scores in its eager prefill
 
 
 def time_calls(
