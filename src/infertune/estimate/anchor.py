@@ -132,8 +132,7 @@ def measure_in_model(
     reference = reference or REFERENCE
     cfg = LlamaConfig(**{k: v for k, v in reference.items() if k not in ("model_type", "architectures")})
     torch.manual_seed(0)
-    # transformers wraps PreTrainedModel.to in functools.wraps, which mypy does not bind: it takes device for self
-    base = LlamaForCausalLM(cfg).to(device).eval()  # type: ignore[arg-type]
+    base = LlamaForCausalLM(cfg).to(device).eval()  # type: ignore[arg-type]  # @wraps on .to: mypy reads device as self
     models = {d: copy.deepcopy(base).to(dtype=getattr(torch, d)) if d != "float32" else base for d in DTYPES}
     ids = torch.randint(16, cfg.vocab_size, (1, prompt), device=device)
     best: dict[tuple[str, str], tuple[float, float]] = {}
