@@ -10,8 +10,8 @@ import pytest
 
 from infertune import doctor
 from infertune.doctor.env import check_environment
+from infertune.doctor.nodes import Target
 from infertune.doctor.rules import RULES
-from infertune.doctor.script import Target
 from infertune.probe.hardware import GPU, Hardware
 
 DATA = Path(__file__).parents[1] / "data" / "doctor"

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from infertune.estimate import calibration
+from infertune.estimate import calibration, microbench, rates
 from infertune.probe import host
 from tests.estimate.test_expected import cal
 
@@ -84,24 +84,24 @@ def test_linear_time_interpolates_between_measured_rows():
 
 def test_the_real_microbenchmarks_measure_every_cell(monkeypatch):
     """The calibration's own code on this CPU, at toy sizes (values depend on the machine: only shape and sign)."""
-    lin = calibration.measure_linear(seconds=0.001, elems_per_matrix=64 * 64, matrices=2, rounds=1)
-    assert set(lin) == set(calibration.DTYPES)
-    assert all(set(v) == set(calibration.ROWS) and all(x > 0 for x in v.values()) for v in lin.values())
-    step, layer = calibration.measure_overhead(seconds=0.001, rounds=1, lengths=(1, 3), calls=1)
-    assert set(step) == set(layer) == set(calibration.ATTNS)
+    lin = microbench.measure_linear(seconds=0.001, elems_per_matrix=64 * 64, matrices=2, rounds=1)
+    assert set(lin) == set(microbench.DTYPES)
+    assert all(set(v) == set(microbench.ROWS) and all(x > 0 for x in v.values()) for v in lin.values())
+    step, layer = microbench.measure_overhead(seconds=0.001, rounds=1, lengths=(1, 3), calls=1)
+    assert set(step) == set(layer) == set(microbench.ATTNS)
     assert all(v >= 0 for v in (*step.values(), *layer.values()))
-    attn = calibration.measure_attention(seconds=0.001, heads=1, head_dim=8, rows=2)
+    attn = microbench.measure_attention(seconds=0.001, heads=1, head_dim=8, rows=2)
     assert set(attn) == {"decode", "prefill", "prefill_one"}
     assert all(
-        set(v) == (set(calibration.ATTNS) if phase != "prefill_one" else {"eager"})
-        and all(set(d) == set(calibration.DTYPES) for d in v.values())
+        set(v) == (set(microbench.ATTNS) if phase != "prefill_one" else {"eager"})
+        and all(set(d) == set(microbench.DTYPES) for d in v.values())
         for phase, v in attn.items()
     )
     assert all(r > 0 for v in attn.values() for d in v.values() for r in d.values())
 
 
 def test_the_calibration_keeps_the_typical_call_and_the_probe_the_fastest(monkeypatch):
-    """`_time` on a clock the calls themselves advance: the fastest call for the probe's bound, the median call
+    """`time_calls` on a clock the calls themselves advance: the fastest call for the probe's bound, the median call
     for the calibration (what a run meets on average), after one warm-up call that is never counted."""
     clock = {"now": 0.0}
     durations = iter([9.0, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)  # the first is the warm-up
@@ -109,15 +109,15 @@ def test_the_calibration_keeps_the_typical_call_and_the_probe_the_fastest(monkey
     def call():
         clock["now"] += next(durations)
 
-    monkeypatch.setattr(calibration.time, "perf_counter", lambda: clock["now"])
-    assert calibration._time(call, seconds=1.4, calls=5) == pytest.approx(0.1)
+    monkeypatch.setattr(microbench.time, "perf_counter", lambda: clock["now"])
+    assert microbench.time_calls(call, seconds=1.4, calls=5) == pytest.approx(0.1)
     durations = iter([9.0, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)
-    assert calibration._time(call, seconds=1.4, calls=5, typical=True) == pytest.approx(0.3)
+    assert microbench.time_calls(call, seconds=1.4, calls=5, typical=True) == pytest.approx(0.3)
     # a warm-up slower than `slow_s` (an emulated dtype) is the figure, and nothing more is called
     durations = iter([9.0, 0.3])
-    assert calibration._time(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(9.0)
+    assert microbench.time_calls(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(9.0)
     durations = iter([0.4, 0.3, 0.1, 0.5, 0.2, 0.4] * 50)
-    assert calibration._time(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(0.3)
+    assert microbench.time_calls(call, seconds=1.4, calls=5, typical=True, slow_s=0.5) == pytest.approx(0.3)
     # `before` runs ahead of every call (the warm-up included) and its time is not the call's
     durations, calls = iter([9.0, 0.3, 0.1, 0.5, 0.2, 0.4] * 50), []
 
@@ -125,7 +125,7 @@ def test_the_calibration_keeps_the_typical_call_and_the_probe_the_fastest(monkey
         calls.append(clock["now"])
         clock["now"] += 100.0
 
-    assert calibration._time(call, seconds=1.4, calls=5, before=before) == pytest.approx(0.1)
+    assert microbench.time_calls(call, seconds=1.4, calls=5, before=before) == pytest.approx(0.1)
     assert len(calls) == 6
 
 
@@ -134,7 +134,7 @@ def test_eager_prefill_attention_runs_faster_while_its_scores_fit_the_caches():
     rate for a model's score matrix is log-interpolated between them by its size, clamped beyond."""
     c = cal()
     c.attn_flops_per_s = {"prefill": {"eager": {"bfloat16": 1e10}}, "prefill_one": {"eager": {"bfloat16": 4e10}}}
-    lo = calibration.EAGER_SCORES_BYTES
+    lo = rates.EAGER_SCORES_BYTES
     assert c.eager_prefill_rate("bfloat16", lo) == pytest.approx(4e10)
     assert c.eager_prefill_rate("bfloat16", lo / 10) == pytest.approx(4e10)
     assert c.eager_prefill_rate("bfloat16", 4 * lo) == pytest.approx(1e10)

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from infertune.estimate import calibration, estimate, overhead
+from infertune.estimate import calibration, estimate, factors, microbench, overhead, rates
 from infertune.estimate import expected as X
 from infertune.estimate.accelerators import Accelerator, find_accelerator
 from infertune.estimate.memory import EstimateSettings, estimate_memory
@@ -18,10 +18,10 @@ from tests.estimate.test_estimate import llama
 L = 30  # SmolLM2's layers
 
 
-def cal(device="cpu", s_per_elem=1e-9, step=2e-3, layer=0.3e-3, copy=20e9) -> calibration.Calibration:
+def cal(device="cpu", s_per_elem=1e-9, step=2e-3, layer=0.3e-3, copy=20e9) -> rates.Calibration:
     """A calibration where F.linear costs s_per_elem per weight element at 1 row and scales with rows beyond 16."""
-    table = {r: s_per_elem * max(1, r / 16) for r in calibration.ROWS}
-    return calibration.Calibration(
+    table = {r: s_per_elem * max(1, r / 16) for r in microbench.ROWS}
+    return rates.Calibration(
         device=device,
         host_key="k",
         measured_at=0.0,
@@ -108,10 +108,10 @@ def test_small_matrices_run_at_the_rate_measured_for_small_matrices():
     the large matrices' rate, sizes between at a log-interpolation of the two."""
     c = cal()
     c.linear_small_s_per_elem = {d: {r: 2 * v for r, v in t.items()} for d, t in c.linear_s_per_elem.items()}
-    assert c.linear_s("float32", 1, 10, matrix=calibration.SMALL_MATRIX) == pytest.approx(2e-8)
-    assert c.linear_s("float32", 1, 10, matrix=calibration.SMALL_MATRIX / 4) == pytest.approx(2e-8)  # clamped
-    assert c.linear_s("float32", 1, 10, matrix=calibration.LARGE_MATRIX * 4) == pytest.approx(1e-8)
-    mid = (calibration.SMALL_MATRIX * calibration.LARGE_MATRIX) ** 0.5
+    assert c.linear_s("float32", 1, 10, matrix=rates.SMALL_MATRIX) == pytest.approx(2e-8)
+    assert c.linear_s("float32", 1, 10, matrix=rates.SMALL_MATRIX / 4) == pytest.approx(2e-8)  # clamped
+    assert c.linear_s("float32", 1, 10, matrix=rates.LARGE_MATRIX * 4) == pytest.approx(1e-8)
+    mid = (rates.SMALL_MATRIX * rates.LARGE_MATRIX) ** 0.5
     assert c.linear_s("float32", 1, 10, matrix=mid) == pytest.approx(10 * 2**0.5 * 1e-9)
     s = EstimateSettings(dtype="float32", platform="cpu", input_len=100, max_new_tokens=20)
     p = llama()
@@ -120,7 +120,7 @@ def test_small_matrices_run_at_the_rate_measured_for_small_matrices():
 
     mix = matrix_mix(p)
     assert sum(share for _, share in mix) == pytest.approx(1.0)
-    assert all(m < calibration.LARGE_MATRIX for m, _ in mix)  # SmolLM2's shapes: all below 2048 x 2048
+    assert all(m < rates.LARGE_MATRIX for m, _ in mix)  # SmolLM2's shapes: all below 2048 x 2048
     per_elem = sum(share * c.linear_s("float32", 1, 1.0, matrix=m) for m, share in mix)
     lm_head = p.vocab_size * p.hidden_size * (c.linear_s("float32", 1, 1.0, matrix=p.hidden_size**2) - 1e-9)
     assert lm_head > 0  # at its inner dimension's rate: a hidden x hidden matrix's
@@ -155,8 +155,8 @@ def test_small_model_on_a_gpu_is_host_bound_and_compiling_removes_it():
     s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64)
     eager = estimate(llama(), s, h100).speed
     compiled = estimate(llama(), s.model_copy(update={"compile": True}), h100).speed
-    host = X.CUDA_STEP_S + L * X.CUDA_LAYER_S["sdpa"]
-    assert eager.expected.tpot_s == pytest.approx(host + X.SYNC_S)  # launches, not bytes, set the pace
+    host = factors.CUDA_STEP_S + L * factors.CUDA_LAYER_S["sdpa"]
+    assert eager.expected.tpot_s == pytest.approx(host + factors.SYNC_S)  # launches, not bytes, set the pace
     assert eager.expected.tpot_s > 5 * eager.bound.tpot_s
     assert compiled.expected.tpot_s < eager.expected.tpot_s / 3
     assert compiled.expected.tpot_s >= compiled.bound.tpot_s  # never faster than the roofline
@@ -191,7 +191,7 @@ def test_large_model_on_a_gpu_is_bandwidth_bound_at_the_kernel_efficiency():
     a100 = find_accelerator("A100 80GB")
     s = EstimateSettings(dtype="bfloat16", input_len=64, max_new_tokens=64, compile=True)
     e = estimate(big, s, a100)
-    weights_only = e.memory.weights_bytes / (a100.bandwidth_Bps * X.GPU_BW_EFF)
+    weights_only = e.memory.weights_bytes / (a100.bandwidth_Bps * factors.GPU_BW_EFF)
     assert e.speed.expected.tpot_s == pytest.approx(weights_only, rel=0.03)
 
 
@@ -203,11 +203,13 @@ def test_bitsandbytes_4bit_batch_one_kernel_and_dequantizing_batches():
     one = estimate(llama(), s, h100).speed.expected
     dq = estimate(llama(), s.model_copy(update={"quantization": Quantization.parse("bnb-nf4-dq")}), h100).speed.expected
     eight = estimate(llama(), s.model_copy(update={"batch": 8}), h100).speed.expected
-    k = X.QUANT_KERNELS["bnb-nf4"]
-    per_layer = X.CUDA_LAYER_S["sdpa"] + X.LINEARS_PER_LAYER * k["linear_s"]
-    assert one.tpot_s == pytest.approx(X.CUDA_STEP_S + L * per_layer + X.SYNC_S)
-    assert dq.tpot_s - one.tpot_s == pytest.approx(L * X.LINEARS_PER_LAYER * k["dq_linear_s"])
-    assert eight.tpot_s - one.tpot_s == pytest.approx(L * X.LINEARS_PER_LAYER * (k["dequant_linear_s"] - k["linear_s"]))
+    k = factors.QUANT_KERNELS["bnb-nf4"]
+    per_layer = factors.CUDA_LAYER_S["sdpa"] + factors.LINEARS_PER_LAYER * k["linear_s"]
+    assert one.tpot_s == pytest.approx(factors.CUDA_STEP_S + L * per_layer + factors.SYNC_S)
+    assert dq.tpot_s - one.tpot_s == pytest.approx(L * factors.LINEARS_PER_LAYER * k["dq_linear_s"])
+    assert eight.tpot_s - one.tpot_s == pytest.approx(
+        L * factors.LINEARS_PER_LAYER * (k["dequant_linear_s"] - k["linear_s"])
+    )
 
 
 def test_a_gpu_calibration_replaces_the_published_factors():
@@ -313,7 +315,10 @@ def test_uncalibrated_cpu_slows_half_types_it_cannot_compute_natively(monkeypatc
     monkeypatch.setattr(calibration, "cpu_flags", lambda path="/proc/cpuinfo": {"avx2", "avx512f", "avx512_bf16"})
     emulated = estimate(llama(), s, cpu_acc(None)).speed.expected
     native = estimate(llama(), s.model_copy(update={"dtype": "bfloat16"}), cpu_acc(None)).speed.expected
-    assert X.cpu_emulation_slowdown("float16") == X.CPU_EMULATED_SLOWDOWN and X.cpu_emulation_slowdown("bfloat16") == 1
+    assert (
+        X.cpu_emulation_slowdown("float16") == factors.CPU_EMULATED_SLOWDOWN
+        and X.cpu_emulation_slowdown("bfloat16") == 1
+    )
     assert emulated.tpot_s > 2 * native.tpot_s
     assert emulated.basis.startswith("probed CPU rates")
 

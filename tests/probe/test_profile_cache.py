@@ -60,17 +60,17 @@ def _cli_imports(home, *args) -> set[str]:
 def _calibrated(home) -> None:
     """This host's calibration in the cache (made-up rates: measuring takes seconds), keyed as a real one."""
     from infertune.core.paths import write_json_atomic
-    from infertune.estimate import calibration
+    from infertune.estimate import calibration, microbench, rates
 
-    table = {str(r): 1e-9 for r in calibration.ROWS}
-    cal = calibration.Calibration(
+    table = {str(r): 1e-9 for r in microbench.ROWS}
+    cal = rates.Calibration(
         device="cpu",
         host_key=calibration.host_key("cpu"),
         measured_at=0.0,
         copy_Bps=1e10,
-        linear_s_per_elem=dict.fromkeys(calibration.DTYPES, table),
-        step_s=dict.fromkeys(calibration.ATTNS, 0.001),
-        layer_s=dict.fromkeys(calibration.ATTNS, 0.0001),
+        linear_s_per_elem=dict.fromkeys(microbench.DTYPES, table),
+        step_s=dict.fromkeys(microbench.ATTNS, 0.001),
+        layer_s=dict.fromkeys(microbench.ATTNS, 0.0001),
     )
     write_json_atomic(calibration.cache_path("cpu"), cal.model_dump(mode="json"))
 

@@ -44,7 +44,7 @@ def doctor(
     script's settings as an advise run: a `DoctorResult`. `select`/`ignore` choose rules like ruff's;
     `target_version` is the transformers version the scripts run on (default: their pins)."""
     from infertune import doctor as doc
-    from infertune.doctor.script import Target
+    from infertune.doctor.nodes import Target
 
     if isinstance(paths, (str, Path)):
         paths = [paths]

@@ -12,9 +12,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infertune.doctor.nodes import Finding, Target, const, dotted, kw
 from infertune.doctor.rules import RULES, Rule, check_script, select_rules
 from infertune.doctor.rules.generation import SAMPLING
-from infertune.doctor.script import Finding, Script, Target, const, dotted, kw
+from infertune.doctor.script import Script
 from infertune.doctor.version import parse_version, pinned, target_for
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
@@ -56,7 +57,7 @@ def parse(path: Path, target: Target | None = None) -> Script:
         raise ValueError(f"{path}:{e.lineno or 0}:{e.offset or 0}: syntax error: {e.msg}") from None
     except ValueError as e:  # null bytes
         raise ValueError(f"{path}: cannot parse: {e}") from None
-    return Script(str(path), source, tree, target or Target())
+    return Script(tree=tree, path=str(path), source=source, target=target or Target())
 
 
 def check(
@@ -80,7 +81,8 @@ def check(
             report.errors.append(str(e))
             continue
         report.files += 1
-        script.generation_defaults = generation_defaults(settings(script).get("model"))
+        model = settings(script).get("model")
+        script.generation_defaults = generation_defaults(model if isinstance(model, str) else None)
         report.findings += check_script(script, rules, report.errors)
     return report
 

@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int | None:
     else:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         sys.stdout.write(output.text(report.findings, color))
-        for e in report.errors:
-            sys.stderr.write(f"error: {e}\n")
+        for err in report.errors:
+            sys.stderr.write(f"error: {err}\n")
         sys.stderr.write(output.summary(len(report.findings), report.files) + "\n")
     return 2 if report.errors else 1 if report.findings else 0

@@ -65,8 +65,10 @@ def check_environment(
             if v.get(pkg) is None:
                 continue
             req = _torch_requirement(pkg)
+            if req is None:  # no torch pin to check
+                continue
             try:
-                ok = req is None or req.specifier.contains(Version(torch_v.split("+")[0]), prereleases=True)
+                ok = req.specifier.contains(Version(torch_v.split("+")[0]), prereleases=True)
             except InvalidVersion:
                 continue
             if not ok:

@@ -121,5 +121,10 @@ def method(call: ast.AST) -> str | None:
     return call.func.attr if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else None
 
 
+def receiver(call: ast.AST) -> ast.expr | None:
+    """`x` of a method call `x.m(...)` (None for anything else)."""
+    return call.func.value if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else None
+
+
 def callee(call: ast.Call) -> str:
     return dotted(call.func).split(".")[-1]

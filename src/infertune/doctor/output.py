@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
+from infertune.doctor.nodes import Finding
 from infertune.doctor.rules import BY_KEY, RULES
-from infertune.doctor.script import Finding
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/infertune/infertune"
@@ -69,7 +70,11 @@ def sarif(findings: list[Finding], errors: list[str], version: str | None = None
     ]
     results = []
     for f in findings:
-        result = {"ruleId": f.rule, "level": "warning", "message": {"text": f"{f.message} (fix: {f.fix})"}}
+        result: dict[str, Any] = {
+            "ruleId": f.rule,
+            "level": "warning",
+            "message": {"text": f"{f.message} (fix: {f.fix})"},
+        }
         if f.rule in index:
             result["ruleIndex"] = index[f.rule]
         if f.line > 0:

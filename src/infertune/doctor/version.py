@@ -8,7 +8,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from infertune.doctor.script import Target
+from infertune.doctor.nodes import Target
 
 REQ = re.compile(r"""(?<![\w-])transformers\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^]=?\s*[\w.*]+\s*,?\s*)+)""", re.I)
 CLAUSE = re.compile(r"([<>=!~^]=?)\s*([\d.*]+)")

@@ -7,6 +7,7 @@ from trials on the user's own stack. The CPU entry is probed on the host (see `p
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
@@ -14,7 +15,7 @@ import re
 from pydantic import BaseModel
 
 from infertune.core.errors import UserError
-from infertune.estimate.calibration import Calibration
+from infertune.estimate.rates import Calibration
 
 TB = 1e12
 GiB = 2**30
@@ -328,10 +329,8 @@ def probe_cpu(seconds: float = 0.5, cached: bool = True, calibrate: bool = True,
             say("probing this CPU's bandwidth and FLOP/s")
         load = calibration.load_per_core()  # before our own threads add to it
         acc = measure_cpu(seconds)
-        try:
+        with contextlib.suppress(OSError):  # a read-only home: probed again next time
             write_json_atomic(file, {"key": key, "load_per_core": load, "accelerator": acc.model_dump(mode="json")})
-        except OSError:
-            pass
     return acc.model_copy(update={"calibration": calibration.cached("cpu", say=say) if calibrate else None})
 
 
@@ -340,18 +339,18 @@ def measure_cpu(seconds: float = 0.5) -> Accelerator:
     import psutil
     import torch
 
-    from infertune.estimate.calibration import _time  # fastest of repeated calls: contention only adds time
+    from infertune.estimate.microbench import time_calls  # fastest of repeated calls: contention only adds time
 
     n = 64 * 2**20 // 4  # 64 MiB of float32: well beyond the caches
     a, b = torch.ones(n), torch.empty(n)
-    bandwidth = 2 * a.numel() * 4 / _time(lambda: b.copy_(a), seconds / 2)  # read + write
+    bandwidth = 2 * a.numel() * 4 / time_calls(lambda: b.copy_(a), seconds / 2)  # read + write
     flops = {}
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         # The shape models run (activations x weight^T via F.linear): on CPUs without native bf16, a
         # square bf16 matmul takes a path ~15x slower than this one, so the shape matters.
         x, w = torch.ones(128, 1024, dtype=dtype), torch.ones(2048, 1024, dtype=dtype)
         flops[str(dtype).removeprefix("torch.")] = (
-            2 * 128 * 1024 * 2048 / _time(lambda x=x, w=w: torch.nn.functional.linear(x, w), seconds / 4)
+            2 * 128 * 1024 * 2048 / time_calls(lambda x=x, w=w: torch.nn.functional.linear(x, w), seconds / 4)
         )
     return Accelerator(
         name="CPU",

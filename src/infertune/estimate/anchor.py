@@ -22,10 +22,12 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
+from typing import TYPE_CHECKING, Any
 
-# `Calibration` (calibration.py) is named in annotations, not imported: the calibration runs this module.
+if TYPE_CHECKING:
+    from infertune.estimate.rates import Calibration
 
-REFERENCE = {
+REFERENCE: dict[str, Any] = {
     "model_type": "llama",
     "architectures": ["LlamaForCausalLM"],
     "hidden_size": 768,
@@ -130,7 +132,7 @@ def measure_in_model(
     reference = reference or REFERENCE
     cfg = LlamaConfig(**{k: v for k, v in reference.items() if k not in ("model_type", "architectures")})
     torch.manual_seed(0)
-    base = LlamaForCausalLM(cfg).to(device).eval()
+    base = LlamaForCausalLM(cfg).to(device).eval()  # type: ignore[arg-type]  # @wraps on .to: mypy reads device as self
     models = {d: copy.deepcopy(base).to(dtype=getattr(torch, d)) if d != "float32" else base for d in DTYPES}
     ids = torch.randint(16, cfg.vocab_size, (1, prompt), device=device)
     best: dict[tuple[str, str], tuple[float, float]] = {}

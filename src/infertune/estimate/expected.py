@@ -20,77 +20,47 @@ without AVX512-BF16/AMX) and on the quantization backend (its kernel for batch 1
     TTFT    = prefill forward (its own linear, attn and one fixed cost) + one generate step's bookkeeping
               (CPU: the linear and fixed parts times x_prefill)
 
-Every constant names its source in docs/estimator.md (the table of factors).
+Its factors (estimate/factors.py) name their sources in docs/estimator.md (the table of factors).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, Field
 
+from infertune.estimate.factors import (
+    CPU_BW_EFF,
+    CPU_EMULATED_SLOWDOWN,
+    CPU_FLOPS_EFF,
+    CUDA_COMPILED_LAYER_S,
+    CUDA_COMPILED_STEP_S,
+    CUDA_LAYER_S,
+    CUDA_STEP_S,
+    GPU_BW_EFF,
+    GPU_FLOPS_EFF,
+    HOST_SPEED,
+    LINEARS_PER_LAYER,
+    QUANT_KERNELS,
+    SYNC_S,
+)
+
 if TYPE_CHECKING:
     from infertune.estimate.memory import EstimateSettings, MemoryEstimate
+    from infertune.estimate.rates import Calibration
     from infertune.probe.model import ModelProfile
-# `Accelerator` (estimate/accelerators.py) and `Calibration` (estimate/calibration.py) are named in annotations,
-# not imported: the calibration measures against this model (attention_flops, anchor.py), so it sits above it.
 
-# --- GPU factors (used when the GPU is not calibrated on this host) -------------------------------------
-# Share of the datasheet bandwidth a decode step's weight reads reach. gpt-fast's README (A100 80GB, Llama-2-7B,
-# compiled): fp16 1397 GB/s of 2039 = 0.69; torch.compile output is what eager kernels reach at best.
-GPU_BW_EFF = 0.69
-# Share of dense peak FLOP/s the prefill's GEMMs reach (cuBLAS on large shapes, norms and attention between them).
-GPU_FLOPS_EFF = 0.6
-# Host-side cost of one eager decoder layer on CUDA (Python + ~40 kernel launches), and of generate's own
-# per-step work (logits processing, stopping criteria, cache bookkeeping); fitted to the published eager
-# transformers runs in benchmarks/published_gpu.csv (small models, where nothing else is visible).
-CUDA_LAYER_S = {"eager": 0.6e-3, "sdpa": 0.55e-3, "flash_attention_2": 0.55e-3}
-CUDA_STEP_S = 3e-3
-# Compiled with CUDA graphs (static cache + torch.compile "reduce-overhead", what generate does for a static
-# cache on CUDA): the graph replays every layer's kernels at once; generate's Python per step remains.
-CUDA_COMPILED_LAYER_S = 5e-6
-CUDA_COMPILED_STEP_S = 1.5e-3
-# An uncalibrated CPU (INFERTUNE_NO_CALIBRATION=1): the probed rates at these shares, and a half type the CPU
-# cannot compute natively (per /proc/cpuinfo) at CPU_EMULATED_SLOWDOWN times the time.
-CPU_BW_EFF = 0.5
-CPU_FLOPS_EFF = 0.5
-CPU_EMULATED_SLOWDOWN = 4.0
-SYNC_S = 0.1e-3  # the per-step device->host copy of the next token
-# The host's single-thread speed scales every host-side cost above. Fitted to the same tables: GeForce cards
-# sit in desktops with fast cores (RTX 4090: NF4 at batch 1 is faster than bf16 there, 0.6x the H100 host's
-# per-Linear cost), T4s in older cloud VMs (LLM.int8 costs 1.8x the H100 host's per Linear). Other GPUs: 1.
-HOST_SPEED = {"RTX 4090": 0.6, "RTX 3090": 0.6, "T4": 1.6}
 
-# --- quantization backends: what their kernels do with the packed weights --------------------------------
-# eff: share of the bandwidth the batch-1 kernel reaches reading the packed weights; dequant_rows: from this many
-# activation rows on, the backend dequantizes each weight to the compute dtype first (reads packed, writes and
-# reads the dtype copy); linear_s / dequant_linear_s: extra host cost per Linear call (its own small kernels and
-# Python) on the batch-1 path and on the dequantizing path; dq_linear_s: added by bitsandbytes' double
-# quantization (the absmax is dequantized first). Host costs were fitted to the bitsandbytes 0.45 optimum-benchmark
-# tables (benchmarks/published_gpu.csv): per Linear, NF4 adds 39 us over bf16 at batch 1 on an H100 host, double
-# quantization 36 us more, LLM.int8 with outlier decomposition 250 us (H100) / 130 us (RTX 4090 host), the
-# dequantizing path (batch 8) ~100 us.
-QUANT_KERNELS: dict[str, dict[str, float]] = {
-    # bitsandbytes 0.40+ fast batch-1 kernel (gemv_4bit): 3.4x fp16 on Ampere per its release notes
-    "bnb-nf4": {"eff": 0.6, "dequant_rows": 2, "linear_s": 35e-6, "dequant_linear_s": 90e-6, "dq_linear_s": 30e-6},
-    "bnb-fp4": {"eff": 0.6, "dequant_rows": 2, "linear_s": 35e-6, "dequant_linear_s": 90e-6, "dq_linear_s": 30e-6},
-    # LLM.int8(): int8 matmul plus outlier decomposition, several kernels per Linear (quantize the input,
-    # find outliers, int8 GEMM, dequantize, fp16 matmul of the outlier columns)
-    "bnb-int8": {"eff": 0.5, "dequant_rows": 1 << 30, "linear_s": 190e-6},
-    # GPTQ/AWQ with exllama/marlin-style kernels: packed 4-bit weights read by a fused dequant-GEMV
-    # exllama (v1, what transformers used through AutoGPTQ) reconstructs fp16 weights from 4 rows on: optimum's
-    # table has batch 4 at 1.6x batch 1 and 1.4x fp16
-    "gptq": {"eff": 0.45, "dequant_rows": 4, "linear_s": 20e-6, "dequant_linear_s": 20e-6},
-    # AutoAWQ's GEMM kernel (unfused modules): decode near the 4-bit roofline's host-bound pace, prefill at ~0.22 of
-    # the fp16 GEMM rate (transformers' AWQ docs: Mistral-7B prefill ~3000 tokens/s from 256 to 2048 tokens)
-    "awq": {"eff": 0.45, "dequant_rows": 1 << 30, "linear_s": 20e-6, "flops_eff": 0.22},
-    # torchao weight-only int8/int4 (gpt-fast README, compiled: int8 1069 GB/s and int4 862 GB/s on an A100 of
-    # 2039: 0.52 and 0.42); uncompiled they dispatch through tensor subclasses (extra host cost per call)
-    "int8": {"eff": 0.52, "dequant_rows": 1 << 30, "linear_s": 40e-6},
-    "int4": {"eff": 0.42, "dequant_rows": 1 << 30, "linear_s": 40e-6},
-    "fp8": {"eff": 0.6, "dequant_rows": 1 << 30, "linear_s": 20e-6},
-}
-LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down
+class Datasheet(Protocol):
+    """What the expected model reads of an `Accelerator` (estimate/accelerators.py, which sits above this
+    module: probing a CPU runs the calibration, and the calibration runs this model)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def bandwidth_Bps(self) -> float: ...
+    @property
+    def flops(self) -> dict[str, float]: ...
 
 
 class Factor(BaseModel):
@@ -209,7 +179,7 @@ def _cpu_linear(
 
 
 def _gpu_linear(
-    acc: Accelerator,
+    acc: Datasheet,
     s: EstimateSettings,
     rows: int,
     elems: float,
@@ -240,11 +210,18 @@ def _gpu_linear(
     return max(weight_bytes / (acc.bandwidth_Bps * q["eff"]), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
 
 
+def _datasheet(acc: Datasheet | None) -> Datasheet:
+    """`acc` where a figure comes from the datasheet: only a calibrated CPU does without one."""
+    if acc is None:
+        raise ValueError("expected_speed needs the accelerator's datasheet unless the CPU is calibrated")
+    return acc
+
+
 def expected_speed(
     p: ModelProfile,
     mem: MemoryEstimate,
     s: EstimateSettings,
-    acc: Accelerator | None,
+    acc: Datasheet | None,
     cal: Calibration | None = None,
     extra_step_s: float = 0.0,
 ) -> ExpectedSpeed:
@@ -258,7 +235,7 @@ def expected_speed(
     seqs = s.batch * s.concurrency
     L = p.num_layers
     step_s, layer_s, over_src = _overhead(s, L, cal, on_gpu)
-    host_x = 1.0 if cal is not None or not on_gpu else HOST_SPEED.get(acc.name, 1.0)
+    host_x = 1.0 if cal is not None or not on_gpu else HOST_SPEED.get(_datasheet(acc).name, 1.0)
     step_s, layer_s = step_s * host_x, layer_s * host_x
     fixed = step_s + L * layer_s
     lm = p.vocab_size * p.hidden_size
@@ -268,7 +245,7 @@ def expected_speed(
     ctx = (s.max_cache_len or full) if s.kv_cache == "static" else s.input_len + s.max_new_tokens / 2
     kv_read = (mem.kv_cache_bytes + mem.kv_cache_cpu_bytes) * (1.0 if s.kv_cache == "static" else ctx / max(full, 1))
     # memory traffic rate (bytes read + written per second): the calibrated copy, else the datasheet at the efficiency
-    traffic_Bps = cal.copy_Bps if cal else acc.bandwidth_Bps * (GPU_BW_EFF if on_gpu else CPU_BW_EFF)
+    traffic_Bps = cal.copy_Bps if cal else _datasheet(acc).bandwidth_Bps * (GPU_BW_EFF if on_gpu else CPU_BW_EFF)
 
     def dense(rows: int, elems: float, nbytes: float, matrix: float | None = None) -> float:
         """A dense matmul of `rows` activations against `elems` weights (`nbytes` of them), in one matrix of
@@ -276,8 +253,9 @@ def expected_speed(
         if cal is not None and (not on_gpu or s.dtype in cal.linear_s_per_elem):
             return cal.linear_s(s.dtype, rows, elems, matrix=matrix)
         eff_bw, eff_fl = (GPU_BW_EFF, GPU_FLOPS_EFF) if on_gpu else (CPU_BW_EFF, CPU_FLOPS_EFF)
-        peak = acc.flops.get(s.dtype, acc.flops["float32"])
-        t = max(nbytes / (acc.bandwidth_Bps * eff_bw), 2 * rows * elems / (peak * eff_fl))
+        sheet = _datasheet(acc)
+        peak = sheet.flops.get(s.dtype, sheet.flops["float32"])
+        t = max(nbytes / (sheet.bandwidth_Bps * eff_bw), 2 * rows * elems / (peak * eff_fl))
         return t * (1.0 if on_gpu else cpu_emulation_slowdown(s.dtype))
 
     mix = matrix_mix(p)
@@ -286,7 +264,7 @@ def expected_speed(
         elems = _active_weights(p, p.linear_params, rows)
         packed = max(_active_weights(p, mem.weights_bytes, rows) - emb_bytes, 0.0)
         if on_gpu:
-            t, host = _gpu_linear(acc, s, rows, elems, packed, cal, mix)
+            t, host = _gpu_linear(_datasheet(acc), s, rows, elems, packed, cal, mix)
         elif cal is not None:
             t, host = _cpu_linear(cal, s, rows, elems, packed, mix), 0.0
         else:

@@ -139,7 +139,7 @@ def _cached_tokens(p: ModelProfile, s: EstimateSettings, seq: int):
         enc = p.encoder_length or s.input_len
         seq = max(seq - s.input_len, 0) + 1 if not static else (s.max_cache_len or s.max_new_tokens)
         out = [(g.layers, g.kv_per_token, seq, g.kind) for g in p.cache_groups if g.kv_per_token]
-        return out + [(p.cross_layers, p.cross_kv_per_token, enc, "cross")] if p.cross_layers else out
+        return [*out, (p.cross_layers, p.cross_kv_per_token, enc, "cross")] if p.cross_layers else out
     if static:
         seq = s.max_cache_len or s.input_len + s.max_new_tokens
     return [
@@ -229,7 +229,10 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
         # fp32 copy); plus the 4D float mask. Measured: 8.2 B/element fp32, 10.1 bf16 (docs/estimator.md).
         per_elem = 2 * b if b == 4 else b + 8
         scratch = s.batch * heads * q_len * kv_len * per_elem + s.batch * q_len * kv_len * b
-        scratch_f = f"{s.batch} x {heads} heads x {q_len} x {kv_len} x {per_elem} B + mask {s.batch} x {q_len} x {kv_len} x {b} B"
+        scratch_f = (
+            f"{s.batch} x {heads} heads x {q_len} x {kv_len} x {per_elem} B"
+            f" + mask {s.batch} x {q_len} x {kv_len} x {b} B"
+        )
     else:
         scratch, scratch_f = 0, f"{s.attn}: tiled kernel, no q x kv score matrix"
     comps.append(Component(name="attention_scratch", bytes=int(scratch), phase="prefill", formula=scratch_f))
@@ -267,7 +270,7 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
     )
 
     tensors = weights + logits + state + max(kv_full + growth, kv_prompt + transient)
-    context = reserve = 0
+    context, reserve = 0, 0.0
     growth_reserve = 0.0
     if s.platform == "cuda":
         context, ctx_f = ovh.cuda_context_bytes(s)

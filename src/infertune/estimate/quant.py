@@ -44,6 +44,8 @@ class Quantization(BaseModel):
         """(weights per block, bytes per block) of the GGML type, from the gguf package's own table."""
         from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
+        if self.gguf_type is None:  # as the table lookup would: not a GGUF quantization
+            raise KeyError("no GGML type (not a GGUF quantization)")
         return GGML_QUANT_SIZES[GGMLQuantizationType[self.gguf_type]]
 
     @classmethod
@@ -70,7 +72,7 @@ class Quantization(BaseModel):
                 parts.remove(p)
         method = "-".join(parts)
         try:
-            return cls(method=method, **kw)
+            return cls.model_validate({"method": method, **kw})
         except Exception:
             from typing import get_args
 

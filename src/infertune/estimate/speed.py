@@ -47,14 +47,16 @@ def allreduce_s(p: ModelProfile, s: EstimateSettings, acc: Accelerator, tokens: 
     return (1 if s.tp_plan == "mlp" else 2) * p.num_layers * per
 
 
+Limit = Literal["memory-bandwidth", "compute", "host-link", "disk"]
+
+
 class BatchPoint(BaseModel):
     batch: int
     tpot_s: float
     tokens_per_s: float
-    bound: Literal["memory-bandwidth", "compute", "host-link", "disk"]
+    bound: Limit
 
 
-Limit = Literal["memory-bandwidth", "compute", "host-link", "disk"]
 _DEPRECATED = "deprecated (schema 1 only): the roofline bound, now under speed.bound; "
 
 
@@ -123,7 +125,7 @@ def weights_read(p: ModelProfile, mem: MemoryEstimate, tokens: int, dtype_bytes:
 
 def _decode_step(
     p: ModelProfile, mem: MemoryEstimate, s: EstimateSettings, acc: Accelerator, seqs: int, kv_per_seq: float
-) -> tuple[float, str]:
+) -> tuple[float, Limit]:
     flops_rate = _flops_rate(s, acc)
     state = mem.state_bytes / max(s.batch * s.concurrency, 1)  # fixed per sequence, read and written each step
     ctx = s.input_len + s.max_new_tokens / 2
@@ -160,7 +162,7 @@ def estimate_speed(
         blocks += p.tower_parameters
     prefill_flops = 2 * blocks * B * S + _attention_flops(p, B * S, S) / 2 + 2 * p.vocab_size * p.hidden_size * B
     copy = offloaded_bytes / HOST_LINK_Bps + disk_bytes / DISK_OFFLOAD_Bps
-    link = "disk" if disk_bytes / DISK_OFFLOAD_Bps > offloaded_bytes / HOST_LINK_Bps else "host-link"
+    link: Limit = "disk" if disk_bytes / DISK_OFFLOAD_Bps > offloaded_bytes / HOST_LINK_Bps else "host-link"
     if s.tp_plan == "mlp":  # only the MLP's share of the work splits
         prefill_flops -= 2 * p.linear_params * mlp_share(p) * B * S * (1 - 1 / s.tp)
     else:

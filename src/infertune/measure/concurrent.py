@@ -34,13 +34,13 @@ def run_round(
     """One round under `serial` or `static` batching. Returns when its last call ended."""
     if batching == "static":  # one padded batch once the round's last request has arrived
         wait_until(arrive[-1])
-        start, end, steps, gen = s.generate(seqs)
+        _, end, steps, gen = s.generate(seqs)
         if timed:
             s.record_call(idx, seqs, steps, gen, arrive)
         return end
     for j, i in enumerate(idx):  # serial: one generate per request, in arrival order: the rest wait
         wait_until(arrive[j])
-        start, end, steps, gen = s.generate([seqs[j]])
+        _, end, steps, gen = s.generate([seqs[j]])
         if timed:
             s.record_call([i], [seqs[j]], steps, gen, [arrive[j]])
     return end

@@ -4,8 +4,10 @@ give each request's TTFT and inter-token gaps."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from infertune.measure.core import Session
+from infertune.measure.results import Finish
 
 
 def run_round(s: Session, idx: list[int], seqs: list[list[int]], t0: float, timed: bool) -> float:
@@ -39,12 +41,12 @@ def run_round(s: Session, idx: list[int], seqs: list[list[int]], t0: float, time
         ids = list(o.generated_tokens)
         stamps = list(o.timestamps or [])
         if timed and stamps:
-            finish = "eos" if ids and ids[-1] in eos_ids and len(ids) < wl.max_new_tokens else "length"
+            finish: Finish = "eos" if ids and ids[-1] in eos_ids and len(ids) < wl.max_new_tokens else "length"
             s.record(i, seqs[j], ids, stamps, t0, finish)
     return end
 
 
-def _block_size_kwarg(cb_config: type, size: int | None) -> dict[str, int]:
+def _block_size_kwarg(cb_config: type, size: int | None) -> dict[str, Any]:
     """The KV block size under the name this transformers takes: `page_size` since 5.17, `block_size` before."""
     if size is None:
         return {}

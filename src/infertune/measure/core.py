@@ -20,7 +20,7 @@ from infertune.measure.lifeline import TRIAL_DIR_ENV
 from infertune.measure.memory import CpuMeter, CudaMeter, meter_for
 from infertune.measure.offload import LayerTimer
 from infertune.measure.parallel import RANK, WORLD, rank_cuda_device, resolved_plan
-from infertune.measure.results import RequestOutput, TrialMetrics, TrialSpec
+from infertune.measure.results import Finish, RankMemory, RequestOutput, TrialMetrics, TrialSpec
 
 
 def emit(**event: Any) -> None:
@@ -151,9 +151,9 @@ def _pstats(values: list[float]) -> tuple[float, float, float]:
     return float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 95))
 
 
-def _row_lengths(gen: Any, eos_ids: set[int], ignore_eos: bool) -> list[tuple[int, str]]:
+def _row_lengths(gen: Any, eos_ids: set[int], ignore_eos: bool) -> list[tuple[int, Finish]]:
     """Generated tokens per row, up to and including the first EOS (what a user receives)."""
-    rows = []
+    rows: list[tuple[int, Finish]] = []
     for row in gen.tolist():
         first_eos = None if ignore_eos else next((i for i, t in enumerate(row) if t in eos_ids), None)
         rows.append((len(row), "length") if first_eos is None else (first_eos + 1, "eos"))
@@ -207,7 +207,7 @@ class Session:
             torch.cuda.synchronize(self.m.device)
         return start, time.perf_counter(), timer.steps, out[:, width:].cpu()
 
-    def record(self, i: int, seq: list[int], ids: list[int], steps: list[float], t0: float, finish: str) -> None:
+    def record(self, i: int, seq: list[int], ids: list[int], steps: list[float], t0: float, finish: Finish) -> None:
         """One timed request: times from `t0`, when it arrived (queueing included)."""
         self.ttft.append(steps[0] - t0)
         self.e2e.append(steps[-1] - t0)
@@ -278,7 +278,7 @@ class Session:
             tpot_p99_s=p99["tpot"],
             e2e_p99_s=p99["e2e"],
             requests_per_s=len(ttft) / total_time if total_time > 0 else None,
-            per_rank=[{"rank": r, "peak_memory_bytes": b} for r, b in enumerate(per_rank)] if per_rank else None,
+            per_rank=[RankMemory(rank=r, peak_memory_bytes=b) for r, b in enumerate(per_rank)] if per_rank else None,
             peak_memory_sum_bytes=sum(per_rank) if per_rank else None,
             placement=m.placement,
             layer_forward_s=layer_s or None,

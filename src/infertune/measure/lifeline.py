@@ -14,6 +14,7 @@ before each trial) removes those whose owner is gone: what a `kill -9` of an ear
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -50,10 +51,8 @@ def alive(tok: str) -> bool:
 
 def _end(own_group: bool) -> None:
     if own_group:  # the trial's own session: this process and what it started
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signal.SIGKILL)
-        except OSError:
-            pass
     os._exit(137)
 
 

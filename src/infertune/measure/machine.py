@@ -51,7 +51,8 @@ def _cpus() -> list[int]:
 def _stat(cpus: list[int]) -> tuple[float, float, float] | None:
     """(busy, steal, total) jiffies over `cpus` from /proc/stat; None where there is none."""
     try:
-        lines = open("/proc/stat", encoding="ascii").read().splitlines()
+        with open("/proc/stat", encoding="ascii") as f:
+            lines = f.read().splitlines()
     except OSError:
         return None
     want = {f"cpu{c}" for c in cpus}
@@ -76,16 +77,18 @@ def _throttle_count() -> int | None:
     count, found = 0, False
     for p in paths:
         try:
-            for line in open(p, encoding="ascii"):
-                if line.startswith("nr_throttled "):
-                    count += int(line.split()[1])
-                    found = True
+            with open(p, encoding="ascii") as f:
+                for line in f:
+                    if line.startswith("nr_throttled "):
+                        count += int(line.split()[1])
+                        found = True
             break
         except OSError:
             continue
     for p in glob.glob("/sys/devices/system/cpu/cpu*/thermal_throttle/*_throttle_count"):
         try:
-            count += int(open(p, encoding="ascii").read())
+            with open(p, encoding="ascii") as f:
+                count += int(f.read())
             found = True
         except (OSError, ValueError):
             continue

@@ -13,6 +13,7 @@ reported beside them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any, Literal
 
@@ -57,6 +58,7 @@ def vm_hwm(pid: int | str = "self") -> int:
 
 
 Method = Literal["vmhwm", "rss_sampler", "cuda_max_allocated"]
+MemoryKind = Literal["cpu_rss", "cuda_allocated"]
 
 
 def reset_hwm() -> bool:
@@ -120,7 +122,7 @@ class OwnPeak:
 
 
 class CpuMeter:
-    kind = "cpu_rss"
+    kind: MemoryKind = "cpu_rss"
 
     def __init__(self) -> None:
         self.own = OwnPeak()
@@ -149,9 +151,10 @@ def nvml_used(uuid: str | None, index: int, pid: int, nvml: Any = None) -> tuple
     differently); (None, None) without nvidia-ml-py or when NVML cannot be read."""
     if nvml is None:
         try:
-            import pynvml as nvml  # the nvidia-ml-py distribution
+            import pynvml  # the nvidia-ml-py distribution
         except ImportError:
             return None, None
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except Exception:
@@ -174,16 +177,14 @@ def nvml_used(uuid: str | None, index: int, pid: int, nvml: Any = None) -> tuple
     except Exception:
         return None, None
     finally:
-        try:
+        with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 class CudaMeter:
     """`cuda` is `torch.cuda` (tests inject a stand-in with the same functions), `nvml` the pynvml module."""
 
-    kind = "cuda_allocated"
+    kind: MemoryKind = "cuda_allocated"
     method: Method = "cuda_max_allocated"
 
     def __init__(self, device: Any, cuda: Any = None, nvml: Any = None):

@@ -14,6 +14,7 @@ from infertune.measure.machine import MachineLoad
 from infertune.models.hub import REVISION_DOC
 
 Status = Literal["ok", "oom", "error", "timeout"]
+Finish = Literal["eos", "length"]  # a request ended on EOS or at max_new_tokens
 
 
 class RankMemory(BaseModel):
@@ -100,7 +101,7 @@ class RequestOutput(BaseModel):
     input_tokens: int
     output_token_ids: list[int]
     text: str
-    finish: Literal["eos", "length"]
+    finish: Finish
 
 
 class TrialSpec(BaseModel):

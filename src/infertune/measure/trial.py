@@ -2,12 +2,13 @@
 
 The child runs in its own session (process group), so a timeout or Ctrl-C kills it and anything it
 started (compile workers, tokenizer threads) in one signal; it also dies with this process if this one is
-killed (measure/lifeline.py), and a later trial removes the folder such a death left behind. The parent never imports torch for a trial
-and never touches the GPU, so its memory does not grow with trials.
+killed (measure/lifeline.py), and a later trial removes the folder such a death left behind. The parent never
+imports torch for a trial and never touches the GPU, so its memory does not grow with trials.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ from infertune.core.config import InferenceConfig
 from infertune.core.workload import Workload
 from infertune.measure import lifeline
 from infertune.measure.machine import Watch
-from infertune.measure.results import TrialResult, TrialSpec
+from infertune.measure.results import Status, TrialResult, TrialSpec
 from infertune.models.hub import revision_of
 
 Event = dict[str, Any]
@@ -52,10 +53,8 @@ def _child_env(folder: Path) -> dict[str, str]:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait()
 
 
@@ -66,7 +65,7 @@ def _tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-def classify_exit(returncode: int) -> tuple[str, str]:
+def classify_exit(returncode: int) -> tuple[Status, str]:
     """Status and message for a child that died without writing its result."""
     if returncode < 0:
         sig = signal.Signals(-returncode)

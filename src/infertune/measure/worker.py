@@ -15,6 +15,7 @@ import platform
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -116,7 +117,7 @@ def _is_oom(exc: BaseException) -> bool:
 def main(argv: list[str]) -> int:
     die_with_parent()  # first: a trial never outlives the process that started it
     spec_path, result_path = argv
-    spec = TrialSpec.model_validate_json(open(spec_path, encoding="utf-8").read())
+    spec = TrialSpec.model_validate_json(Path(spec_path).read_text(encoding="utf-8"))
     result: dict[str, Any]
     try:
         emit(event="phase", phase="import")
@@ -133,7 +134,7 @@ def main(argv: list[str]) -> int:
         result["environment"] = environment()
     except Exception as e:
         result["environment"] = {"error": str(e)}
-    write_json_atomic(result_path, result)
+    write_json_atomic(Path(result_path), result)
     return 0
 
 

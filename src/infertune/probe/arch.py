@@ -9,7 +9,8 @@ it takes a transformers config object and the model instantiated on the meta dev
   attention caches the compressed latent and the rope key (`kv_lora_rank + qk_rope_head_dim`, one
   "head"); Falcon's `multi_query` (unless `new_decoder_architecture`) and GPTBigCode's `multi_query`
   keep one KV head; Falcon's `new_decoder_architecture` caches its `num_kv_heads` groups from
-  transformers 5.25 on (before, it broadcast them to every head first and the cache held all); otherwise `num_key_value_heads` (or all heads) x head_dim, for K and for V;
+  transformers 5.25 on (before, it broadcast them to every head first and the cache held all); otherwise
+  `num_key_value_heads` (or all heads) x head_dim, for K and for V;
 - the fixed state of linear layers from the mixer modules themselves (the attributes their __init__
   computed): a depthwise Conv1d keeps `channels x kernel`; Mamba-1 `intermediate x state`, Mamba-2
   `heads x head_dim x state`, gated delta-net `v_heads x k_head_dim x v_head_dim`;
@@ -21,7 +22,7 @@ Nothing here imports torch or transformers at module level.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -104,7 +105,10 @@ def kv_heads_and_dims(t, model_type: str) -> tuple[int, int, int]:
 def _state_of(module) -> tuple[int, int]:
     """Recurrent state elements of one linear-attention / SSM mixer, from its own attributes: (in the
     dtype, in float32). The Mamba and delta-net scans return their final state in float32."""
-    a = lambda n: getattr(module, n, None)  # noqa: E731
+
+    def a(name: str) -> Any:
+        return getattr(module, name, None)
+
     if a("head_k_dim") and a("head_v_dim") and a("num_v_heads"):  # gated delta-net (Qwen3-Next, ...)
         return 0, int(a("num_v_heads") * a("head_k_dim") * a("head_v_dim"))
     if a("ssm_state_size") and a("num_heads") and a("head_dim"):  # Mamba-2 family
@@ -139,7 +143,7 @@ def cache_groups(cfg, model_type: str, model=None) -> list[CacheGroup]:
     t = text_config(cfg)
     types, kwargs = get_layer_types_and_kwargs(t)
     layer_cfgs = layer_configs(t, len(types))
-    kinds = {
+    kinds: dict[str, CacheKind] = {
         "full_attention": "full",
         "sliding_attention": "sliding",
         "chunked_attention": "chunked",
@@ -154,10 +158,10 @@ def cache_groups(cfg, model_type: str, model=None) -> list[CacheGroup]:
     state, fp32 = linear_state(model, n_state) if (n_state and model is not None) else (0, 0)
     groups: dict[tuple, CacheGroup] = {}
     image_layers = set(_get(t, "cross_attention_layers", default=()) or ())  # Mllama: attend to the image only
-    for i, (lt, kw, lc) in enumerate(zip(types, kwargs, layer_cfgs)):
+    for i, (lt, kw, lc) in enumerate(zip(types, kwargs, layer_cfgs, strict=False)):
         kv, dk, dv = kv_heads_and_dims(lc, model_type)
         per_token = kv * (dk + dv)
-        kind = "none" if i in image_layers else kinds.get(lt, "full")
+        kind: CacheKind = "none" if i in image_layers else kinds.get(lt, "full")
         window = kw.get("sliding_window")
         window = int(window) - 1 if window and kind in ("sliding", "chunked", "hybrid") else None
         g = CacheGroup(

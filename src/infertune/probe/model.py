@@ -13,10 +13,11 @@ files, or those infertune.models.hub read from the Hub by range request for a mo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, computed_field
 
@@ -88,7 +89,7 @@ class ModelProfile(BaseModel):
         k = min(self.experts_per_token or 1, self.num_experts)
         return 1 - (1 - k / self.num_experts) ** max(tokens, 1)
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; mypy rejects any decorated property
     @property
     def active_parameters(self) -> int:
         """Parameters one token computes with: all but the routed experts it does not pick."""
@@ -119,7 +120,7 @@ class ModelProfile(BaseModel):
     def num_global_layers(self) -> int:
         return sum(t == "full_attention" for t in self.layer_types) if self.layer_types else self.num_layers
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; mypy rejects any decorated property
     @property
     def layer_mix(self) -> dict[str, int]:
         """Layers by cache kind: full, sliding, chunked, linear (fixed state), hybrid, none."""
@@ -200,7 +201,7 @@ ST_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 def _main_float(stored: dict[str, int] | None) -> str | None:
     """The checkpoint's main float dtype, for a config that names none."""
     floats = {ST_DTYPES[d]: n for d, n in (stored or {}).items() if d in ST_DTYPES}
-    return max(floats, key=floats.get) if floats else None
+    return max(floats, key=lambda d: floats[d]) if floats else None
 
 
 def _cache_file(raw: bytes, trust_remote_code: bool) -> Path | None:
@@ -228,7 +229,7 @@ def profile_model(model: str | Path | dict, trust_remote_code: bool = False) -> 
         path = Path(model)
         raw = read_config(path)
         fmt, nbytes, stored = _checkpoint(path)
-    here = {
+    here: dict[str, Any] = {
         "path": str(path) if path else "-",
         "checkpoint_format": fmt,
         "checkpoint_bytes": nbytes,
@@ -240,10 +241,10 @@ def profile_model(model: str | Path | dict, trust_remote_code: bool = False) -> 
             return ModelProfile(**{**json.loads(cache.read_text(encoding="utf-8")), **here})
         except (ValueError, TypeError):
             pass  # an unreadable or older entry: profile afresh
-    if path is not None:
-        cfg = load_config(path, trust_remote_code)
-    else:
+    if isinstance(model, dict):
         cfg = config_from_dict(model, trust_remote_code)
+    else:
+        cfg = load_config(Path(model), trust_remote_code)
     from infertune.probe.facts import facts_of  # torch and transformers: the first sight only
 
     fields = facts_of(cfg, trust_remote_code)
@@ -256,10 +257,8 @@ def profile_model(model: str | Path | dict, trust_remote_code: bool = False) -> 
     if cache is not None and profile.parameter_count_source == "meta-device":
         from infertune.core.paths import write_json_atomic
 
-        try:
+        with contextlib.suppress(OSError):  # a read-only home: answer anyway, slower next time
             write_json_atomic(cache, profile.model_dump(mode="json", exclude=set(CACHED_OUT)))
-        except OSError:
-            pass  # a read-only home: answer anyway, slower next time
     return profile
 
 

@@ -1,6 +1,6 @@
 """The rules: each a function over one parsed script that yields (node, message). `RULES` lists them with their
-id, name, fix and documentation link; families live in loading, generation, prompts and serving. The why of
-each is in docs/doctor.md."""
+id, name, fix and documentation link; families live in loading, generation, outputs, prompts and serving. The
+why of each is in docs/doctor.md."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from infertune.doctor.rules import generation, loading, prompts, serving
-from infertune.doctor.script import Finding, Script
+from infertune.doctor.nodes import Finding
+from infertune.doctor.rules import generation, loading, outputs, prompts, serving
+from infertune.doctor.script import Script
 
 DOCS = "https://github.com/infertune/infertune/blob/main/docs/doctor.md"
 
@@ -55,7 +56,7 @@ RULES: list[Rule] = [
         "prompt-in-output",
         "generate output decoded with the prompt",
         "decode out[0, inputs['input_ids'].shape[1]:] (slice the prompt off); pipelines: return_full_text=False",
-        generation.prompt_in_output,
+        outputs.prompt_in_output,
     ),
     Rule(
         "IT005",

@@ -1,22 +1,24 @@
-"""Generation rules: what goes into `generate` (or a text-generation pipeline) and what comes out."""
+"""Generation rules: what goes into `generate` (or a text-generation pipeline). What comes out: rules/outputs.py."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
-from infertune.doctor.rules.loading import moved, placed_at_load
-from infertune.doctor.script import (
+from infertune.doctor.nodes import (
     ENCODER_DECODER,
     MOVES,
     PLACES,
-    Script,
     callee,
     const,
     dotted,
     has_star_kwargs,
     kw,
     method,
+    receiver,
 )
+from infertune.doctor.rules.loading import moved, placed_at_load
+from infertune.doctor.script import Script
 
 SAMPLING = ("temperature", "top_p", "top_k", "repetition_penalty", "typical_p", "min_p")
 SAMPLE_ONLY = ("temperature", "top_p", "top_k", "typical_p", "min_p")
@@ -32,27 +34,15 @@ OPENAI_ONLY = {
     "user": None,
 }
 TEXT_TASKS = (None, "text-generation", "image-text-to-text")
-STRIPS_PROMPT = {
-    "split",
-    "rsplit",
-    "replace",
-    "removeprefix",
-    "partition",
-    "rpartition",
-    "find",
-    "index",
-    "rfind",
-    "lstrip",
-    "startswith",
-    "splitlines",
-}
 
 
-def _pipe_of(s: Script, c: ast.Call) -> ast.Call | None:
+def pipe_of(s: Script, c: ast.Call) -> ast.Call | None:
+    """The pipeline this call calls, if it is one of the file's pipelines."""
     return next((o for o in s.origins(c.func) if o in s.pipelines), None)
 
 
-def _task(p: ast.Call):
+def task_of(p: ast.Call):
+    """A pipeline's task, when written as a literal."""
     return const(p.args[0] if p.args else kw(p, "task"))
 
 
@@ -72,7 +62,7 @@ def _dict_kws(s: Script, node: ast.AST | None) -> tuple[dict[str, ast.expr], boo
     return out, opaque or not found
 
 
-def _options(s: Script, c: ast.Call, extra: list[ast.keyword] = ()) -> tuple[dict[str, ast.expr], bool]:
+def _options(s: Script, c: ast.Call, extra: Sequence[ast.keyword] = ()) -> tuple[dict[str, ast.expr], bool]:
     kws = {k.arg: k.value for k in [*extra, *c.keywords] if k.arg}
     opaque = False
     for k in c.keywords:
@@ -88,14 +78,14 @@ def generation_calls(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr], boo
     out = []
     for g in s.generates:
         kws, opaque = _options(s, g)
-        out.append((g, kws, bool(s.models_of(g.func.value)), opaque))
+        out.append((g, kws, bool(s.models_of(receiver(g))), opaque))
     for c in s.calls:
         target = kw(c, "target") or (c.args[0] if callee(c) == "submit" and c.args else None)
         if callee(c) in ("Thread", "submit") and isinstance(target, ast.Attribute) and target.attr == "generate":
             kws, opaque = _dict_kws(s, kw(c, "kwargs")) if kw(c, "kwargs") is not None else ({}, True)
             out.append((c, kws, bool(s.models_of(target.value)), opaque))
-        p = _pipe_of(s, c) if isinstance(c.func, (ast.Name, ast.Attribute)) else None
-        if p is not None and _task(p) in TEXT_TASKS:
+        p = pipe_of(s, c) if isinstance(c.func, (ast.Name, ast.Attribute)) else None
+        if p is not None and task_of(p) in TEXT_TASKS:
             kws, opaque = _options(s, c, [k for k in p.keywords if k.arg])
             out.append((c, kws, True, opaque))
     return out
@@ -107,116 +97,12 @@ def written_at(s: Script, c: ast.Call, kws: dict[str, ast.expr], keys: list[str]
     return next((kws[k] for k in keys if k in kws and hasattr(kws[k], "lineno")), c)
 
 
-def _encdec(s: Script, g: ast.Call) -> bool:
-    models = s.models_of(g.func.value) if method(g) == "generate" else []
+def encoder_decoder_call(s: Script, g: ast.Call) -> bool:
+    """Does this call run an encoder-decoder model (its generate's model, else any model or pipeline of the file)?"""
+    models = s.models_of(receiver(g)) if method(g) == "generate" else []
     if models:
         return any(ENCODER_DECODER.search(s.model_class(m)) for m in models)
     return s.encoder_decoder()
-
-
-# --- IT004 ----------------------------------------------------------------------------------------------
-
-
-def _has_slice(node: ast.AST) -> bool:
-    return isinstance(node, ast.Slice) or (
-        isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts)
-    )
-
-
-def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
-    """The generate call whose full rows (prompt included) this value is, if it is one."""
-    if depth > 8 or node is None:
-        return None
-    if isinstance(node, ast.Subscript):
-        return None if _has_slice(node.slice) else _raw_output(s, node.value, depth + 1)
-    if isinstance(node, ast.Attribute) and node.attr == "sequences":
-        return _raw_output(s, node.value, depth + 1)
-    if isinstance(node, ast.Call) and method(node) in ("tolist", "numpy", "detach", "cpu", "squeeze"):
-        return _raw_output(s, node.func.value, depth + 1)
-    for o in s.origins(node):
-        if o in s.generates:  # (from inputs_embeds alone, the output holds only the new tokens)
-            return None if _encdec(s, o) or kw(o, "inputs_embeds") is not None else o
-        if isinstance(o, (ast.ListComp, ast.GeneratorExp)):
-            targets = {dotted(t) for g in o.generators for t in ast.walk(g.target)}
-            elt = o.elt
-            if isinstance(elt, ast.Name) and elt.id in targets:
-                return next((r for g in o.generators if (r := _raw_output(s, g.iter, depth + 1))), None)
-            if isinstance(elt, (ast.Subscript, ast.Call, ast.Attribute)) and not (
-                isinstance(elt, ast.Subscript) and _has_slice(elt.slice)
-            ):
-                base = elt
-                while isinstance(base, (ast.Subscript, ast.Attribute)) or (isinstance(base, ast.Call) and method(base)):
-                    base = base.value if not isinstance(base, ast.Call) else base.func.value
-                if isinstance(base, ast.Name) and base.id in targets:
-                    return next((r for g in o.generators if (r := _raw_output(s, g.iter, depth + 1))), None)
-        elif isinstance(o, (ast.Subscript, ast.Attribute)) and o is not node:
-            r = _raw_output(s, o, depth + 1)
-            if r is not None:
-                return r
-    return None
-
-
-def _prompt_removed(s: Script, node: ast.AST, depth: int = 0) -> bool:
-    """Is this text (a decode result, a pipeline's output) cut or searched afterwards: [len(p):], .split(M)[-1]?"""
-    if depth > 5:
-        return False
-    parent = s.parents.get(node)
-    if isinstance(parent, ast.Attribute) and parent.attr in STRIPS_PROMPT:
-        return True
-    if isinstance(parent, ast.Subscript) and parent.value is node:
-        return _has_slice(parent.slice) or _prompt_removed(s, parent, depth + 1)
-    if isinstance(parent, ast.Attribute) and parent.attr in ("strip", "rstrip", "lower"):
-        return (
-            _prompt_removed(s, s.parents.get(parent), depth + 1)
-            if isinstance(s.parents.get(parent), ast.Call)
-            else False
-        )
-    if isinstance(parent, ast.Call) and (
-        dotted(parent.func).startswith("re.") or callee(parent) in ("len",) or s.defined(parent)
-    ):
-        return True  # searched, measured, or handed to a helper of the file (which may cut it)
-    if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
-        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-        names = {dotted(t) for t in targets} - {""}
-        for n in ast.walk(s.tree):
-            if (
-                isinstance(n, (ast.Name, ast.Attribute))
-                and dotted(n) in names
-                and isinstance(getattr(n, "ctx", None), ast.Load)
-                and _prompt_removed(s, n, depth + 1)
-            ):
-                return True
-    if isinstance(parent, (ast.ListComp, ast.GeneratorExp)) or isinstance(parent, ast.comprehension):
-        return _prompt_removed(s, parent, depth + 1)
-    return False
-
-
-def _chat_input(s: Script, node: ast.AST | None) -> bool:
-    if node is None:
-        return False
-    if any(
-        isinstance(o, (ast.List, ast.ListComp)) and any(isinstance(e, ast.Dict) for e in ast.walk(o))
-        for o in s.origins(node)
-    ):
-        return True
-    return any(w in dotted(node).lower() for w in ("message", "conversation", "chat", "history", "dialog"))
-
-
-def prompt_in_output(s: Script):
-    for c in s.calls_method("decode") + s.calls_method("batch_decode"):
-        if c.args and _raw_output(s, c.args[0]) is not None and not _prompt_removed(s, c):
-            yield c, "decoding the whole generate output: it starts with the prompt tokens"
-    for c, kws, _, opaque in generation_calls(s):
-        if _pipe_of(s, c) is None or _task(_pipe_of(s, c)) not in ("text-generation", None):
-            continue
-        full = kws.get("return_full_text")
-        if (full is not None and const(full) is not True) or opaque or not c.args or _chat_input(s, c.args[0]):
-            continue
-        if not _prompt_removed(s, c):
-            yield (
-                c,
-                ("a text-generation pipeline returns the prompt with the answer (return_full_text defaults to True)"),
-            )
 
 
 # --- IT006, IT010, IT014, IT015 -------------------------------------------------------------------------
@@ -246,7 +132,7 @@ def compile_outside_generate(s: Script):
         arg = c.args[0]
         base = arg.value if isinstance(arg, ast.Attribute) and arg.attr == "forward" else arg
         models = s.models_of(base)
-        generative = [m for m in models if any(m in s.models_of(g.func.value) for g in s.generates)]
+        generative = [m for m in models if any(m in s.models_of(receiver(g)) for g in s.generates)]
         if generative or (not models and dotted(base) in ("model", "self.model") and s.generates):
             yield (
                 c,
@@ -279,7 +165,7 @@ def hardcoded_sampling(s: Script):
 
 def max_length_budget(s: Script):
     for c, kws, _, opaque in generation_calls(s):
-        if "max_length" in kws and "max_new_tokens" not in kws and not opaque and not _encdec(s, c):
+        if "max_length" in kws and "max_new_tokens" not in kws and not opaque and not encoder_decoder_call(s, c):
             yield (
                 kws["max_length"],
                 (
@@ -294,9 +180,13 @@ def _samples_elsewhere(s: Script) -> bool:
     if (s.generation_defaults or {}).get("do_sample") is True:
         return True
     for n in ast.walk(s.tree):
-        if isinstance(n, ast.keyword) and n.arg == "do_sample" and const(n.value) is not False:
-            if not isinstance(s.parents.get(n), ast.Call) or method(s.parents[n]) != "generate":
-                return True
+        if (
+            isinstance(n, ast.keyword)
+            and n.arg == "do_sample"
+            and const(n.value) is not False
+            and (not isinstance(s.parents.get(n), ast.Call) or method(s.parents[n]) != "generate")
+        ):
+            return True
         if isinstance(n, ast.Assign) and any(dotted(t).endswith("do_sample") for t in n.targets):
             return True
     return False
@@ -349,7 +239,7 @@ def _placed(s: Script, node, depth: int = 0) -> bool:
     if isinstance(node, ast.Call) and method(node) in PLACES:
         return True
     if isinstance(node, ast.Call) and method(node) in MOVES | {"items", "values"}:
-        return _placed(s, node.func.value, depth + 1)
+        return _placed(s, receiver(node), depth + 1)
     if isinstance(node, (ast.DictComp, ast.Dict, ast.ListComp)):
         return any(isinstance(c, ast.Call) and method(c) in PLACES for c in ast.walk(node))
     if isinstance(node, (ast.Subscript, ast.Attribute)) and _placed(s, node.value, depth + 1):
@@ -358,7 +248,7 @@ def _placed(s: Script, node, depth: int = 0) -> bool:
         return any(isinstance(c, ast.Call) and method(c) in PLACES for fn in s.defined(node) for c in ast.walk(fn))
     name = dotted(node)
     if name and isinstance(node, (ast.Name, ast.Attribute)):
-        if any(method(c) in PLACES and dotted(c.func.value) == name for c in s.calls):
+        if any(method(c) in PLACES and dotted(receiver(c)) == name for c in s.calls):
             return True  # inputs.to(device) as a statement: BatchEncoding.to moves in place
         return any(_placed(s, v, depth + 1) for v in s.assigns.get(name, []) if not isinstance(v, type(None)))
     return False
@@ -388,7 +278,7 @@ def inputs_device(s: Script):
     if any(callee(c) == "set_default_device" for c in s.calls):
         return
     for g in s.generates:
-        models = s.models_of(g.func.value)
+        models = s.models_of(receiver(g))
         if not models or not all(placed_at_load(s, m) or any(moved(s, u) for u in s.uses(m)) for m in models):
             continue
         if any(const(kw(m, "device_map")) in ("cpu", None) and kw(m, "device_map") is not None for m in models):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.script import ENCODER_DECODER, PLACES, Script, callee, const, dotted, has_star_kwargs, kw, method
+from infertune.doctor.nodes import ENCODER_DECODER, PLACES, callee, const, dotted, has_star_kwargs, kw, method, receiver
+from infertune.doctor.script import Script
 
 # Memory sizes of common cards, GB as sold (a max_memory equal to one of them is "the whole card").
 CARD_SIZES_GB = (8, 12, 16, 24, 32, 40, 48, 80, 94, 96, 141, 180, 192, 288)
@@ -63,8 +64,8 @@ def _saved_only(s: Script, c: ast.Call) -> bool:
         return False
     m = s.called_method(c)
     uses = s.uses(c)
-    return (m is not None and m.func.attr in SAVES) or (
-        bool(uses) and all((x := s.called_method(u)) is not None and x.func.attr in SAVES for u in uses)
+    return (m is not None and method(m) in SAVES) or (
+        bool(uses) and all((x := s.called_method(u)) is not None and method(x) in SAVES for u in uses)
     )
 
 
@@ -127,10 +128,10 @@ def placed_at_load(s: Script, c: ast.Call, explicit_cpu: bool = False) -> bool:
     if (dm is not None and (explicit_cpu or const(dm) != "cpu")) or has_star_kwargs(c) or s.quantized(c):
         return True
     node: ast.AST = c  # from_pretrained(...).eval().cuda()
-    while isinstance(s.parents.get(node), ast.Attribute) and isinstance(s.parents.get(s.parents[node]), ast.Call):
-        if s.parents[node].attr in PLACES and (explicit_cpu or _not_cpu(s.parents[s.parents[node]])):
+    while isinstance(attr := s.parents.get(node), ast.Attribute) and isinstance(call := s.parents.get(attr), ast.Call):
+        if attr.attr in PLACES and (explicit_cpu or _not_cpu(call)):
             return True
-        node = s.parents[s.parents[node]]
+        node = call
     return False
 
 
@@ -143,7 +144,7 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
     parent = s.parents.get(use)
     m = s.called_method(use)
     if m is not None:
-        return m.func.attr in PLACES and (explicit_cpu or _not_cpu(m))
+        return method(m) in PLACES and (explicit_cpu or _not_cpu(m))
     call = (
         parent if isinstance(parent, ast.Call) else (s.parents.get(parent) if isinstance(parent, ast.keyword) else None)
     )
@@ -160,7 +161,7 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
 
 
 def _used_for_generation(s: Script, c: ast.Call, uses: list[ast.AST]) -> bool:
-    if any(c in s.models_of(g.func.value) for g in s.generates):
+    if any(c in s.models_of(receiver(g)) for g in s.generates):
         return True
     return any(
         isinstance(s.parents.get(u), (ast.Call, ast.keyword))
@@ -278,10 +279,10 @@ def _bnb(s: Script, c: ast.Call) -> bool:
 
 def _casts(m: ast.Call) -> bool:
     """.half()/.float()/.bfloat16(), or .to(<a dtype>)."""
-    if m.func.attr in ("half", "float", "bfloat16"):
+    if method(m) in ("half", "float", "bfloat16"):
         return True
     args = list(m.args) + [k.value for k in m.keywords if k.arg == "dtype"]
-    return m.func.attr == "to" and any(
+    return method(m) == "to" and any(
         "dtype" in dotted(a) or (isinstance(const(a), str) and ("float" in const(a) or "int" in const(a))) for a in args
     )
 
@@ -296,13 +297,15 @@ def move_dispatched(s: Script):
         if not (dispatched or quantized):
             continue
         node: ast.AST = c
-        chain = []
-        while isinstance(s.parents.get(node), ast.Attribute) and isinstance(s.parents.get(s.parents[node]), ast.Call):
-            chain.append(s.parents[s.parents[node]])
-            node = chain[-1]
+        chain: list[ast.Call] = []
+        while isinstance(dot := s.parents.get(node), ast.Attribute) and isinstance(
+            call := s.parents.get(dot), ast.Call
+        ):
+            chain.append(call)
+            node = call
         moves = chain + [m for u in s.uses(c) if (m := s.called_method(u)) is not None]
         for m in moves:
-            attr = m.func.attr
+            attr = method(m)
             if attr not in ("to", "cuda", "half", "float", "bfloat16"):
                 continue
             if quantized and _casts(m) and attr != "bfloat16":

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.script import Script, const, dotted, kw, method
+from infertune.doctor.nodes import const, dotted, kw, method, receiver
+from infertune.doctor.script import Script
 
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
 TEMPLATE_TOKENS = re.compile(
@@ -26,15 +27,16 @@ def _text_args(c: ast.Call) -> list[ast.expr]:
 def _prompt_sinks(s: Script) -> list[ast.Call]:
     """Calls that turn text into the model's input: a pipeline, and a tokenizer (called, or .encode) whose ids
     are generate's input (not a stop word's ids, not a length count)."""
-    out = []
+    out: list[ast.Call] = []
     for c in s.calls:
-        if s.is_pipeline_call(c):
+        if s.is_pipeline_call(c) or (
+            (s.is_tokenizer_call(c) or (method(c) == "encode" and s.is_tokenizer(receiver(c))))
+            and (
+                any(_feeds_input(s, c, g) for g in s.sinks_of(c) if g in s.generates or g in s.thread_generates)
+                or any(s.is_pipeline_call(x) for x in s.sinks_of(c))
+            )
+        ):
             out.append(c)
-        elif s.is_tokenizer_call(c) or (method(c) == "encode" and s.is_tokenizer(c.func.value)):
-            if any(_feeds_input(s, c, g) for g in s.sinks_of(c) if g in s.generates or g in s.thread_generates) or any(
-                s.is_pipeline_call(x) for x in s.sinks_of(c)
-            ):
-                out.append(c)
     return out
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from infertune.doctor.script import Script, callee, const, dotted, has_star_kwargs, kw, method
+from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, kw, method
+from infertune.doctor.script import Script
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
 OFFLOAD = {"to_thread", "run_in_executor", "run_in_threadpool", "submit", "run_sync", "Thread", "Process"}
@@ -15,7 +16,7 @@ def _thread_targets(s: Script) -> set[str]:
     out = set()
     for c in s.calls:
         if callee(c) in OFFLOAD:
-            for a in [kw(c, "target")] + list(c.args):
+            for a in [kw(c, "target"), *c.args]:
                 if a is not None:
                     out.add(dotted(a).split(".")[-1])
     return out - {""}
@@ -53,7 +54,7 @@ def _generation_in(s: Script, fn: ast.AST) -> list[ast.Call]:
 def _helper_generation(s: Script, fn: ast.AST, depth: int = 0) -> list[tuple[ast.Call, ast.Call, bool]]:
     """(call in fn, generation it leads to, whether a hop ran it in another thread) through helpers of this
     file: called (`helper(...)`, `self.helper(...)`, `engine.helper(...)`) or handed to a thread/executor."""
-    out = []
+    out: list[tuple[ast.Call, ast.Call, bool]] = []
     if depth > 2:
         return out
     for c in ast.walk(fn):

@@ -1,0 +1,240 @@
+"""A parsed file's data flow (standard library only): names followed back to where their values come from.
+
+Names are followed file-wide: an assignment (also tuple unpacking, `self.x = ...`, a walrus, `+=`, a `for`
+target), a method chain (`.to(...)`, `.eval()`, `.cuda()`, `merge_and_unload()`), `torch.compile(x)`, a PEFT
+adapter, a call to a function or method defined in the file (its `return` values; its parameters take the
+arguments of their call sites) and a list comprehension are all followed back to where a value comes from:
+a model load, a tokenizer, a pipeline, a `generate` output, a string. A use sees the last assignment above it
+in the same function; otherwise names are file-wide (one name, one set of values): simple, and right on the
+scripts people write.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from infertune.doctor.nodes import (
+    MODEL_CLASS,
+    MOVES,
+    NOT_MODELS,
+    PASSTHROUGH,
+    TOKENIZER_CLASS,
+    callee,
+    dotted,
+    kw,
+    method,
+    receiver,
+)
+
+
+@dataclass
+class Unpack:
+    """The `index`-th item of what `value` evaluates to (`a, b = f()`; nested: `(a, b), c = f()`)."""
+
+    value: ast.expr | Unpack
+    index: int
+
+
+def _site(v: ast.AST | Unpack) -> ast.AST | None:
+    """Where an assigned value is written: the expression, or the one an Unpack takes its item from (None for
+    an item of an item: `(a, b), c = f()`)."""
+    inner = v.value if isinstance(v, Unpack) else v
+    return inner if isinstance(inner, ast.AST) else None
+
+
+def _line(v: ast.AST | Unpack) -> int | None:
+    return getattr(_site(v), "lineno", None)
+
+
+@dataclass
+class Flow:
+    """The file's tables (parents, calls, functions, classes, what each name is bound to), its sources (model
+    loads, tokenizers, pipelines) and where a value comes from. `Script` (doctor/script.py) builds on it."""
+
+    tree: ast.Module
+
+    def __post_init__(self) -> None:
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self.calls: list[ast.Call] = []
+        self.functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        self.assigns: dict[str, list] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            if isinstance(node, ast.Call):
+                self.calls.append(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.ClassDef):
+                self.classes[node.name] = node
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    self._bind(t, node.value)
+            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                self._bind(node.target, node.value)
+            elif isinstance(node, (ast.For, ast.AsyncFor)) and dotted(node.target):  # for row in out: out[i]
+                row = ast.copy_location(ast.Subscript(value=node.iter, slice=ast.Constant(0), ctx=ast.Load()), node)
+                self.parents[row] = node
+                self._bind(node.target, row)
+            elif isinstance(node, ast.AugAssign) and dotted(node.target):  # x += v is x = x + v
+                grown = ast.copy_location(
+                    ast.BinOp(left=ast.Name(dotted(node.target), ast.Load()), op=node.op, right=node.value), node
+                )
+                ast.copy_location(grown.left, node)
+                self.parents[grown], self.parents[grown.left] = node, grown
+                self._bind(node.target, grown)
+        for c in self.calls:  # a function's parameters take its call sites' arguments
+            for fn in self.defined(c):
+                params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+                if params and params[0] in ("self", "cls") and isinstance(c.func, ast.Attribute):
+                    params = params[1:]
+                for p, a in zip(params, c.args, strict=False):
+                    self.assigns.setdefault(p, []).append(a)
+                for k in c.keywords:
+                    if k.arg in params or k.arg in [a.arg for a in fn.args.kwonlyargs]:
+                        self.assigns.setdefault(k.arg, []).append(k.value)
+        self._memo: dict[int, list] = {}
+        self.loads = [c for c in self.calls if self.is_model_load(c)]
+        self.tokenizers = [c for c in self.calls if self.is_tokenizer_load(c)]
+        self.pipelines = [
+            c for c in self.calls if callee(c) == "pipeline" and dotted(c.func) in ("pipeline", "transformers.pipeline")
+        ]
+
+    def defined(self, c: ast.Call) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The functions of this file a call runs: `f(...)`, `self.f(...)` (not `model.generate(...)`)."""
+        func = c.func
+        if isinstance(func, ast.Name) or (isinstance(func, ast.Attribute) and dotted(func.value) in ("self", "cls")):
+            return self.functions.get(callee(c), [])
+        if isinstance(func, ast.Attribute) and hasattr(self, "_memo"):  # engine.stream(...), engine = Engine()
+            classes = {callee(o) for o in self.origins(func.value) if isinstance(o, ast.Call)} & set(self.classes)
+            return [
+                f
+                for name in classes
+                for f in self.classes[name].body
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == func.attr
+            ]
+        return []
+
+    def _bind(self, target: ast.expr, value: ast.expr | Unpack) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for i, t in enumerate(target.elts):
+                if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                    self._bind(t, value.elts[i])
+                else:
+                    self._bind(t, Unpack(value, i))
+        elif name := dotted(target):
+            self.assigns.setdefault(name, []).append(value)
+
+    # --- following values back to where they come from ---------------------------------------------------
+
+    def origins(self, node, depth: int = 0) -> list:
+        """Where a value comes from: the calls, literals and comprehensions that produce it."""
+        if depth > 12 or node is None:
+            return []
+        key = id(node)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = []  # cycles end here
+        out = self._origins(node, depth)
+        self._memo[key] = out
+        return out
+
+    def _origins(self, node, depth: int) -> list:
+        d = depth + 1
+        if isinstance(node, Unpack):
+            out = []
+            for o in self.origins(node.value, d):
+                if isinstance(o, (ast.Tuple, ast.List)) and node.index < len(o.elts):
+                    out += self.origins(o.elts[node.index], d)
+            return out
+        if isinstance(node, (ast.Name, ast.Attribute)) and (name := dotted(node)) in self.assigns:
+            return [o for v in self.reaching(name, node) for o in self.origins(v, d)]
+        if isinstance(node, ast.Attribute) and node.attr == "model":  # pipe.model, self.pipe.model
+            pipes = [o for o in self.origins(node.value, d) if o in self.pipelines]
+            if pipes:
+                return [o for p in pipes for o in self.origins(kw(p, "model") or ast.Constant(None), d)] or pipes
+        if isinstance(node, ast.Call):
+            m = method(node)
+            if m in MOVES:  # x.to(...).eval(): still x
+                return self.origins(receiver(node), d)
+            if (dotted(node.func) == "torch.compile" or callee(node) in PASSTHROUGH) and node.args:
+                return self.origins(node.args[0], d)
+            if m == "from_pretrained" and dotted(receiver(node)).split(".")[-1] == "PeftModel" and node.args:
+                return self.origins(node.args[0], d)  # an adapter on the base model: still that model
+            fns = self.defined(node)
+            if fns and not self.is_model_load(node):
+                rets = [r.value for fn in fns for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value]
+                return [o for r in rets for o in self.origins(r, d)]
+        if isinstance(node, ast.IfExp):
+            return self.origins(node.body, d) + self.origins(node.orelse, d)
+        if isinstance(node, ast.Await):
+            return self.origins(node.value, d)
+        return [node]
+
+    def reaching(self, name: str, use: ast.AST) -> list:
+        """The assignments of `name` that reach this use: the last one above it in the same function (or
+        module), else all of them (a use in a function defined before its call sites)."""
+        values = self.assigns[name]
+        line, fn = getattr(use, "lineno", None), self.enclosing_function(use)
+        if line is None or len(values) == 1:
+            return values
+        before = [
+            v
+            for v in values
+            if (site := _site(v)) is not None
+            and (at := _line(v)) is not None
+            and at < line
+            and self.enclosing_function(site) is fn
+        ]
+        return [max(before, key=lambda v: _line(v) or 0)] if before else values  # (every line here is known)
+
+    def strings(self, node, depth: int = 0) -> list[tuple[ast.AST, str]]:
+        """The literal text a string value is built from (f-strings, `+`, `.format`, `join`, helpers)."""
+        out: list[tuple[ast.AST, str]] = []
+        for o in self.origins(node):
+            if depth > 6:
+                break
+            if isinstance(o, ast.Constant) and isinstance(o.value, str):
+                out.append((o, o.value))
+            elif isinstance(o, ast.JoinedStr):
+                text = "".join(str(v.value) for v in o.values if isinstance(v, ast.Constant))
+                out.append((o, text))
+                for v in o.values:
+                    if isinstance(v, ast.FormattedValue):
+                        out += self.strings(v.value, depth + 1)
+            elif isinstance(o, (ast.List, ast.Tuple)):
+                out += [x for e in o.elts for x in self.strings(e, depth + 1)]
+            elif isinstance(o, ast.BinOp):
+                out += self.strings(o.left, depth + 1) + self.strings(o.right, depth + 1)
+            elif isinstance(o, ast.Call) and method(o) in ("format", "strip", "join", "replace", "lstrip", "rstrip"):
+                out += self.strings(receiver(o), depth + 1)  # never replace()'s arguments: they are removed
+                if method(o) == "join":
+                    out += [x for a in o.args[:1] for x in self.strings(a, depth + 1)]
+        return out
+
+    def is_model_load(self, c: ast.AST) -> bool:
+        if not (isinstance(c, ast.Call) and method(c) == "from_pretrained"):
+            return False
+        name = dotted(receiver(c)).split(".")[-1]
+        return (
+            name not in NOT_MODELS
+            and name != "PeftModel"
+            and bool(MODEL_CLASS.match(name))
+            and not TOKENIZER_CLASS.search(name)
+        )
+
+    def is_tokenizer_load(self, c: ast.AST) -> bool:
+        return (
+            isinstance(c, ast.Call)
+            and method(c) == "from_pretrained"
+            and bool(TOKENIZER_CLASS.search(dotted(receiver(c)).split(".")[-1]))
+        )
+
+    def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        while node in self.parents:
+            node = self.parents[node]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return node
+        return None

@@ -1,0 +1,123 @@
+"""Output rules: what comes out of generate or a text-generation pipeline (IT004: the prompt decoded with the
+answer). What goes into them is rules/generation.py."""
+
+from __future__ import annotations
+
+import ast
+
+from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver
+from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of
+from infertune.doctor.script import Script
+
+STRIPS_PROMPT = {
+    "split",
+    "rsplit",
+    "replace",
+    "removeprefix",
+    "partition",
+    "rpartition",
+    "find",
+    "index",
+    "rfind",
+    "lstrip",
+    "startswith",
+    "splitlines",
+}
+
+
+def _has_slice(node: ast.AST) -> bool:
+    return isinstance(node, ast.Slice) or (
+        isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts)
+    )
+
+
+def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
+    """The generate call whose full rows (prompt included) this value is, if it is one."""
+    if depth > 8 or node is None:
+        return None
+    if isinstance(node, ast.Subscript):
+        return None if _has_slice(node.slice) else _raw_output(s, node.value, depth + 1)
+    if isinstance(node, ast.Attribute) and node.attr == "sequences":
+        return _raw_output(s, node.value, depth + 1)
+    if isinstance(node, ast.Call) and method(node) in ("tolist", "numpy", "detach", "cpu", "squeeze"):
+        return _raw_output(s, receiver(node), depth + 1)
+    for o in s.origins(node):
+        if o in s.generates:  # (from inputs_embeds alone, the output holds only the new tokens)
+            return None if encoder_decoder_call(s, o) or kw(o, "inputs_embeds") is not None else o
+        if isinstance(o, (ast.ListComp, ast.GeneratorExp)):
+            targets = {dotted(t) for g in o.generators for t in ast.walk(g.target)}
+            elt = o.elt
+            if isinstance(elt, ast.Name) and elt.id in targets:
+                return next((r for g in o.generators if (r := _raw_output(s, g.iter, depth + 1))), None)
+            if isinstance(elt, (ast.Subscript, ast.Call, ast.Attribute)) and not (
+                isinstance(elt, ast.Subscript) and _has_slice(elt.slice)
+            ):
+                base: ast.expr | None = elt
+                while isinstance(base, (ast.Subscript, ast.Attribute)) or (isinstance(base, ast.Call) and method(base)):
+                    base = receiver(base) if isinstance(base, ast.Call) else base.value
+                if isinstance(base, ast.Name) and base.id in targets:
+                    return next((r for g in o.generators if (r := _raw_output(s, g.iter, depth + 1))), None)
+        elif isinstance(o, (ast.Subscript, ast.Attribute)) and o is not node:
+            r = _raw_output(s, o, depth + 1)
+            if r is not None:
+                return r
+    return None
+
+
+def _prompt_removed(s: Script, node: ast.AST, depth: int = 0) -> bool:
+    """Is this text (a decode result, a pipeline's output) cut or searched afterwards: [len(p):], .split(M)[-1]?"""
+    if depth > 5:
+        return False
+    parent = s.parents.get(node)
+    if isinstance(parent, ast.Attribute) and parent.attr in STRIPS_PROMPT:
+        return True
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        return _has_slice(parent.slice) or _prompt_removed(s, parent, depth + 1)
+    if isinstance(parent, ast.Attribute) and parent.attr in ("strip", "rstrip", "lower"):
+        return _prompt_removed(s, up, depth + 1) if isinstance(up := s.parents.get(parent), ast.Call) else False
+    if isinstance(parent, ast.Call) and (
+        dotted(parent.func).startswith("re.") or callee(parent) in ("len",) or s.defined(parent)
+    ):
+        return True  # searched, measured, or handed to a helper of the file (which may cut it)
+    if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        names = {dotted(t) for t in targets} - {""}
+        for n in ast.walk(s.tree):
+            if (
+                isinstance(n, (ast.Name, ast.Attribute))
+                and dotted(n) in names
+                and isinstance(getattr(n, "ctx", None), ast.Load)
+                and _prompt_removed(s, n, depth + 1)
+            ):
+                return True
+    if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.comprehension)):
+        return _prompt_removed(s, parent, depth + 1)
+    return False
+
+
+def _chat_input(s: Script, node: ast.AST | None) -> bool:
+    if node is None:
+        return False
+    if any(
+        isinstance(o, (ast.List, ast.ListComp)) and any(isinstance(e, ast.Dict) for e in ast.walk(o))
+        for o in s.origins(node)
+    ):
+        return True
+    return any(w in dotted(node).lower() for w in ("message", "conversation", "chat", "history", "dialog"))
+
+
+def prompt_in_output(s: Script):
+    for c in s.calls_method("decode") + s.calls_method("batch_decode"):
+        if c.args and _raw_output(s, c.args[0]) is not None and not _prompt_removed(s, c):
+            yield c, "decoding the whole generate output: it starts with the prompt tokens"
+    for c, kws, _, opaque in generation_calls(s):
+        if (pipe := pipe_of(s, c)) is None or task_of(pipe) not in ("text-generation", None):
+            continue
+        full = kws.get("return_full_text")
+        if (full is not None and const(full) is not True) or opaque or not c.args or _chat_input(s, c.args[0]):
+            continue
+        if not _prompt_removed(s, c):
+            yield (
+                c,
+                ("a text-generation pipeline returns the prompt with the answer (return_full_text defaults to True)"),
+            )
