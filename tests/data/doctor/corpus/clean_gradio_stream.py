@@ -1,14 +1,12 @@
 # modelled on: sunil448832/mistral-deployment frontend.py (ChatInterface generator)
 # (a minimal shape written for infertune's doctor corpus; not copied code)
-from threading import Thread
-
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 import gradio as gr
-from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
-
+from threading import Thread
+from transformers import TextIteratorStreamer
 tk = AutoTokenizer.from_pretrained("HuggingFaceH4/zephyr-7b-beta")
 lm = AutoModelForCausalLM.from_pretrained("HuggingFaceH4/zephyr-7b-beta", dtype="auto", device_map="auto")
-
-
 def respond(message, history):
     msgs = [{"role": "user", "content": message}]
     ids = tk.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt").to(lm.device)
@@ -18,6 +16,4 @@ def respond(message, history):
     for piece in st:
         partial += piece
         yield partial
-
-
 gr.ChatInterface(respond).launch()

@@ -1,7 +1,8 @@
 # modelled on: ThaiLe1220/story_telling finetuning_llm.py (encoder-decoder import)
 # (a minimal shape written for infertune's doctor corpus; not copied code)
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM
 tk = AutoTokenizer.from_pretrained("google/flan-t5-base")
 t5 = AutoModelForSeq2SeqLM.from_pretrained("google/flan-t5-base", device_map="auto")
 enc = tk("translate English to German: hello", return_tensors="pt").to(t5.device)

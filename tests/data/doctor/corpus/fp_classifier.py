@@ -1,7 +1,8 @@
 # modelled on: farhanaa-noor/BAI-HW BAI/tokenizer.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
-
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForSequenceClassification, pipeline
 name = "distilbert-base-uncased-finetuned-sst-2-english"
 clf_model = AutoModelForSequenceClassification.from_pretrained(name)
 tk = AutoTokenizer.from_pretrained(name)

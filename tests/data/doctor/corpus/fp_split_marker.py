@@ -2,7 +2,6 @@
 # (a minimal shape written for infertune's doctor corpus; not copied code)
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-
 TEMPLATE = "### Instruction:\n{}\n\n### Response:\n"
 net = AutoModelForCausalLM.from_pretrained("my/alpaca-ft", dtype=torch.float16, device_map="auto")
 tk = AutoTokenizer.from_pretrained("my/alpaca-ft")

@@ -1,9 +1,9 @@
 # modelled on: ragavkish/a.n.d.r.e.w. model_setup.py (never moved variant)
 # (a minimal shape written for infertune's doctor corpus; not copied code)
+import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-
 tk = AutoTokenizer.from_pretrained("gpt2")
 lm = AutoModelForCausalLM.from_pretrained("gpt2", dtype="auto")  # expect: IT002
 lm.eval()
 enc = tk("hello", return_tensors="pt")
-print(tk.decode(lm.generate(**enc, max_new_tokens=10)[0][enc.input_ids.shape[1] :]))
+print(tk.decode(lm.generate(**enc, max_new_tokens=10)[0][enc.input_ids.shape[1]:]))

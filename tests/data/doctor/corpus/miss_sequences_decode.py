@@ -2,7 +2,6 @@
 # (a minimal shape written for infertune's doctor corpus; not copied code)
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-
 tk = AutoTokenizer.from_pretrained("gpt2")
 lm = AutoModelForCausalLM.from_pretrained("gpt2", dtype=torch.float32, device_map="auto")
 enc = tk(["Today is"], return_tensors="pt").to(lm.device)

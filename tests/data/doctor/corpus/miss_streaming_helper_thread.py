@@ -1,24 +1,20 @@
 # modelled on: joshua-paperspace/RAG-App-Example main.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 from threading import Thread
-
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
-from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
-
+from transformers import TextIteratorStreamer
 lm = AutoModelForCausalLM.from_pretrained("gpt2", dtype="auto", device_map="auto")
 tk = AutoTokenizer.from_pretrained("gpt2")
 app = FastAPI()
-
-
 async def produce(text):
     enc = tk([text], return_tensors="pt").to(lm.device)
     st = TextIteratorStreamer(tk, skip_prompt=True)
     Thread(target=lm.generate, kwargs=dict(enc, streamer=st, max_new_tokens=50)).start()
     for piece in st:
         yield piece
-
-
 @app.get("/")
 async def root(q: str):
     return StreamingResponse(produce(q))  # expect: IT011

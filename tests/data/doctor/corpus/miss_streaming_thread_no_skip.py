@@ -1,9 +1,9 @@
 # modelled on: pansani/go-streaming-message model.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 from threading import Thread
-
-from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
-
+from transformers import TextIteratorStreamer
 tk = AutoTokenizer.from_pretrained("gpt2")
 lm = AutoModelForCausalLM.from_pretrained("gpt2", dtype="auto", device_map="auto")
 enc = tk(["An increasing sequence: one,"], return_tensors="pt").to(lm.device)

@@ -1,20 +1,16 @@
 # modelled on: rishab090/TNSF-Agentic-ChatBot server.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 from fastapi import FastAPI
 from pydantic import BaseModel
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
 tk = AutoTokenizer.from_pretrained("gpt2")
 lm = AutoModelForCausalLM.from_pretrained("gpt2", dtype="auto", device_map="auto")
 app = FastAPI()
-
-
 class Req(BaseModel):
     prompt: str
-
-
 @app.post("/generate")
 async def handle(r: Req):
     enc = tk(r.prompt, return_tensors="pt").to(lm.device)
     out = lm.generate(**enc, max_new_tokens=50)  # expect: IT011,IT022
-    return {"text": tk.decode(out[0][enc.input_ids.shape[1] :], skip_special_tokens=True)}
+    return {"text": tk.decode(out[0][enc.input_ids.shape[1]:], skip_special_tokens=True)}

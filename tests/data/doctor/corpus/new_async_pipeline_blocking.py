@@ -1,13 +1,11 @@
 # modelled on: kdingn/chat-gemma2-jpn api-gemma2/src/main.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 from fastapi import FastAPI
 from transformers import pipeline
-
 app = FastAPI()
 pipe = pipeline("text-generation", model="google/gemma-2-2b-jpn-it", model_kwargs={"dtype": torch.bfloat16})
-
-
 @app.post("/chat")
 async def chat(message: str):
     msgs = [{"role": "user", "content": message}]

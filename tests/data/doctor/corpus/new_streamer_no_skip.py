@@ -1,7 +1,8 @@
 # modelled on: ferbcn/llamaFineTune stream_generate.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
-from transformers import AutoModelForCausalLM, AutoTokenizer, TextStreamer
-
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import TextStreamer
 tk = AutoTokenizer.from_pretrained("gpt2")
 lm = AutoModelForCausalLM.from_pretrained("gpt2", dtype="auto", device_map="auto")
 enc = tk(["An increasing sequence: one,"], return_tensors="pt").to(lm.device)

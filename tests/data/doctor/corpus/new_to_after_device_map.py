@@ -2,7 +2,6 @@
 # (a minimal shape written for infertune's doctor corpus; not copied code)
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-
 tk = AutoTokenizer.from_pretrained("Qwen/Qwen-7B-Chat")
 lm = AutoModelForCausalLM.from_pretrained("Qwen/Qwen-7B-Chat", dtype="auto", device_map="auto").eval()
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")

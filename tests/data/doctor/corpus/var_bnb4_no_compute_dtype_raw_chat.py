@@ -1,10 +1,11 @@
 # modelled on: Mikeblackbelt/ScholarshipSorter llama_test2.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
-from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
-
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import BitsAndBytesConfig
 tk = AutoTokenizer.from_pretrained("meta-llama/Llama-3.1-8B-Instruct")
 q4 = BitsAndBytesConfig(load_in_4bit=True)  # expect: IT008
 lm = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B-Instruct", device_map="cuda", quantization_config=q4)
 enc = tk("Plants create energy through a process known as", return_tensors="pt").to("cuda")  # expect: IT013
 out = lm.generate(**enc, max_new_tokens=40)
-print(tk.decode(out[0][enc.input_ids.shape[1] :], skip_special_tokens=True))
+print(tk.decode(out[0][enc.input_ids.shape[1]:], skip_special_tokens=True))

@@ -2,11 +2,8 @@
 # (a minimal shape written for infertune's doctor corpus; not copied code)
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-
 tk = AutoTokenizer.from_pretrained("meta-llama/Llama-2-7b-chat-hf")
 lm = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-chat-hf", dtype=torch.float16, device_map="auto")
-
-
 def chat(user_msg, turns):
     text = ""
     for q, a in turns:

@@ -2,7 +2,6 @@
 # (a minimal shape written for infertune's doctor corpus; not copied code)
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-
 tk = AutoTokenizer.from_pretrained("microsoft/phi-2")
 lm = AutoModelForCausalLM.from_pretrained("microsoft/phi-2", dtype=torch.float16)
 lm.cuda()

@@ -1,8 +1,7 @@
 # modelled on: rsandham/wsl2-llm scripts/test_load.py and Zhangwenyao1/DreamVLA gpt_flash_attention.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
 import torch
-from transformers import AutoModelForCausalLM
-
+from transformers import AutoModelForCausalLM, AutoTokenizer
 lm = AutoModelForCausalLM.from_pretrained(
     "codellama/CodeLlama-13b-hf",
     device_map="auto",

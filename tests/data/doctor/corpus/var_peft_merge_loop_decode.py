@@ -1,9 +1,8 @@
 # modelled on: diptanshu1991/LoFT loft/test_adapter.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
 import torch
-from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
-
+from peft import PeftModel
 tk = AutoTokenizer.from_pretrained("base/model")
 base = AutoModelForCausalLM.from_pretrained("base/model", dtype=torch.float16, device_map="auto")
 lm = PeftModel.from_pretrained(base, "adapters/final")

@@ -1,9 +1,8 @@
 # modelled on: rwang5688/ml-stack-2024Q4 workshop_2/pipelines/text_generation_distilgpt2.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers import pipeline
-
 writer = pipeline("text-generation", model="distilgpt2", device="cuda")
-
-
 def continue_text(seed):
     return writer(seed, max_length=20, num_return_sequences=5)[0]["generated_text"]  # expect: IT004,IT014

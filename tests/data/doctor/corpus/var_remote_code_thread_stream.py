@@ -1,14 +1,12 @@
 # modelled on: robin-ai-ml/chatbot stream_output_test.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
-from threading import Thread
-
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
-
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from threading import Thread
+from transformers import TextIteratorStreamer
 tk = AutoTokenizer.from_pretrained("Qwen/Qwen-7B-Chat", trust_remote_code=True)  # expect: IT012
-lm = AutoModelForCausalLM.from_pretrained(
-    "Qwen/Qwen-7B-Chat", device_map="auto", dtype="auto", trust_remote_code=True
-).eval()  # expect: IT012
+lm = AutoModelForCausalLM.from_pretrained("Qwen/Qwen-7B-Chat", device_map="auto", dtype="auto",
+                                          trust_remote_code=True).eval()  # expect: IT012
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 lm.to(dev)  # expect: IT020
 enc = tk(["introduce suzhou"], return_tensors="pt").to(dev)  # expect: IT013

@@ -1,17 +1,15 @@
 # modelled on: pansani/go-streaming-message python/server.py
 # (a minimal shape written for infertune's doctor corpus; not copied code)
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 import asyncio
 from threading import Thread
-
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
-from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
-
+from transformers import TextIteratorStreamer
 lm = AutoModelForCausalLM.from_pretrained("gpt2", dtype="auto", device_map="auto")
 tk = AutoTokenizer.from_pretrained("gpt2")
 app = FastAPI()
-
-
 async def stream_words():
     enc = tk(["An increasing sequence: one,"], return_tensors="pt").to(lm.device)
     st = TextIteratorStreamer(tk)  # expect: IT017
@@ -20,8 +18,6 @@ async def stream_words():
     for piece in st:
         await asyncio.sleep(0.2)
         yield piece + "\n"
-
-
 @app.get("/")
 async def home():
     return StreamingResponse(stream_words(), media_type="text/plain")  # expect: IT011
