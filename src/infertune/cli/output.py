@@ -17,6 +17,8 @@ from rich.text import Text
 from infertune.core import human
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pydantic import BaseModel
 
 out = Console()
@@ -35,7 +37,7 @@ def ms(s: float | None) -> str:
     return "-" if s is None else f"{s * 1000:,.1f} ms"
 
 
-def print_json_list(rows: list[BaseModel]) -> None:
+def print_json_list(rows: Sequence[BaseModel]) -> None:
     sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in rows], indent=2) + "\n")
 
 
