@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -17,8 +18,6 @@ from rich.text import Text
 from infertune.core import human
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from pydantic import BaseModel
 
 out = Console()
