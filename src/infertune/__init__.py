@@ -1,8 +1,9 @@
 """infertune: pick, prove and ship the right inference optimization for a Transformers workload.
 
 The Python API (docs/api.md) is `infertune.env()`, `.estimate(...)`, `.advise(...)`, `.measure(...)`,
-`.tune(...)`, `.doctor(...)` and `.report(run_dir)`, defined in `infertune.api`. `env`, `advise` and `tune`
-are the API functions themselves. `estimate`, `measure`, `doctor` and `report` are also infertune's own
+`.tune(...)`, `.doctor(...)`, `.report(run_dir)`, `.loadtest(url, ...)`, `.serve_trial(...)` and `.engines()`,
+defined in `infertune.api`. `env`, `advise`, `tune`, `loadtest`, `serve_trial` and `engines` are the API
+functions themselves. `estimate`, `measure`, `doctor` and `report` are also infertune's own
 subpackages (`infertune.estimate` holds the estimator): read through this package, those modules are
 callable and forward the call to the API function, so both `infertune.estimate(...)` and
 `from infertune.estimate import Estimate` work. This package is the top of the house (docs/architecture.md):
@@ -13,8 +14,9 @@ import importlib
 import sys
 import types
 
-VERBS = ("env", "estimate", "advise", "measure", "tune", "doctor", "report")
-FUNCTIONS = ("env", "advise", "tune")  # verbs with no subpackage of their name: the API function itself
+VERBS = ("env", "estimate", "advise", "measure", "tune", "doctor", "report", "loadtest", "serve_trial", "engines")
+# verbs with no subpackage of their name: the API function itself
+FUNCTIONS = ("env", "advise", "tune", "loadtest", "serve_trial", "engines")
 
 
 class _VerbModule(types.ModuleType):

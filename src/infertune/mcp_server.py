@@ -3,11 +3,14 @@
 Each tool's arguments are the CLI's long flags in snake_case, generated from the API function's own
 signature (so the three interfaces cannot drift); its text result is the JSON object the CLI prints with
 `--format json`. Bad input comes back as a tool error carrying the one-line message, and the server keeps
-serving. Long tools (measure, tune) run in a worker thread and report progress as they go.
+serving. Long tools (measure, tune, loadtest, serve_trial) run in a worker thread and report progress as they
+go. `loadtest` sends load to the URL it is given and nowhere else; `serve_trial` starts its server on loopback
+only (its `host` is not a tool argument), and stops the server's whole process tree when the trial ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import typing
@@ -34,21 +37,27 @@ def _progress(ctx, total: float | None, token):
                 state["n"] = e["done"] / max(e["total"], 1)
         elif e.get("event") in ("phase", "serve"):
             msg = e.get("phase") or f"serving {' '.join(e.get('flags', []))}"
+        elif e.get("event") == "level":
+            lv = e["level"]
+            msg = f"concurrency {lv.concurrency}: {lv.requests_ok} ok, {lv.output_tokens_per_s:,.1f} tok/s"
+            if total is None:
+                state["n"] = e["index"] / max(e["total"], 1)
         if msg is not None:
-            try:
+            with contextlib.suppress(Exception):  # progress is a courtesy: a lost notification never fails the tool
                 anyio.from_thread.run(
                     ctx.report_progress, state["n"], total if total is not None else 1.0, msg, token=token
                 )
-            except Exception:
-                pass
 
     return on_event
 
 
 def _as_json(result: Any) -> str:
+    """The JSON the CLI prints with `--format json`: a model, a list of models (engines) or a dict (report)."""
     if hasattr(result, "model_dump_json"):
         return result.model_dump_json(indent=2)
-    return json.dumps(result, indent=2, default=str)
+    return json.dumps(
+        result, indent=2, default=lambda o: o.model_dump(mode="json") if hasattr(o, "model_dump") else str(o)
+    )
 
 
 def tool_for(
@@ -59,9 +68,10 @@ def tool_for(
     call: Callable[..., Any] | None = None,
     long: bool = False,
     total_arg: str | None = None,
+    hidden: frozenset[str] = frozenset(),
 ):
-    """An async MCP tool with `fn`'s parameters (callbacks removed, `extra` added) that runs `call` (default
-    `fn`) in a worker thread and returns its JSON."""
+    """An async MCP tool with `fn`'s parameters (callbacks and `hidden` removed: `fn`'s defaults hold; `extra`
+    added) that runs `call` (default `fn`) in a worker thread and returns its JSON."""
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -71,7 +81,7 @@ def tool_for(
     params = [
         p.replace(annotation=hints.get(p.name, Any))
         for p in inspect.signature(fn).parameters.values()
-        if p.name not in HIDDEN and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        if p.name not in HIDDEN | hidden and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
     ]
     params = [p.replace(kind=p.KEYWORD_ONLY) for p in params + (extra or [])]
     target = call or fn
@@ -92,7 +102,8 @@ def tool_for(
         return _as_json(result)
 
     ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
-    tool.__signature__ = inspect.Signature([*params, ctx_param], return_annotation=str)
+    # inspect.signature (and so the SDK's argument schema) reads __signature__, which typeshed does not declare
+    tool.__signature__ = inspect.Signature([*params, ctx_param], return_annotation=str)  # type: ignore[attr-defined]
     tool.__annotations__ = {**{p.name: p.annotation for p in params}, "ctx": Context, "return": str}
     tool.__name__ = name
     tool.__doc__ = inspect.getdoc(fn)
@@ -109,7 +120,9 @@ def server():
         version=__version__,
         instructions=(
             "Pick, prove and ship inference optimizations for Hugging Face Transformers. estimate and advise "
-            "answer from config.json (estimates); measure and tune run trials on this machine (measured)."
+            "answer from config.json (estimates); measure and tune run trials on this machine (measured); "
+            "loadtest measures an OpenAI-compatible server at a given URL, serve_trial starts one on loopback "
+            "and load-tests it, engines lists the serving engines installed here."
         ),
     )
     tune_extra = [
@@ -133,6 +146,9 @@ def server():
         ),
         ("doctor", api.doctor, {}),
         ("report", api.report, {}),
+        ("loadtest", api.loadtest, {"long": True}),
+        ("serve_trial", api.serve_trial, {"long": True, "hidden": frozenset({"host"})}),  # binds loopback only
+        ("engines", api.engines, {}),
     ):
         srv.add_tool(
             tool_for(fn, name, **options),

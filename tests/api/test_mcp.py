@@ -8,7 +8,12 @@ import sys
 import jsonschema
 import pytest
 
+import test_loadtest
 from infertune.cli import schema
+from test_api import SERVING_REFUSALS, serving_refusal_message
+from test_loadtest import FakeOpenAI
+
+server = test_loadtest.server  # the fake OpenAI-compatible server on 127.0.0.1 the load generator's tests run
 
 pytest.importorskip("mcp")
 
@@ -50,7 +55,18 @@ def test_tools_estimate_advise_and_errors_over_stdio(tiny_model):
         return names, est, adv, bad, wrong_type, refused, after
 
     names, est, adv, bad, wrong_type, refused, after = _with_session(body, tiny_model)
-    assert names == {"env", "estimate", "advise", "measure", "tune", "doctor", "report"}
+    assert names == {
+        "env",
+        "estimate",
+        "advise",
+        "measure",
+        "tune",
+        "doctor",
+        "report",
+        "loadtest",
+        "serve_trial",
+        "engines",
+    }
     e = json.loads(est.content[0].text)
     assert not est.is_error and e["kind"] == "estimate" and e["schema_version"] == schema.SCHEMA_VERSION
     jsonschema.validate(e, schemas["estimate"])
@@ -75,6 +91,51 @@ def test_tools_estimate_advise_and_errors_over_stdio(tiny_model):
         assert needle in text, text
     d = json.loads(after.content[0].text)
     assert not after.is_error and d["kind"] == "doctor" and d["findings"] == []
+
+
+def test_serving_tools_over_stdio_load_only_the_given_url_and_refuse_as_the_api_does(server):
+    from infertune import api
+
+    def args_for(args):
+        return {k: v.format(server=server) if isinstance(v, str) else v for k, v in args.items()}
+
+    progress = []
+
+    async def body(session):
+        async def on_progress(p, total, message):
+            progress.append(message)
+
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        load = await session.call_tool(
+            "loadtest",
+            {"url": server, "concurrency": "1,2", "requests": 3, "max_new_tokens": 4, "max_ttft": 5},
+            progress_callback=on_progress,
+        )
+        sent = FakeOpenAI.calls
+        refused = [await session.call_tool(verb, args_for(args)) for verb, args, _ in SERVING_REFUSALS]
+        listed = await session.call_tool("engines", {})
+        one = await session.call_tool("engines", {"engine": "sglang"})
+        return tools, load, sent, refused, listed, one
+
+    tools, load, sent, refused, listed, one = _with_session(body, None)
+    assert {"loadtest", "serve_trial", "engines"} <= set(tools)
+    assert "host" not in tools["serve_trial"].input_schema["properties"]  # a server it starts binds loopback only
+    assert {"url", "concurrency", "rate", "max_ttft"} <= set(tools["loadtest"].input_schema["properties"])
+    d = json.loads(load.content[0].text)
+    assert not load.is_error and d["kind"] == "measured" and d["test"] == "loadtest" and d["url"] == server
+    jsonschema.validate(d, schema.schemas()["loadtest"])
+    assert [lv["requests_ok"] for lv in d["levels"]] == [3, 3] and d["knee_concurrency"] == 2
+    assert sent == 6 and FakeOpenAI.calls == 6  # the load went to that server, and no refused call sent any
+    assert any((m or "").startswith("concurrency 2: 3 ok") for m in progress)
+    for r, (verb, args, needle) in zip(refused, SERVING_REFUSALS, strict=True):
+        text = r.content[0].text
+        assert r.is_error and needle in text and "\n" not in text, (verb, args, text)
+        # the API's own line, word for word, after the SDK's "Error executing tool NAME: "
+        assert text == f"Error executing tool {verb}: {serving_refusal_message(verb, args, server)}"
+    assert not listed.is_error and json.loads(listed.content[0].text) == [
+        e.model_dump(mode="json") for e in api.engines()
+    ]
+    assert json.loads(one.content[0].text) == [api.engines(engine="sglang")[0].model_dump(mode="json")]
 
 
 def test_measure_reports_progress(tiny_model):

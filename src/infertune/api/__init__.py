@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         tune,
         tune_spec,
     )
+    from infertune.api.serving import engines, install_engine, loadtest, serve_trial
 
 # Each name is imported from its module on first use, so a verb loads only what it needs: `estimate` on a
 # model seen before stays clear of the trial runner, the tuner and their libraries (start-up, see
@@ -60,6 +61,7 @@ _HOME = {
         "tune",
         "tune_spec",
     ),
+    "serving": ("engines", "install_engine", "loadtest", "serve_trial"),
 }
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 
@@ -85,10 +87,13 @@ __all__ = [
     "check_device",
     "default_run_dir",
     "doctor",
+    "engines",
     "env",
     "estimate",
     "host_facts",
     "input_lengths",
+    "install_engine",
+    "loadtest",
     "measure",
     "parse_budgets",
     "parse_size_flag",
@@ -96,6 +101,7 @@ __all__ = [
     "report",
     "resume_only",
     "run_tune",
+    "serve_trial",
     "tune",
     "tune_spec",
 ]

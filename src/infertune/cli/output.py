@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -35,7 +36,7 @@ def ms(s: float | None) -> str:
     return "-" if s is None else f"{s * 1000:,.1f} ms"
 
 
-def print_json_list(rows: list[BaseModel]) -> None:
+def print_json_list(rows: Sequence[BaseModel]) -> None:
     sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in rows], indent=2) + "\n")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -53,6 +53,7 @@ class Inputs(BaseModel):
     requests: int | None = bounded(1, MAX_COUNT)
     gpus: int | None = bounded(1, 4096)
     tp: int | None = bounded(1, 1024)
+    max_model_len: int | None = bounded(16, MAX_TOKENS)
     repeats: int | None = bounded(1, 10_000)
     warmup: int | None = bounded(0, 10_000)
     seed: int | None = bounded(0, MAX_SEED)
@@ -144,5 +145,51 @@ def tokens(text: str | int | None, name: str) -> list[int]:
     return [v for _, v in parts]
 
 
-def _refuse(message: str):
+def url(text: str, name: str = "url") -> str:
+    """An http(s) URL with a host (a server to send requests to); else one line with an example."""
+    from urllib.parse import urlparse
+
+    try:
+        parsed = urlparse(text)
+        ok = parsed.scheme in ("http", "https") and bool(parsed.netloc) and bool(parsed.hostname)
+        _ = parsed.port  # reading it refuses a port that is not a number from 0 to 65535
+    except (ValueError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        _refuse(f"{flag(name)}: not an http(s) URL: {text!r} (e.g. http://127.0.0.1:8000)")
+    return text
+
+
+def levels(value: str | int | list[int], name: str = "concurrency") -> list[int]:
+    """'1,4,16' (or one count, or a list) -> requests in flight per level, each within `check`'s bounds."""
+    if isinstance(value, str):
+        try:
+            counts = [int(x) for x in value.split(",") if x.strip()]
+        except ValueError:
+            _refuse(f"{flag(name)}: not a list of integers: {value!r} (e.g. 1,4,16,64)")
+    else:
+        counts = [value] if isinstance(value, int) else list(value)
+    if not counts:
+        _refuse(f"{flag(name)}: give positive integers, e.g. 1,4,16")
+    for n in counts:
+        check("input", **{name: n})
+    return counts
+
+
+def rates(value: str | float | list[float], name: str = "rate") -> list[float]:
+    """'0.5,1,2' (or one rate, or a list) -> offered request rates per second, each above 0, up to 1e6."""
+    try:
+        if isinstance(value, str):
+            given = [float(x) for x in value.split(",") if x.strip()]
+        else:
+            given = [float(value)] if isinstance(value, (int, float)) else [float(x) for x in value]
+    except (TypeError, ValueError):
+        _refuse(f"{flag(name)}: not a list of numbers: {value!r} (e.g. 0.5,1,2)")
+    if not given or not all(0 < r <= 1e6 for r in given):
+        text = value if isinstance(value, str) else ",".join(shown(r) for r in given)
+        _refuse(f"{flag(name)} {text}: give request rates above 0, up to 1,000,000 per second, e.g. 0.5,1,2")
+    return given
+
+
+def _refuse(message: str) -> NoReturn:
     raise UserError(message)
