@@ -56,18 +56,18 @@ def _fake_convert(files):
 def test_prepare_is_atomic_and_idempotent(infertune_home, tmp_path, monkeypatch):
     gguf = tmp_path / "fake.gguf"
     gguf.write_bytes(b"GGUF")
-    monkeypatch.setattr(models, "_locate_gguf", lambda model, install: gguf)
-    monkeypatch.setattr(models, "version", lambda pkg: "0.0-test")
+    monkeypatch.setattr(store, "_locate_gguf", lambda model, install: gguf)
+    monkeypatch.setattr(store, "version", lambda pkg: "0.0-test")
 
     # A failure half-way leaves nothing that looks prepared, and no temp folder behind.
-    monkeypatch.setattr(models, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": None}))
+    monkeypatch.setattr(store, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": None}))
     with pytest.raises(RuntimeError):
         store.prepare("smollm2")
     assert not (store.models_dir() / "smollm2").exists()
     assert list(store.models_dir().iterdir()) == []
     assert store.list_prepared() == []
 
-    monkeypatch.setattr(models, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": "w"}))
+    monkeypatch.setattr(store, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": "w"}))
     path = store.prepare("demo")
     assert path == store.models_dir() / "smollm2"
     manifest = json.loads((path / store.MANIFEST).read_text())
@@ -76,13 +76,13 @@ def test_prepare_is_atomic_and_idempotent(infertune_home, tmp_path, monkeypatch)
     assert listed.status == "ok" and listed.name == "smollm2"
 
     # Prepared once: a second call converts nothing.
-    monkeypatch.setattr(models, "_convert", lambda *a: pytest.fail("converted twice"))
+    monkeypatch.setattr(store, "_convert", lambda *a: pytest.fail("converted twice"))
     assert store.prepare("smollm2") == path
     assert store.resolve("demo") == path
 
     # A damaged folder is noticed and rebuilt.
     (path / "model.safetensors").write_text("x")  # same size, other bytes
-    monkeypatch.setattr(models, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": "w"}))
+    monkeypatch.setattr(store, "_convert", _fake_convert({"config.json": "{}", "model.safetensors": "w"}))
     assert store.list_prepared()[0].status != "ok"
     assert store.prepare("smollm2") == path and store.verify(path) == "ok"
 
