@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
@@ -205,7 +206,7 @@ def summarize(
         concurrency=concurrency,
         requests_ok=len(ok),
         requests_failed=len(records) - len(ok),
-        errors=dict(Counter(r.error for r in records if not r.ok)),
+        errors=dict(Counter(r.error or "unknown" for r in records if not r.ok)),  # a failed record names its error
         duration_s=elapsed,
         ttft_s=ttft,
         itl_s=itl,
@@ -240,7 +241,7 @@ async def loadtest_async(
     endpoint: str = "chat",
     prompt: str = DEFAULT_PROMPT,
     timeout_s: float = 120.0,
-    on_level=None,
+    on_level: Callable[[LevelResult], object] | None = None,
     rates: list[float] | None = None,
     seed: int = 0,
     conversations: list[list[dict]] | None = None,
@@ -262,25 +263,29 @@ async def loadtest_async(
         bodies = [{**common, "messages": c} for c in (conversations or [[{"role": "user", "content": prompt}]])]
     else:
         bodies = [{**common, "prompt": prompt}]
-    out = []
+    out: list[LevelResult] = []
+
+    def add(level: LevelResult) -> None:
+        out.append(level)
+        if on_level:
+            on_level(level)
+
     width = max(levels) if not rates else requests
     limits = httpx.Limits(max_connections=width + 4, max_keepalive_connections=width + 4)
     async with httpx.AsyncClient(limits=limits) as client:
         await _preflight(client, base)
-        for x in rates or levels:
-            if rates:
+        if rates:
+            for rate in rates:
                 records, elapsed, peak = await run_rate(
-                    client, base + path, bodies, chat, x, requests, duration_s, timeout_s, seed
+                    client, base + path, bodies, chat, rate, requests, duration_s, timeout_s, seed
                 )
-                level = summarize(peak, records, elapsed, max_ttft, max_tpot).model_copy(update={"rate": x})
-            else:
+                add(summarize(peak, records, elapsed, max_ttft, max_tpot).model_copy(update={"rate": rate}))
+        else:
+            for concurrency in levels:
                 records, elapsed = await run_level(
-                    client, base + path, bodies, chat, x, requests, duration_s, timeout_s
+                    client, base + path, bodies, chat, concurrency, requests, duration_s, timeout_s
                 )
-                level = summarize(x, records, elapsed, max_ttft, max_tpot)
-            out.append(level)
-            if on_level:
-                on_level(level)
+                add(summarize(concurrency, records, elapsed, max_ttft, max_tpot))
     meeting = [lv for lv in out if lv.meets_slo]
     return LoadTestResult(
         url=base,
@@ -289,7 +294,7 @@ async def loadtest_async(
         max_new_tokens=max_new_tokens,
         levels=out,
         knee_concurrency=None if rates or not meeting else max(lv.concurrency for lv in meeting),
-        knee_rate=max(lv.rate for lv in meeting) if rates and meeting else None,
+        knee_rate=max(lv.rate for lv in meeting if lv.rate is not None) if rates and meeting else None,
         slo={"max_ttft_s": max_ttft, "max_tpot_s": max_tpot},
     )
 
