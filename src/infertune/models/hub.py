@@ -17,7 +17,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from infertune.core.errors import UserError
@@ -54,7 +54,7 @@ def is_hub_id(spec: str) -> bool:
 
 def hub_id(spec: str | None) -> bool:
     """`spec` names a hub model (not a local folder that happens to look like ORG/NAME)."""
-    return bool(spec) and is_hub_id(spec) and not Path(spec).expanduser().exists()
+    return bool(spec and is_hub_id(spec) and not Path(spec).expanduser().exists())
 
 
 def revision_of(path: str | Path) -> str | None:
@@ -184,10 +184,8 @@ def _config(repo: str, revision: str | None, cache_only: bool = False) -> tuple[
 def _optional(repo: str, commit: str, filename: str) -> None:
     from huggingface_hub import hf_hub_download
 
-    try:
+    with suppress(Exception):  # absent from the repo (404, or 401 from a mirror): optional
         hf_hub_download(repo, filename, revision=commit)
-    except Exception:  # absent from the repo (404, or 401 from a mirror): optional
-        pass
 
 
 def _code_files(config: Path) -> list[str]:
