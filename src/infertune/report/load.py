@@ -75,7 +75,7 @@ def plots(res: LoadTestResult) -> list[tuple[str, str, str]]:
         for k, (p, style) in enumerate((("p50", "o-"), ("p95", "s--"), ("p99", "^:"))):
             ys = [getattr(x, p) for x in per]
             ax.plot(xs, [None if y is None else y * f for y in ys], style, color=SERIES[k], label=p)
-        if drawn:
+        if drawn and limit is not None:
             ax.axhline(limit * f, color="#d55e00", lw=1, label=f"SLO, p95 ({human.duration(limit)})")
         elif limit is not None:
             far.append(f"the {name} SLO ({human.duration(limit)}) is far above every level")

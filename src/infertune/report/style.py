@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 # verdict colours (colour-blind safe: Okabe-Ito), shared by charts and the page
 COLOURS = {
@@ -167,9 +167,9 @@ def tag(kind: str, text: str | None = None) -> str:
 def table(
     headers: Sequence[str],
     rows: Iterable[Sequence[str]],
-    num: set[int] = frozenset(),
-    est: set[int] = frozenset(),
-    raw: set[int] = frozenset(),
+    num: Container[int] = frozenset(),
+    est: Container[int] = frozenset(),
+    raw: Container[int] = frozenset(),
     cls: dict[int, str] | None = None,
 ) -> str:
     """An HTML table; `num` columns right-aligned, `est` columns marked as estimates, `raw` columns are
