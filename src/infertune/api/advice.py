@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from infertune.advisor.advise import Advice
-from infertune.api.common import Say, _quiet, input_lengths, parse_tokens
+from infertune.api.common import Say, input_lengths, parse_tokens, quiet
 from infertune.core import validate
 from infertune.core.errors import UserError
 from infertune.models.hub import revision_of
@@ -38,7 +38,7 @@ def advise(
     measured: str | Path | None = None,
     trust_remote_code: bool = False,
     ask: Callable[[str, int], int] | None = None,
-    say: Say = _quiet,
+    say: Say = quiet,
     device_map: str | None = None,
     tp: int = 1,
     lib: list[str] | dict[str, str] | None = None,

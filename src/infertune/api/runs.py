@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.api.common import OnEvent, Say, _quiet, default_run_dir, input_lengths, parse_budgets, parse_size_flag
+from infertune.api.common import OnEvent, Say, default_run_dir, input_lengths, parse_budgets, parse_size_flag, quiet
 from infertune.core import validate
 from infertune.core.errors import UserError, flag
 from infertune.core.paths import check_output
@@ -45,7 +45,7 @@ def measure(
     max_memory: str | dict[str, str] | None = None,
     tp_plan: str = "auto",
     on_event: OnEvent | None = None,
-    say: Say = _quiet,
+    say: Say = quiet,
 ):
     """One configuration on one workload, in an isolated child process: a `Measurement` (the trial's
     result, measured, with the estimate for the same shape beside it). A failed trial is a result too."""
@@ -212,7 +212,7 @@ def tune_spec(
     trial_memory_limit: str | int | None = None,
     min_pairs: int | None = None,
     max_pairs: int | None = None,
-    say: Say = _quiet,
+    say: Say = quiet,
 ):
     """The validated TuneSpec and host Facts for a new run (refused before any trial when impossible).
     Not given (None): max_trials 8, objective latency, trial_timeout 900 s, 3 to 5 interleaved pairs per step."""
@@ -346,7 +346,7 @@ def tune(
     output: str | Path | None = None,
     resume: str | Path | None = None,
     on_event: OnEvent | None = None,
-    say: Say = _quiet,
+    say: Say = quiet,
     trust_remote_code: bool = False,
     **options: Any,
 ) -> TuneOutcome:
