@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -144,5 +144,5 @@ def tokens(text: str | int | None, name: str) -> list[int]:
     return [v for _, v in parts]
 
 
-def _refuse(message: str):
+def _refuse(message: str) -> NoReturn:
     raise UserError(message)
