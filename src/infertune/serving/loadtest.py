@@ -13,13 +13,16 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
@@ -91,7 +94,7 @@ def _chunk_text(obj: dict, chat: bool) -> str:
     return choice.get("text") or ""
 
 
-async def one_request(client, url: str, body: dict, chat: bool, timeout_s: float) -> RequestRecord:
+async def one_request(client: httpx.AsyncClient, url: str, body: dict, chat: bool, timeout_s: float) -> RequestRecord:
     import httpx
 
     start = time.perf_counter()
@@ -131,7 +134,7 @@ async def one_request(client, url: str, body: dict, chat: bool, timeout_s: float
 
 
 async def run_level(
-    client,
+    client: httpx.AsyncClient,
     url: str,
     bodies: list[dict],
     chat: bool,
@@ -157,7 +160,7 @@ async def run_level(
 
 
 async def run_rate(
-    client,
+    client: httpx.AsyncClient,
     url: str,
     bodies: list[dict],
     chat: bool,
@@ -217,7 +220,7 @@ def summarize(
     )
 
 
-async def _preflight(client, base: str) -> None:
+async def _preflight(client: httpx.AsyncClient, base: str) -> None:
     """A refused connection is bad input: say so once, before any level runs."""
     import httpx
 
@@ -299,5 +302,5 @@ async def loadtest_async(
     )
 
 
-def loadtest(*args, **kwargs) -> LoadTestResult:
+def loadtest(*args: Any, **kwargs: Any) -> LoadTestResult:
     return asyncio.run(loadtest_async(*args, **kwargs))
