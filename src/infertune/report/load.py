@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infertune.core import human
 from infertune.core.paths import write_atomic
@@ -26,6 +26,9 @@ from infertune.report.style import (
     time_scale,
 )
 from infertune.serving.loadtest import LevelResult, LoadTestResult
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 def _open_loop(res: LoadTestResult) -> bool:
@@ -53,7 +56,7 @@ def slo_text(slo: dict[str, float | None]) -> str:
     return " and ".join(p for p in parts if p)
 
 
-def _axes(ax, res: LoadTestResult, xs: list[float]) -> None:
+def _axes(ax: Axes, res: LoadTestResult, xs: list[float]) -> None:
     """Values from zero; concurrency levels as whole-number ticks."""
     from_zero(ax)
     if not _open_loop(res):
