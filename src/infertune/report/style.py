@@ -11,6 +11,8 @@ from collections.abc import Container, Iterable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from infertune.core.human import GiB, MiB
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -91,7 +93,7 @@ def time_scale(values: Iterable[float | None]) -> tuple[float, str]:
 def size_scale(values: Iterable[float | None]) -> tuple[float, str]:
     """(divisor, unit) to draw bytes in: MiB, or GiB from 2 GiB up."""
     vals = [v for v in values if v is not None]
-    return (2**30, "GiB") if vals and max(vals) >= 2 * 2**30 else (2**20, "MiB")
+    return (GiB, "GiB") if vals and max(vals) >= 2 * GiB else (MiB, "MiB")
 
 
 # --- the page --------------------------------------------------------------------------------------------
