@@ -13,6 +13,7 @@ it makes the verb modules callable from above, so none of them imports anything 
 import importlib
 import sys
 import types
+from typing import Any
 
 VERBS = ("env", "estimate", "advise", "measure", "tune", "doctor", "report", "loadtest", "serve_trial", "engines")
 # verbs with no subpackage of their name: the API function itself
@@ -22,7 +23,7 @@ FUNCTIONS = ("env", "advise", "tune", "loadtest", "serve_trial", "engines")
 class _VerbModule(types.ModuleType):
     """A module that is also its API verb: calling it calls `infertune.api.<verb>`."""
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from infertune import api
 
         return getattr(api, self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
@@ -32,7 +33,7 @@ class _Package(types.ModuleType):
     """This package: a verb module read from it (`infertune.estimate`, `from infertune import tune`) is made
     callable on the way out, however it was imported."""
 
-    def __getattribute__(self, name: str):
+    def __getattribute__(self, name: str) -> Any:
         value = super().__getattribute__(name)
         if name in VERBS and type(value) is types.ModuleType:
             value.__class__ = _VerbModule
@@ -51,7 +52,7 @@ def _version() -> str:
         return "0.0.0+unknown"
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "__version__":
         return _version()
     if name in FUNCTIONS:

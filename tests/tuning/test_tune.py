@@ -217,7 +217,7 @@ def test_serve_stage_compares_both_batching_modes_lists_missing_engines_and_ship
 
     from rich.console import Console
 
-    from infertune.cli.tune import served_table
+    from infertune.cli.tune_output import served_table
     from infertune.tuning.serve_stage import choose
 
     wl = Workload(

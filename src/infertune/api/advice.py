@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infertune.advisor.advise import Advice
-from infertune.api.common import Say, _quiet, input_lengths, parse_tokens
+from infertune.api.common import Say, input_lengths, parse_tokens, quiet
 from infertune.core import validate
 from infertune.core.errors import UserError
 from infertune.models.hub import revision_of
+
+if TYPE_CHECKING:
+    from infertune.measure.results import TrialResult
+    from infertune.techniques.base import EngineEvidence
 
 
 def advise(
@@ -38,7 +43,7 @@ def advise(
     measured: str | Path | None = None,
     trust_remote_code: bool = False,
     ask: Callable[[str, int], int] | None = None,
-    say: Say = _quiet,
+    say: Say = quiet,
     device_map: str | None = None,
     tp: int = 1,
     lib: list[str] | dict[str, str] | None = None,
@@ -134,7 +139,7 @@ def _same_model(a: str, b: str) -> bool:
     )
 
 
-def _read_measured(measured: str | Path, model: str):
+def _read_measured(measured: str | Path, model: str) -> tuple[TrialResult | None, list[EngineEvidence]]:
     """`--measured`: a measure result (a trial of the current setup), or a tune run (its directory or report.json)
     whose serve stage measured serving engines against transformers serve on this workload."""
     import json

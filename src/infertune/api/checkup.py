@@ -3,16 +3,21 @@ script's settings advised on. The advice rows are composed here, above both the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from infertune.advisor.advise import Advice
 from infertune.api.advice import advise
-from infertune.api.common import Say, _quiet
+from infertune.api.common import Say, quiet
 from infertune.core.errors import UserError
 from infertune.doctor import DoctorResult as Findings
 from infertune.models.hub import revision_of
+
+if TYPE_CHECKING:
+    from infertune.doctor.nodes import Finding
 
 
 class ScriptAdvice(BaseModel):
@@ -30,12 +35,12 @@ class DoctorResult(Findings):
 
 
 def doctor(
-    paths: list[str | Path] | str | Path | None = None,
+    paths: Sequence[str | Path] | str | Path | None = None,
     env: bool = False,
     advise: bool = False,
     gpu: str | None = None,
     model: str | None = None,
-    say: Say = _quiet,
+    say: Say = quiet,
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     target_version: str | None = None,
@@ -46,10 +51,8 @@ def doctor(
     from infertune import doctor as doc
     from infertune.doctor.nodes import Target
 
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    paths = [Path(p) for p in paths or []]
-    if not paths and not env:
+    files = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths or []]
+    if not files and not env:
         raise UserError("give Python files or folders to check (infertune doctor app.py), or --env")
     target = Target()
     if gpu:
@@ -58,11 +61,11 @@ def doctor(
         acc = find_accelerator(gpu)
         target.gpu_name, target.gpu_memory_bytes = acc.name, acc.memory_bytes
         target.compute_capability = float(acc.compute_capability) if acc.compute_capability else None
-    scripts, missing = doc.python_files(paths)
-    if paths and not scripts and not missing:
-        raise UserError(f"{' '.join(str(p) for p in paths)}: no Python files to check (doctor reads *.py files)")
+    scripts, missing = doc.python_files(files)
+    if files and not scripts and not missing:
+        raise UserError(f"{' '.join(str(p) for p in files)}: no Python files to check (doctor reads *.py files)")
     try:
-        report = doc.check(paths, target, select, ignore, target_version)
+        report = doc.check(files, target, select, ignore, target_version)
     except ValueError as e:  # an unknown rule, a --target-version that is not a version
         raise UserError(str(e)) from None
     result = DoctorResult(findings=report.findings, files=report.files, errors=report.errors)
@@ -70,11 +73,11 @@ def doctor(
         found, result.model_revision = _environment_findings(model, say)
         result.findings += found
     if advise:
-        result.advice = _advise_scripts(paths, gpu)
+        result.advice = _advise_scripts(files, gpu)
     return result
 
 
-def _environment_findings(model: str | None, say: Say):
+def _environment_findings(model: str | None, say: Say) -> tuple[list[Finding], str | None]:
     from infertune.doctor.env import check_environment
     from infertune.probe.hardware import detect_hardware
 
@@ -98,17 +101,17 @@ def _environment_findings(model: str | None, say: Say):
     return check_environment(hw, model_bytes=weights, model=model), revision_of(folder) if folder else None
 
 
-def _advise_scripts(paths: list[Path], gpu: str | None):
+def _advise_scripts(paths: list[Path], gpu: str | None) -> list[ScriptAdvice]:
     """Each script's literal settings (model, dtype, attention, quantization, cache, max_new_tokens) as an
     advise run, or why there is none (no model literal, the model is not available here)."""
     import shlex
 
     from infertune import doctor as doc
 
-    out = []
+    out: list[ScriptAdvice] = []
     for f in doc.python_files(paths)[0]:
         try:
-            found = doc.settings(doc.parse(f))
+            found: dict[str, Any] = doc.settings(doc.parse(f))  # literals keyed by advise's parameter names
         except ValueError:
             continue
         if "model" not in found:

@@ -14,8 +14,8 @@ Say = Callable[[str], None]
 OnEvent = Callable[[dict[str, Any]], None]
 
 
-def _quiet(_msg: str) -> None:
-    pass
+def quiet(_msg: str) -> None:
+    """The default `say`: progress goes nowhere."""
 
 
 # --- shared parsing -----------------------------------------------------------------------------------
@@ -40,12 +40,14 @@ def parse_budgets(text: str) -> dict[str, str]:
     """--max-memory '0=20GiB,cpu=64GiB' -> from_pretrained's max_memory ({'0': '20GiB', 'cpu': '64GiB'})."""
     from infertune.estimate.placement import parse_max_memory
 
-    out = {}
+    out: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, size = (x.strip() for x in part.partition("="))
         if not sep or not size:
             raise UserError(f"--max-memory: {part!r} is not DEVICE=SIZE (e.g. 0=20GiB,cpu=64GiB)")
-        ((device, n),) = parse_max_memory({key: size}).items()  # the estimator's reading: a known device, a size
+        budget = parse_max_memory({key: size})  # the estimator's reading: a known device, a size
+        assert budget is not None  # a non-empty mapping always reads as one
+        ((device, n),) = budget.items()
         if n <= 0:
             raise UserError("--max-memory: the size must be positive")
         out[device.removeprefix("cuda:")] = size

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.api.common import Say, _quiet, parse_tokens
+from infertune.api.common import Say, parse_tokens, quiet
 from infertune.core import validate
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
@@ -67,7 +67,7 @@ def estimate(
     max_memory: str | None = None,
     cpu: bool = False,
     trust_remote_code: bool = False,
-    say: Say = _quiet,
+    say: Say = quiet,
 ) -> Estimate | EstimateSweep:
     """Memory by component, roofline speed and what fits, from config.json alone: an `Estimate`, or an
     `EstimateSweep` when `input_len` lists several lengths ("1k,8k,32k")."""

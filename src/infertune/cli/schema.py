@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infertune.core.schema import SCHEMA_VERSION
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-def models() -> dict[str, type]:
+
+def models() -> dict[str, type[BaseModel]]:
     """Published name -> the pydantic model of that output."""
     from infertune.advisor.advise import Advice
     from infertune.advisor.predicted import Measurement

@@ -150,6 +150,8 @@ class InferenceConfig(BaseModel):
         if self.tp_size > 1:  # each rank loads its shard onto its own device
             from transformers import DistributedConfig
 
+            if self.tp_plan == "mlp":  # a name of ours: measure.parallel.resolved_plan turns it into the model's rules
+                raise ValueError("tp_plan 'mlp' is resolved to the model's own plan keys before loading")
             kw["distributed_config"] = DistributedConfig(tp_size=self.tp_size, tp_plan=self.tp_plan)
         return kw
 

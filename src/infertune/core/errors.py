@@ -8,7 +8,14 @@ file), with what is allowed and the nearest valid value.
 from __future__ import annotations
 
 import typing
-from typing import Any
+from collections.abc import Set
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+    from pydantic_core import ErrorDetails
+
+M = TypeVar("M", bound="BaseModel")
 
 
 class UserError(Exception):
@@ -85,7 +92,7 @@ def out_of_range(
     return f"{label} {shown(value)}: allowed {allowed}{tail}"
 
 
-def _bounds(model_cls, loc: tuple) -> dict[str, Any]:
+def _bounds(model_cls: type[BaseModel] | None, loc: tuple) -> dict[str, Any]:
     """The numeric bounds (ge, gt, le, lt) and extras (unit, example) of the field at `loc`, when it is a
     top-level field of `model_cls` with annotated constraints."""
     fields = getattr(model_cls, "model_fields", {})
@@ -116,11 +123,13 @@ def _clean(loc: tuple) -> tuple:
     )
 
 
-def validation_message(err, source: str, model_cls=None, flags: set[str] | frozenset = frozenset()) -> str:
+def validation_message(
+    err: ValidationError, source: str, model_cls: type[BaseModel] | None = None, flags: Set[str] = frozenset()
+) -> str:
     """One line for a pydantic ValidationError: the most specific problem (of a union's alternatives, the
     one that went deepest), named as a flag when a flag gave it, with its bounds and nearest valid value."""
     errors = err.errors()
-    per_value: dict[tuple, tuple[tuple, dict]] = {}
+    per_value: dict[tuple, tuple[tuple, ErrorDetails]] = {}
     for e in errors:
         loc = _clean(tuple(e["loc"]))
         key = loc[:2] if len(loc) >= 2 and isinstance(loc[1], int) else loc[:1]
@@ -145,7 +154,7 @@ def validation_message(err, source: str, model_cls=None, flags: set[str] | froze
     return f"{prefix}{label}: {msg}{got}{more}"
 
 
-def validated(model_cls, data: dict, source: str, overrides: dict):
+def validated(model_cls: type[M], data: dict[str, Any], source: str, overrides: dict[str, Any]) -> M:
     """`model_cls` from file fields with CLI flags on top (None flags left out); bad input is a UserError."""
     from pydantic import ValidationError
 

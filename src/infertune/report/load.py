@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infertune.core import human
 from infertune.core.paths import write_atomic
@@ -26,6 +26,9 @@ from infertune.report.style import (
     time_scale,
 )
 from infertune.serving.loadtest import LevelResult, LoadTestResult
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 def _open_loop(res: LoadTestResult) -> bool:
@@ -53,7 +56,7 @@ def slo_text(slo: dict[str, float | None]) -> str:
     return " and ".join(p for p in parts if p)
 
 
-def _axes(ax, res: LoadTestResult, xs: list[float]) -> None:
+def _axes(ax: Axes, res: LoadTestResult, xs: list[float]) -> None:
     """Values from zero; concurrency levels as whole-number ticks."""
     from_zero(ax)
     if not _open_loop(res):
@@ -75,7 +78,7 @@ def plots(res: LoadTestResult) -> list[tuple[str, str, str]]:
         for k, (p, style) in enumerate((("p50", "o-"), ("p95", "s--"), ("p99", "^:"))):
             ys = [getattr(x, p) for x in per]
             ax.plot(xs, [None if y is None else y * f for y in ys], style, color=SERIES[k], label=p)
-        if drawn:
+        if drawn and limit is not None:
             ax.axhline(limit * f, color="#d55e00", lw=1, label=f"SLO, p95 ({human.duration(limit)})")
         elif limit is not None:
             far.append(f"the {name} SLO ({human.duration(limit)}) is far above every level")

@@ -34,10 +34,13 @@ def markdown(r: dict[str, Any]) -> str:
         "",
     ]
     if v["rows"]:
-        lines += _table(
-            ["measured", "baseline", "shipped", "change"],
-            [[x["metric"], x["baseline"], x["shipped"], x["change"]] for x in v["rows"]],
-        ) + [""]
+        lines += [
+            *_table(
+                ["measured", "baseline", "shipped", "change"],
+                [[x["metric"], x["baseline"], x["shipped"], x["change"]] for x in v["rows"]],
+            ),
+            "",
+        ]
     if v["costs"]:
         lines += ["What it costs:", ""] + [f"- {c}" for c in v["costs"]] + [""]
     lines += [f"How sure: **{v['sure']}**", ""] + [f"- {w}" for w in v["why_sure"]] + [""]
@@ -220,7 +223,7 @@ def _served(r: dict[str, Any]) -> list[str]:
         "simpler one only when the ratio clears both spreads added (docs/tuning.md).",
         "",
     ]
-    lines += _table(SERVED_HEADERS, served_rows(r)) + [""]
+    lines += [*_table(SERVED_HEADERS, served_rows(r)), ""]
     if r.get("serve_decision"):
         lines += [f"Decision: {r['serve_decision']}.", ""]
     if r.get("serving_engine"):

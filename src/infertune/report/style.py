@@ -7,7 +7,15 @@ from __future__ import annotations
 import base64
 import html
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from infertune.core.human import GiB, MiB
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 # verdict colours (colour-blind safe: Okabe-Ito), shared by charts and the page
 COLOURS = {
@@ -22,7 +30,7 @@ COLOURS = {
 SERIES = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00")
 
 
-def pyplot():
+def pyplot() -> ModuleType:
     """matplotlib.pyplot on the Agg backend with the house style: no display, nothing opened on screen."""
     import matplotlib
 
@@ -48,7 +56,7 @@ def pyplot():
     return plt
 
 
-def svg_uri(fig) -> str:
+def svg_uri(fig: Figure) -> str:
     """The figure as an `<img>`-ready SVG data URI, closed afterwards."""
     buf = io.BytesIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
@@ -56,7 +64,7 @@ def svg_uri(fig) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def from_zero(ax, axis: str = "y") -> None:
+def from_zero(ax: Axes, axis: str = "y") -> None:
     """A ratio is read from the bar's length: the value axis starts at zero."""
     if axis == "y":
         ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1e-9))
@@ -64,7 +72,7 @@ def from_zero(ax, axis: str = "y") -> None:
         ax.set_xlim(left=0, right=max(ax.get_xlim()[1], 1e-9))
 
 
-def integer_ticks(ax, values: Iterable[float], axis: str = "x") -> None:
+def integer_ticks(ax: Axes, values: Iterable[float], axis: str = "x") -> None:
     """Counts (concurrency, requests) get whole-number ticks: the levels themselves when few."""
     from matplotlib.ticker import MaxNLocator
 
@@ -85,7 +93,7 @@ def time_scale(values: Iterable[float | None]) -> tuple[float, str]:
 def size_scale(values: Iterable[float | None]) -> tuple[float, str]:
     """(divisor, unit) to draw bytes in: MiB, or GiB from 2 GiB up."""
     vals = [v for v in values if v is not None]
-    return (2**30, "GiB") if vals and max(vals) >= 2 * 2**30 else (2**20, "MiB")
+    return (GiB, "GiB") if vals and max(vals) >= 2 * GiB else (MiB, "MiB")
 
 
 # --- the page --------------------------------------------------------------------------------------------
@@ -167,9 +175,9 @@ def tag(kind: str, text: str | None = None) -> str:
 def table(
     headers: Sequence[str],
     rows: Iterable[Sequence[str]],
-    num: set[int] = frozenset(),
-    est: set[int] = frozenset(),
-    raw: set[int] = frozenset(),
+    num: Container[int] = frozenset(),
+    est: Container[int] = frozenset(),
+    raw: Container[int] = frozenset(),
     cls: dict[int, str] | None = None,
 ) -> str:
     """An HTML table; `num` columns right-aligned, `est` columns marked as estimates, `raw` columns are

@@ -87,7 +87,7 @@ def python(name: str) -> Path:
 def has_gpu() -> bool:
     """An NVIDIA GPU on this host (the same test scripts/setup.sh makes to pick torch's build)."""
     smi = shutil.which("nvidia-smi")
-    return bool(smi) and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
+    return smi is not None and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
 
 
 def info(name: str) -> EngineInfo:

@@ -12,13 +12,17 @@ import asyncio
 import json
 import time
 from collections import Counter
-from typing import Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
@@ -90,7 +94,7 @@ def _chunk_text(obj: dict, chat: bool) -> str:
     return choice.get("text") or ""
 
 
-async def one_request(client, url: str, body: dict, chat: bool, timeout_s: float) -> RequestRecord:
+async def one_request(client: httpx.AsyncClient, url: str, body: dict, chat: bool, timeout_s: float) -> RequestRecord:
     import httpx
 
     start = time.perf_counter()
@@ -130,7 +134,7 @@ async def one_request(client, url: str, body: dict, chat: bool, timeout_s: float
 
 
 async def run_level(
-    client,
+    client: httpx.AsyncClient,
     url: str,
     bodies: list[dict],
     chat: bool,
@@ -156,7 +160,7 @@ async def run_level(
 
 
 async def run_rate(
-    client,
+    client: httpx.AsyncClient,
     url: str,
     bodies: list[dict],
     chat: bool,
@@ -205,7 +209,7 @@ def summarize(
         concurrency=concurrency,
         requests_ok=len(ok),
         requests_failed=len(records) - len(ok),
-        errors=dict(Counter(r.error for r in records if not r.ok)),
+        errors=dict(Counter(r.error or "unknown" for r in records if not r.ok)),  # a failed record names its error
         duration_s=elapsed,
         ttft_s=ttft,
         itl_s=itl,
@@ -216,7 +220,7 @@ def summarize(
     )
 
 
-async def _preflight(client, base: str) -> None:
+async def _preflight(client: httpx.AsyncClient, base: str) -> None:
     """A refused connection is bad input: say so once, before any level runs."""
     import httpx
 
@@ -240,7 +244,7 @@ async def loadtest_async(
     endpoint: str = "chat",
     prompt: str = DEFAULT_PROMPT,
     timeout_s: float = 120.0,
-    on_level=None,
+    on_level: Callable[[LevelResult], object] | None = None,
     rates: list[float] | None = None,
     seed: int = 0,
     conversations: list[list[dict]] | None = None,
@@ -262,25 +266,29 @@ async def loadtest_async(
         bodies = [{**common, "messages": c} for c in (conversations or [[{"role": "user", "content": prompt}]])]
     else:
         bodies = [{**common, "prompt": prompt}]
-    out = []
+    out: list[LevelResult] = []
+
+    def add(level: LevelResult) -> None:
+        out.append(level)
+        if on_level:
+            on_level(level)
+
     width = max(levels) if not rates else requests
     limits = httpx.Limits(max_connections=width + 4, max_keepalive_connections=width + 4)
     async with httpx.AsyncClient(limits=limits) as client:
         await _preflight(client, base)
-        for x in rates or levels:
-            if rates:
+        if rates:
+            for rate in rates:
                 records, elapsed, peak = await run_rate(
-                    client, base + path, bodies, chat, x, requests, duration_s, timeout_s, seed
+                    client, base + path, bodies, chat, rate, requests, duration_s, timeout_s, seed
                 )
-                level = summarize(peak, records, elapsed, max_ttft, max_tpot).model_copy(update={"rate": x})
-            else:
+                add(summarize(peak, records, elapsed, max_ttft, max_tpot).model_copy(update={"rate": rate}))
+        else:
+            for concurrency in levels:
                 records, elapsed = await run_level(
-                    client, base + path, bodies, chat, x, requests, duration_s, timeout_s
+                    client, base + path, bodies, chat, concurrency, requests, duration_s, timeout_s
                 )
-                level = summarize(x, records, elapsed, max_ttft, max_tpot)
-            out.append(level)
-            if on_level:
-                on_level(level)
+                add(summarize(concurrency, records, elapsed, max_ttft, max_tpot))
     meeting = [lv for lv in out if lv.meets_slo]
     return LoadTestResult(
         url=base,
@@ -289,10 +297,10 @@ async def loadtest_async(
         max_new_tokens=max_new_tokens,
         levels=out,
         knee_concurrency=None if rates or not meeting else max(lv.concurrency for lv in meeting),
-        knee_rate=max(lv.rate for lv in meeting) if rates and meeting else None,
+        knee_rate=max(lv.rate for lv in meeting if lv.rate is not None) if rates and meeting else None,
         slo={"max_ttft_s": max_ttft, "max_tpot_s": max_tpot},
     )
 
 
-def loadtest(*args, **kwargs) -> LoadTestResult:
+def loadtest(*args: Any, **kwargs: Any) -> LoadTestResult:
     return asyncio.run(loadtest_async(*args, **kwargs))

@@ -8,6 +8,7 @@ process of the tree that left it, SIGKILL after a grace period; nothing is left 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -117,15 +118,11 @@ class ServeProcess:
         except psutil.Error:
             tree = []
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, sig)
-            except ProcessLookupError:
-                pass
             for q in tree:
-                try:
+                with contextlib.suppress(psutil.Error):
                     q.send_signal(sig)
-                except psutil.Error:
-                    pass
             if not psutil.wait_procs(tree, timeout=grace_s)[1]:
                 break
         p.wait()

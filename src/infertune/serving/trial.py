@@ -5,6 +5,7 @@ loopback, warm it up, load-test it, read its peak memory over all its processes,
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -13,7 +14,7 @@ from pydantic import BaseModel
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
 from infertune.serving import engines
-from infertune.serving.loadtest import LoadTestResult, loadtest
+from infertune.serving.loadtest import LevelResult, LoadTestResult, loadtest
 from infertune.serving.server import ServeProcess
 
 
@@ -81,8 +82,8 @@ def run_serve_trial(
     max_new_tokens: int,
     conversations: list[list[dict]] | None = None,
     ready_timeout_s: float | None = None,
-    on_level=None,
-    on_phase=None,
+    on_level: Callable[[LevelResult], object] | None = None,
+    on_phase: Callable[[str], object] | None = None,
     host: str = "127.0.0.1",
     engine: str = "transformers",
 ) -> ServeTrial:
