@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import types
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -77,7 +78,10 @@ def tool_for(
 
     from infertune.core.errors import UserError
 
-    hints = typing.get_type_hints(fn)
+    # the parameters' types only: the tool returns JSON text, and a verb's return type may be imported for type
+    # checking alone (api.runs.measure's Measurement, kept off the import path of the verbs that do not need it)
+    params_only = types.SimpleNamespace(__annotations__={k: v for k, v in fn.__annotations__.items() if k != "return"})
+    hints = typing.get_type_hints(params_only, globalns=fn.__globals__)
     params = [
         p.replace(annotation=hints.get(p.name, Any))
         for p in inspect.signature(fn).parameters.values()

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import infertune
-import test_loadtest
 from infertune.core.errors import UserError
-from test_loadtest import FakeOpenAI
+from tests.serving import test_loadtest
+from tests.serving.test_loadtest import FakeOpenAI
 
 API_MD = Path(__file__).parents[2] / "docs" / "api.md"
 EXAMPLES = [b for b in re.findall(r"```python\n(.*?)```", API_MD.read_text(), re.S) if "import infertune" in b]

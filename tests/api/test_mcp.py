@@ -8,10 +8,10 @@ import sys
 import jsonschema
 import pytest
 
-import test_loadtest
 from infertune.cli import schema
-from test_api import SERVING_REFUSALS, serving_refusal_message
-from test_loadtest import FakeOpenAI
+from tests.api.test_api import SERVING_REFUSALS, serving_refusal_message
+from tests.serving import test_loadtest
+from tests.serving.test_loadtest import FakeOpenAI
 
 server = test_loadtest.server  # the fake OpenAI-compatible server on 127.0.0.1 the load generator's tests run
 
