@@ -153,7 +153,6 @@ class Assessment:
     order), every compatible move (built once) and the ones that help in rank order, and the rejected ones."""
 
     base: Estimate
-    base_factors: list[str]
     diagnosis: Diagnosis
     ranked: list[Candidate]
     compatible: list[Candidate]
@@ -190,7 +189,7 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
             "header was found), so memory and speed are unknown; give a checkpoint folder with its "
             "*.safetensors files, or measure it (infertune measure)"
         )
-    base, base_factors = effective(f, current, lambda s: estimate_setup(f, s))
+    base, base_factors = effective(f, current)
     prompt_only = estimate_setup(f, current, max_new_tokens=1)
     weights_only = estimate_setup(f, current, input_len=1, max_new_tokens=1, batch=1, concurrency=1)
     diag = diagnose(f, current, base, prompt_only, measured, weights_only)
@@ -225,7 +224,7 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
     speed = next((k for k in kept if k.category in ("decode-speed", "prefill-speed")), kept[0])
     speed.evidence.extend(f"speed includes a {label}" for label in base_factors)
     diag = diag.model_copy(update={"ranked": kept, "bottleneck": kept[0].category})
-    return Assessment(base, base_factors, diag, ordered, candidates, rejected)
+    return Assessment(base, diag, ordered, candidates, rejected)
 
 
 def moves_to_try(f: Facts, current: Setup) -> list[Candidate]:

@@ -19,7 +19,6 @@ on the stated hardware fits.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -32,7 +31,6 @@ from infertune.techniques import factors as documented
 from infertune.techniques.base import RISK_ORDER, EngineEvidence, Risk
 from infertune.techniques.render import estimate_setup
 
-EstimateFn = Callable[[Setup], Estimate]
 MEMORY = ("load-memory", "kv-cache-growth", "long-input-attention")
 SLOWER = 1.5  # a move that makes decoding this much slower than now costs speed (offload, int8 kernels)
 REAL_GAIN = 1.2  # a gain below this is within the estimate's noise
@@ -100,7 +98,7 @@ def candidate(
 ) -> Candidate:
     """The move from `current` to `after` by `t`, estimated against `base` (the current setup's estimate). Raises
     UserError when the estimator cannot place the setup at all (weights above every budget)."""
-    est, factors = effective(f, after, lambda s: estimate_setup(f, s))
+    est, factors = effective(f, after)
     return Candidate(
         technique=t.id,
         setup=after,
@@ -116,16 +114,16 @@ def candidate(
     )
 
 
-def effective(f: Facts, s: Setup, est: EstimateFn) -> tuple[Estimate, list[str]]:
+def effective(f: Facts, s: Setup) -> tuple[Estimate, list[str]]:
     """The setup's estimate with the documented factors that apply to it folded into its speed, and their
     labels. The estimate of the reference setup (the same without the effect) is what the ratio multiplies."""
-    e = est(s)
+    e = estimate_setup(f, s)
     found = documented.applicable(f, s)
     if not found:
         return e, []
     ref_setup = documented.reference(found, s)
     try:
-        ref = est(ref_setup) if ref_setup != s else e
+        ref = estimate_setup(f, ref_setup) if ref_setup != s else e
     except UserError:  # the reference cannot be placed (it does not fit a budget): its own roofline then
         ref = e
     sp, rp = e.speed, ref.speed

@@ -61,8 +61,10 @@ def candidates(f: Facts, best: Setup, tried: set[str]) -> list[Candidate]:
 def precheck(spec: TuneSpec, f: Facts) -> None:
     """Refuse constraints no candidate can meet, before any trial (on the advisor's estimates of the moves)."""
     cap = spec.constraints.max_memory_bytes
+    if cap is None:
+        return
     moves = moves_to_try(f, spec.start)
-    if cap is None or not moves:
+    if not moves:
         return
     weights = [moves[0].expected.weights_bytes_before] + [c.expected.weights_bytes_after for c in moves]
     lightest = min(w for w in weights if w is not None)
