@@ -22,6 +22,7 @@ CATEGORIES: tuple[str, ...] = get_args(Category)
 Risk = Literal["none", "low", "medium"]
 Platform = Literal["cuda", "cpu", "mps"]
 RISK_ORDER = {"none": 0, "low": 1, "medium": 2}
+OomPhase = Literal["load", "prefill", "decode", "host-ram"]
 
 # infertune's weight-quantization names (the user's --quantization and the catalog's settings)
 QUANTIZATIONS = (
@@ -109,6 +110,24 @@ class EngineEvidence(BaseModel):
         )
 
 
+class Observed(BaseModel):
+    """What the user saw on the current setup (--observed KEY=VALUE, --oom PHASE): their report, not a measurement
+    of ours. Every figure is optional; times in seconds, memory in bytes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["observed"] = "observed"
+    tpot_s: float | None = None  # time per generated token
+    ttft_s: float | None = None  # time to the first token
+    e2e_s: float | None = None  # one whole request
+    tokens_per_s: float | None = None  # generated tokens per second (all sequences)
+    peak_bytes: int | None = None  # the peak memory they saw
+    oom: OomPhase | None = None  # where it ran out of memory
+
+    def empty(self) -> bool:
+        return all(v is None for k, v in self.model_dump().items() if k != "kind")
+
+
 @dataclass
 class Facts:
     """What compatibility checks may read: the model, the workload's shape, the target hardware and software."""
@@ -131,6 +150,8 @@ class Facts:
     stated: dict[str, str] = field(default_factory=dict)
     # serving engines measured against transformers serve on this workload and host (a tune run's serve stage)
     engines_measured: list[EngineEvidence] = field(default_factory=list)
+    # what the user saw on the current setup (None: nothing stated)
+    observed: Observed | None = None
 
     @property
     def cc(self) -> float | None:
