@@ -257,12 +257,47 @@ def test_gpu_names_are_forgiving(name, expect):
 
 @pytest.mark.parametrize(
     "name, candidates",
-    [("nvidia a100", "A100 40GB, A100 80GB"), ("H100", "H100 PCIe, H100 SXM"), ("rtx", "RTX 3090, RTX 4090")],
+    [
+        ("nvidia a100", "A100 40GB, A100 80GB"),
+        ("H100", "H100 PCIe, H100 SXM"),
+        ("rtx 30", "RTX 3060, RTX 3070, RTX 3090"),
+    ],
 )
 def test_a_name_of_several_gpus_is_answered_with_them_never_picked(name, candidates):
     """'A100' is a 40 GB and an 80 GB card: which one decides whether a model fits."""
-    with pytest.raises(UserError, match=f"names 2 GPUs: {candidates}; give one of them"):
+    with pytest.raises(UserError, match=f"names {candidates.count(',') + 1} GPUs: {candidates}; give one of them"):
         find_accelerator(name)
+
+
+@pytest.mark.parametrize("name, card", [("H20", "H200"), ("L2", "L20"), ("B20", "B200"), ("RTX 309", "RTX 3090")])
+def test_a_name_is_never_resolved_by_prefix(name, card):
+    """`--gpu H20` once resolved to the H200 (6.7x the compute). Now each is its own card, and a name that only
+    starts a card's name is refused with that card as the candidate."""
+    if name in ("H20",):
+        assert find_accelerator(name).name == "H20" and find_accelerator(card).name == card
+        assert find_accelerator(name).flops["bfloat16"] < find_accelerator(card).flops["bfloat16"] / 6
+    else:
+        with pytest.raises(UserError, match=f"unknown GPU .*closest: {card}"):
+            find_accelerator(name)
+
+
+def test_every_card_states_its_datasheet():
+    for a in ACCELERATORS:
+        assert a.source.startswith("datasheet: http"), a.name
+
+
+@pytest.mark.parametrize(
+    "reported, card",
+    [
+        ("Tesla V100-SXM2-16GB", "V100 16GB"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA GeForce RTX 3070", "RTX 3070"),
+    ],
+)
+def test_a_driver_reported_name_finds_its_card(reported, card):
+    from infertune.estimate.accelerators import detected_accelerator
+
+    assert detected_accelerator(reported).name == card
 
 
 def test_unknown_gpu_suggests_close_names():

@@ -15,6 +15,7 @@ import re
 from pydantic import BaseModel
 
 from infertune.core.errors import UserError
+from infertune.estimate.gpus import Datasheet, datasheets
 from infertune.estimate.rates import Calibration
 
 TB = 1e12
@@ -40,220 +41,31 @@ class Accelerator(BaseModel):
     calibration: Calibration | None = None  # this host measured (estimate/calibration.py): expected speed uses it
 
 
-def _gpu(
-    name,
-    vendor,
-    mem_gb,
-    bw_tbs,
-    fp32,
-    bf16,
-    fp16=None,
-    fp8=None,
-    int8=None,
-    *,
-    cc=None,
-    cc_bf16=True,
-    fa2=True,
-    fa3=False,
-    link="PCIe 4.0 x16",
-    link_gbs=32.0,
-    aliases=(),
-    mem_gib=False,
-) -> Accelerator:
-    flops = {"float32": fp32 * TB, "bfloat16": bf16 * TB, "float16": (fp16 or bf16) * TB}
-    if fp8:
-        flops["fp8"] = fp8 * TB
-    if int8:
-        flops["int8"] = int8 * TB
+def _gpu(d: Datasheet) -> Accelerator:
+    flops = {"float32": d.fp32 * TB, "bfloat16": d.bf16 * TB, "float16": (d.fp16 or d.bf16) * TB}
+    if d.fp8:
+        flops["fp8"] = d.fp8 * TB
+    if d.int8:
+        flops["int8"] = d.int8 * TB
     return Accelerator(
-        name=name,
-        vendor=vendor,
-        memory_bytes=int(mem_gb * (GiB if mem_gib else GB)),
-        bandwidth_Bps=bw_tbs * TB,
+        name=d.name,
+        vendor=d.vendor,
+        memory_bytes=int(d.mem_gb * (GiB if d.mem_gib else GB)),
+        bandwidth_Bps=d.bw_tbs * TB,
         flops=flops,
-        bf16=cc_bf16,
-        fp8=fp8 is not None,
-        flash_attn_2=fa2,
-        flash_attn_3=fa3,
-        interconnect=link,
-        interconnect_Bps=link_gbs * GB,
-        aliases=aliases,
-        compute_capability=cc,
+        bf16=d.cc_bf16,
+        fp8=d.fp8 is not None,
+        flash_attn_2=d.fa2,
+        flash_attn_3=d.fa3,
+        interconnect=d.link,
+        interconnect_Bps=d.link_gbs * GB,
+        aliases=d.aliases,
+        compute_capability=d.cc,
+        source=f"datasheet: {d.source}",
     )
 
 
-ACCELERATORS: list[Accelerator] = [
-    _gpu(
-        "H200",
-        "NVIDIA",
-        141,
-        4.8,
-        67,
-        989,
-        fp8=1979,
-        int8=1979,
-        fa3=True,
-        link="NVLink 4",
-        link_gbs=900,
-        cc="9.0",
-        aliases=("h200 sxm", "gh200"),
-    ),
-    _gpu(
-        "H100 SXM",
-        "NVIDIA",
-        80,
-        3.35,
-        67,
-        989,
-        fp8=1979,
-        int8=1979,
-        fa3=True,
-        link="NVLink 4",
-        link_gbs=900,
-        cc="9.0",
-        aliases=("h100 sxm5", "h100 80gb hbm3"),
-    ),
-    _gpu(
-        "H100 PCIe",
-        "NVIDIA",
-        80,
-        2.0,
-        51,
-        756,
-        fp8=1513,
-        int8=1513,
-        fa3=True,
-        link="PCIe 5.0 x16",
-        link_gbs=64,
-        cc="9.0",
-        aliases=("h100 pcie 80gb",),
-    ),
-    _gpu(
-        "A100 80GB",
-        "NVIDIA",
-        80,
-        2.039,
-        19.5,
-        312,
-        int8=624,
-        link="NVLink 3",
-        link_gbs=600,
-        cc="8.0",
-        aliases=("a100 sxm4 80gb", "a100-80gb", "a100 80gb pcie"),
-    ),
-    _gpu(
-        "A100 40GB",
-        "NVIDIA",
-        40,
-        1.555,
-        19.5,
-        312,
-        int8=624,
-        link="NVLink 3",
-        link_gbs=600,
-        cc="8.0",
-        aliases=("a100 sxm4 40gb", "a100-40gb", "a100 pcie 40gb"),
-    ),
-    _gpu("L40S", "NVIDIA", 48, 0.864, 91.6, 362, fp8=733, int8=733, cc="8.9", aliases=("l40s",)),
-    _gpu("L4", "NVIDIA", 24, 0.300, 30.3, 121, fp8=242, int8=242, cc="8.9", aliases=("l4",)),
-    # NVIDIA publishes A10 figures; AWS's A10G is the same GA102 chip with 24 GB at 600 GB/s.
-    _gpu("A10G", "NVIDIA", 24, 0.600, 31.2, 125, int8=250, cc="8.6", aliases=("a10", "a10g")),
-    _gpu(
-        "T4",
-        "NVIDIA",
-        16,
-        0.320,
-        8.1,
-        8.1,
-        fp16=65,
-        int8=130,
-        cc_bf16=False,
-        fa2=False,
-        link="PCIe 3.0 x16",
-        link_gbs=16,
-        cc="7.5",
-        aliases=("tesla t4",),
-    ),
-    _gpu(
-        "V100",
-        "NVIDIA",
-        32,
-        0.900,
-        15.7,
-        15.7,
-        fp16=125,
-        cc_bf16=False,
-        fa2=False,
-        link="NVLink 2",
-        link_gbs=300,
-        cc="7.0",
-        aliases=("tesla v100", "v100 sxm2 32gb", "v100 32gb"),
-    ),
-    _gpu(
-        "RTX 4090",
-        "NVIDIA",
-        24,
-        1.008,
-        82.6,
-        165.2,
-        fp8=330.3,
-        int8=660.6,
-        cc="8.9",
-        aliases=("geforce rtx 4090", "4090"),
-    ),
-    _gpu("RTX 3090", "NVIDIA", 24, 0.936, 35.6, 35.6, int8=284, cc="8.6", aliases=("geforce rtx 3090", "3090")),
-    _gpu(
-        "MI300X",
-        "AMD",
-        192,
-        5.3,
-        163.4,
-        1307.4,
-        fp8=2614.9,
-        int8=2614.9,
-        fa3=False,
-        link="Infinity Fabric",
-        link_gbs=896,
-        aliases=("instinct mi300x", "amd instinct mi300x"),
-    ),
-    # Apple: unified memory (the largest configuration); GPU FP32 peak, half precision at the same rate.
-    _gpu(
-        "Apple M2 Ultra",
-        "Apple",
-        192,
-        0.800,
-        27.2,
-        27.2,
-        fa2=False,
-        link="unified memory",
-        link_gbs=0,
-        aliases=("m2 ultra",),
-    ),
-    _gpu(
-        "Apple M3 Max",
-        "Apple",
-        128,
-        0.400,
-        14.2,
-        14.2,
-        fa2=False,
-        link="unified memory",
-        link_gbs=0,
-        aliases=("m3 max",),
-    ),
-    _gpu(
-        "Apple M4 Max",
-        "Apple",
-        128,
-        0.546,
-        18.4,
-        18.4,
-        fa2=False,
-        link="unified memory",
-        link_gbs=0,
-        aliases=("m4 max",),
-    ),
-]
+ACCELERATORS: list[Accelerator] = [_gpu(d) for d in datasheets()]
 
 
 def _norm(s: str) -> str:
@@ -261,24 +73,43 @@ def _norm(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", s)
 
 
-def find_accelerator(name: str) -> Accelerator:
-    """Look up a GPU by name or alias, forgiving case, spaces and vendor prefixes. A name that starts
-    several cards' names ('A100': 40GB and 80GB) is refused with the candidates, never picked."""
-    from infertune.core.validate import one_of
-
-    key = _norm(name)
+def _names() -> dict[str, Accelerator]:
     names: dict[str, Accelerator] = {}
     for acc in ACCELERATORS:
         for alias in (acc.name, *acc.aliases):
             names.setdefault(_norm(alias), acc)
+    return names
+
+
+def find_accelerator(name: str) -> Accelerator:
+    """Look up a GPU by its name or an alias, forgiving case, spaces and vendor prefixes, and nothing else: a name
+    that is not exactly a card's (`H20` is not the `H200`, `A100` is two cards) is refused with the candidates."""
+    key, names = _norm(name), _names()
     if key in names:
         return names[key]
     starting = {acc.name: acc for alias, acc in names.items() if key and alias.startswith(key)}
-    if starting:
-        return one_of("gpu", name, starting, "GPU")
-    close = difflib.get_close_matches(name, [a.name for a in ACCELERATORS], n=3, cutoff=0.3)
+    if len(starting) > 1:  # 'A100': the 40 GB and the 80 GB card; which one decides whether a model fits
+        from infertune.core.validate import one_of
+
+        return one_of("gpu", name, starting, "GPU")  # refuses, listing them
+    close = list(starting) or difflib.get_close_matches(name, [a.name for a in ACCELERATORS], n=3, cutoff=0.3)
     hint = f"; closest: {', '.join(close)}" if close else ""
-    raise UserError(f"unknown GPU {name!r}{hint} (known: {', '.join(a.name for a in ACCELERATORS)})")
+    raise UserError(
+        f"unknown GPU {name!r}{hint} (a name must be a card's or one of its aliases; known: "
+        f"{', '.join(a.name for a in ACCELERATORS)}; --vram sets another memory size of a listed card)"
+    )
+
+
+def detected_accelerator(gpu_name: str) -> Accelerator:
+    """The table entry for a name a driver reports ('NVIDIA H100 80GB HBM3', 'Tesla V100-SXM2-16GB'): exactly, else
+    the longest table name or alias the reported name starts with ('tesla v100 sxm2 16gb' starts with 'tesla v100')."""
+    key, names = _norm(gpu_name), _names()
+    if key in names:
+        return names[key]
+    starts = [alias for alias in names if alias and key.startswith(alias)]
+    if not starts:
+        return find_accelerator(gpu_name)  # refused, with the candidates
+    return names[max(starts, key=len)]
 
 
 def from_detected_gpu(gpu_name: str, total_memory_bytes: int, calibrate: bool = False) -> Accelerator:
@@ -286,7 +117,7 @@ def from_detected_gpu(gpu_name: str, total_memory_bytes: int, calibrate: bool = 
     attach this host's CUDA calibration (measured once, cached; creates a CUDA context in this process)."""
     from infertune.estimate import calibration
 
-    acc = find_accelerator(gpu_name)
+    acc = detected_accelerator(gpu_name)
     cal = calibration.cached("cuda") if calibrate else None
     return acc.model_copy(update={"memory_bytes": total_memory_bytes, "calibration": cal})
 
