@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import statistics
 import tempfile
 from pathlib import Path
@@ -141,6 +142,12 @@ def profile(name: str, cache: dict):
     return cache[name]
 
 
+def stated_transformers(note: str) -> str | None:
+    """The transformers version a row's note states ('transformers 4.46.3'), which prices its slow paths."""
+    m = re.search(r"transformers[ =v]*([0-9]+\.[0-9]+(?:\.[0-9]+)?)", note)
+    return m.group(1) if m else None
+
+
 def predicted(row: dict, cache: dict) -> tuple[float, float | None]:
     """(the estimate in the row's convention, the roofline bound for speed rows)."""
     p = profile(row["model"], cache)
@@ -153,6 +160,7 @@ def predicted(row: dict, cache: dict) -> tuple[float, float | None]:
         batch=int(row["batch"]),
         platform="cuda",
         compile=row["mode"] == "compiled",
+        transformers_version=stated_transformers(row.get("note") or ""),
     )
     e = estimate(p, s, find_accelerator(row["gpu"]), model=row["model"])
     m, metric = e.memory, row["metric"]

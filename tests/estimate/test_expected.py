@@ -10,6 +10,7 @@ import pytest
 
 from infertune.estimate import calibration, estimate, factors, microbench, overhead, rates
 from infertune.estimate import expected as X
+from infertune.estimate import library
 from infertune.estimate.accelerators import Accelerator, find_accelerator
 from infertune.estimate.memory import EstimateSettings, estimate_memory
 from infertune.measure.memory import CudaMeter, nvml_used
@@ -146,8 +147,8 @@ def test_eager_prefill_pays_for_the_full_score_matrix_sdpa_for_half():
     scores = L * 9 * 2048 * 2048 * (6 * 4 + 8) / c.copy_Bps  # scores, mask, fp32 softmax, read back
     assert eager.prefill_s - sdpa.prefill_s == pytest.approx(half + scores, rel=1e-6)
     # decode: eager repeats the 3 KV heads to 9 query heads (read 1, write 3) and reads the copy (3)
-    assert X.kv_traffic(llama(), s.model_copy(update={"attn": "eager"})) == 2 + 1 + 2 * 3
-    assert X.kv_traffic(llama(), s.model_copy(update={"kv_cache": "static"})) == 1
+    assert library.kv_traffic(llama(), s.model_copy(update={"attn": "eager"})) == 2 + 1 + 2 * 3
+    assert library.kv_traffic(llama(), s.model_copy(update={"kv_cache": "static"})) == 1
 
 
 def test_small_model_on_a_gpu_is_host_bound_and_compiling_removes_it():

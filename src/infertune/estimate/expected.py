@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, Field
 
+from infertune.estimate import library
 from infertune.estimate.factors import (
     CPU_BW_EFF,
     CPU_EMULATED_SLOWDOWN,
@@ -41,6 +42,7 @@ from infertune.estimate.factors import (
     GPU_FLOPS_EFF,
     HOST_SPEED,
     LINEARS_PER_LAYER,
+    MOE_EXPERT_ITER_S,
     QUANT_KERNELS,
     SYNC_S,
 )
@@ -112,26 +114,7 @@ def _attn_flops(p: ModelProfile, q: int, kv: int, rows: int, causal: bool) -> fl
     return p.num_layers * attention_flops(p.num_attention_heads, p.head_dim, q, kv, rows, causal)
 
 
-def kv_traffic(p: ModelProfile, s: EstimateSettings) -> float:
-    """Bytes moved per decode step, per byte of KV cache: a dynamic cache grows by torch.cat (read the old copy,
-    write the new: 2); sdpa reads it once (GQA in the kernel); eager first repeats K and V to every query head
-    (read 1, write n_rep) then reads the repeated copy (n_rep). A static cache is written in place."""
-    n_rep = p.num_attention_heads / max(p.num_kv_heads, 1)
-    grow = 2.0 if s.kv_cache == "dynamic" else 0.0
-    return grow + (1 + 2 * n_rep if _eager(s) else 1.0)
-
-
-def cache_copies(p: ModelProfile, s: EstimateSettings) -> float:
-    """Bytes moved per decode step beside what the attention kernel reads, per byte of KV cache: a dynamic
-    cache's torch.cat (read the old copy, write the new: 2) and eager's repeat_kv (read the cache, write one
-    copy per query head: 1 + n_rep; the kernel then reads that copy, as the calibration's kernel does)."""
-    n_rep = p.num_attention_heads / max(p.num_kv_heads, 1)
-    grow = 2.0 if s.kv_cache == "dynamic" else 0.0
-    return grow + (1 + n_rep if _eager(s) and n_rep > 1 else 0.0)
-
-
-def _eager(s: EstimateSettings) -> bool:
-    return s.attn == "eager" or s.attn.endswith("|eager")
+_eager = library.eager
 
 
 def _overhead(s: EstimateSettings, layers: int, cal: Calibration | None, on_gpu: bool) -> tuple[float, float, str]:
@@ -282,11 +265,11 @@ def expected_speed(
     rate_dec = cal.attn_rate("decode", impl, s.dtype) if cal is not None else None
     if rate_dec:  # the kernel as measured (K/V read from memory), plus the cache's growth and eager's copies
         attn_dec = (
-            _attn_flops(p, 1, int(ctx), seqs, False) / rate_dec + cache_copies(p, s) * kv_read / traffic_Bps
+            _attn_flops(p, 1, int(ctx), seqs, False) / rate_dec + library.cache_copies(p, s) * kv_read / traffic_Bps
         ) / max(s.tp, 1)
     else:
         attn_dec = (
-            kv_traffic(p, s) * kv_read / traffic_Bps / max(s.tp, 1)
+            library.kv_traffic(p, s) * kv_read / traffic_Bps / max(s.tp, 1)
             + _attn_flops(p, 1, int(ctx), seqs, False) / flops_rate
         )
     # a calibrated CPU: what is not attention at the pace a reference model ran at on this host (anchor.py)
@@ -296,8 +279,14 @@ def expected_speed(
         else (1.0, 1.0)
     )
     device = lin + attn_dec
-    host_total = fixed + L * host
-    tpot = (max(device, host_total) + SYNC_S if on_gpu else x_dec * (lin + host_total) + attn_dec) + extra_step_s
+    loop_dec = library.expert_loop_s(p, s, seqs) if on_gpu else 0.0  # transformers' MoE loop (estimate/library.py)
+    host_total = fixed + L * host + loop_dec
+    # a dynamic cache's attention waits on its own allocations (the cache grows by torch.cat every step; before
+    # 4.54 sdpa also copies it per query head): its time adds to the step instead of hiding under the host's
+    serial = attn_dec if on_gpu and s.kv_cache == "dynamic" else 0.0
+    tpot = (
+        max(device - serial, host_total) + serial + SYNC_S if on_gpu else x_dec * (lin + host_total) + attn_dec
+    ) + extra_step_s
 
     # prefill: one generate call of `batch` prompts (chunks of `prefill_chunk` queries)
     S, B = s.input_len, s.batch
@@ -323,13 +312,30 @@ def expected_speed(
         if _eager(s):  # the score matrix is written, softmaxed (fp32) and read back: memory traffic
             attn_p += L * B * p.num_attention_heads * S * S * (6 * b + 8) / traffic_Bps
     dev_p = lin_p + attn_p
-    host_p_total = chunks * (step_s + L * (layer_s + host_p))
+    loop_pre = library.expert_loop_s(p, s, B * q) if on_gpu else 0.0
+    host_p_total = chunks * (step_s + L * (layer_s + host_p) + loop_pre)
     prefill = (max(dev_p, host_p_total) if on_gpu else x_pre * (lin_p + host_p_total) + attn_p) + extra_step_s * chunks
     ttft = prefill + step_s * x_pre
     factors = [
         Factor(name="fixed cost per step", value=step_s, source=over_src),
         Factor(name="fixed cost per layer and step", value=layer_s, source=over_src),
     ]
+    if loop_dec:
+        factors.append(
+            Factor(
+                name=f"MoE expert loop: {library.expert_loop_iterations(p, s, seqs):.0f} iterations per step, s each",
+                value=MOE_EXPERT_ITER_S,
+                source=f"transformers {s.transformers_version} loops over experts in Python (estimate/library.py)",
+            )
+        )
+    if library.sdpa_repeats_kv(p, s):
+        factors.append(
+            Factor(
+                name="sdpa copies K/V to every query head: cache bytes moved per step, per byte",
+                value=library.kv_traffic(p, s),
+                source=f"transformers {s.transformers_version} < 4.54 (huggingface/transformers#39412)",
+            )
+        )
     if cal is not None:
         factors.append(
             Factor(

@@ -62,3 +62,8 @@ QUANT_KERNELS: dict[str, dict[str, float]] = {
     "fp8": {"eff": 0.6, "dequant_rows": 1 << 30, "linear_s": 20e-6},
 }
 LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down
+# One iteration of transformers' Python loop over a MoE layer's experts before the grouped kernels of 5.0
+# (estimate/library.py): torch.where on the expert mask (a device-to-host sync), index the routed tokens, gate, up
+# and down projections, the activation and product, scale and index_add: about nine kernel launches and a sync at
+# the per-op pace CUDA_LAYER_S implies (0.55 ms over about fifty ops per decoder layer: ~11 us each).
+MOE_EXPERT_ITER_S = 9 * 11e-6 + 10e-6

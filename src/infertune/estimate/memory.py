@@ -58,6 +58,11 @@ class EstimateSettings(BaseModel):
         None, description="CUDA: the GPU's compute capability (context size by generation); filled from the accelerator"
     )
     torch_version: str | None = Field(None, description="CUDA: torch's version (lazy module loading from 1.13)")
+    transformers_version: str | None = Field(
+        None,
+        description="the target's transformers (None: a current 5.x): its slow paths are priced by version "
+        "(estimate/library.py: MoE expert loops, sdpa repeating K/V for grouped-query heads)",
+    )
     compile: bool = Field(
         False,
         description="torch.compile with a static cache (CUDA graphs on CUDA): removes "

@@ -1,0 +1,75 @@
+"""The target's transformers version prices its slow paths in the expected speed (estimate/library.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infertune.estimate import estimate, library
+from infertune.estimate.accelerators import find_accelerator
+from infertune.estimate.factors import MOE_EXPERT_ITER_S
+from infertune.estimate.memory import EstimateSettings
+from tests.estimate.test_estimate import llama
+
+
+def moe(**kw):
+    """A Qwen3-30B-A3B-like shape, scaled down: 48 layers, 128 experts, top 8."""
+    experts = 48 * 128 * 3 * 2048 * 768
+    base = dict(
+        model_type="qwen3_moe",
+        architecture="Qwen3MoeForCausalLM",
+        num_layers=48,
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_attention_heads=32,
+        num_kv_heads=4,
+        head_dim=128,
+        vocab_size=151936,
+        tie_word_embeddings=False,
+        layer_types=["full_attention"] * 48,
+        num_experts=128,
+        experts_per_token=8,
+        num_parameters=experts + 1_500_000_000,
+        param_groups={"embedding": 311_164_928, "lm_head": 311_164_928, "experts": experts, "linear": 800_000_000},
+    )
+    base.update(kw)
+    return llama(**base)
+
+
+def tpot(p, version: str | None, **kw) -> float:
+    s = EstimateSettings(**{"dtype": "bfloat16", "input_len": 512, "max_new_tokens": 128, **kw})
+    s = s.model_copy(update={"transformers_version": version})
+    x = estimate(p, s, find_accelerator("H100 SXM")).speed.expected
+    assert x is not None
+    return x.tpot_s
+
+
+def test_an_expert_loop_over_every_expert_is_priced_before_the_grouped_kernels():
+    p = moe()
+    old, skip, grouped = tpot(p, "4.51.0"), tpot(p, "4.53.0"), tpot(p, None)
+    # every expert, every layer, every token: 48 x 128 iterations of the Python loop
+    assert old - grouped == pytest.approx(48 * 128 * MOE_EXPERT_ITER_S, rel=0.05)
+    # from 4.53 only the experts a token picked (8 of 128 at batch 1): an eighth... of the loop's cost at most
+    assert grouped < skip < grouped + 48 * 8 * MOE_EXPERT_ITER_S * 1.05
+    assert tpot(p, "5.0.0") == grouped
+
+
+def test_the_expert_loop_is_named_among_the_expected_figures_factors():
+    s = EstimateSettings(dtype="bfloat16", transformers_version="4.51.0")
+    x = estimate(moe(), s, find_accelerator("H100 SXM")).speed.expected
+    assert x is not None and any("MoE expert loop" in f.name for f in x.factors)
+    dense = estimate(llama(), s, find_accelerator("H100 SXM")).speed.expected
+    assert dense is not None and not any("MoE" in f.name for f in dense.factors)
+
+
+def test_sdpa_copies_kv_to_every_query_head_before_4_54():
+    """A long prompt's decode pays the copy per step: grouped-query models only, before enable_gqa (4.54)."""
+    p = llama(num_layers=28, hidden_size=3584, num_attention_heads=28, num_kv_heads=4, head_dim=128)
+    long = dict(input_len=30_000)
+    s = EstimateSettings(attn="sdpa", transformers_version="4.46.3")
+    assert library.sdpa_repeats_kv(p, s)
+    assert library.kv_traffic(p, s) == 2 + 1 + 2 * 7  # the cache's growth, read, 7 copies written and read
+    assert not library.sdpa_repeats_kv(p, s.model_copy(update={"transformers_version": "4.54.0"}))
+    assert not library.sdpa_repeats_kv(p, s.model_copy(update={"transformers_version": None}))
+    assert not library.sdpa_repeats_kv(llama(num_kv_heads=9), s)  # no grouped heads: nothing to copy
+    assert tpot(p, "4.46.3", **long) > 1.3 * tpot(p, "4.54.0", **long)
+    assert tpot(p, "4.46.3", input_len=128) == pytest.approx(tpot(p, "4.54.0", input_len=128), rel=0.05)
