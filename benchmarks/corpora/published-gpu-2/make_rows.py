@@ -22,9 +22,7 @@ COLUMNS = [
 
 # The Qwen docs' sources live in github.com/QwenLM/Qwen2.5 (named QwenLM/Qwen1.5, then QwenLM/Qwen2, at the time);
 # the Qwen2 page was published as https://qwen.readthedocs.io/en/v2.0/benchmark/speed_benchmark.html.
-QWEN2_URL = (
-    "https://github.com/QwenLM/Qwen2.5/blob/5c4e69cb61953a590ea724e0f0f0fcb06fa979e7/docs/source/benchmark/speed_benchmark.rst"
-)
+QWEN2_URL = "https://github.com/QwenLM/Qwen2.5/blob/5c4e69cb61953a590ea724e0f0f0fcb06fa979e7/docs/source/benchmark/speed_benchmark.rst"
 QWEN2_COMMIT = "Qwen2 docs, commit of 2024-06-11"
 QWEN15_URL = (
     "https://github.com/QwenLM/Qwen2.5/blob/14544eb0f7a075b80f2aeb0ca8f1a838e6c26267/docs/source/benchmark/hf_infer.rst"
@@ -76,6 +74,35 @@ QWEN15 = {
     ("Qwen1.5-72B-Chat", "AWQ"): (10.59, None, None, None),
 }
 
+# GLM-4 basic demo stress test (THUDM/GLM-4 basic_demo/README_en.md as first published, 2024-06-05; its
+# trans_stress_test.py of the same commit): (dtype, input length) -> (peak GPU memory MiB, first response s,
+# decode tokens/s).
+GLM4_URL = "https://github.com/THUDM/GLM-4/blob/c0a6d1e0fa744ebc47d5245aa479cb9e455f2976/basic_demo/README_en.md"
+GLM4 = {
+    ("BF16", 1000): (19047, 0.1554, 27.8193),
+    ("BF16", 8000): (20629, 0.8199, 31.8613),
+    ("BF16", 32000): (27779, 4.3554, 14.4108),
+    ("BF16", 128000): (57379, 38.1467, 3.4205),
+    ("BF16", 200000): (74497, 98.4930, 2.3653),  # GLM-4-9B-Chat-1M (the README's version of 2024-09-24 says so)
+    ("Int4", 1000): (8251, 0.1667, 23.3903),
+    ("Int4", 8000): (9613, 0.8629, 23.4248),
+    ("Int4", 32000): (16065, 4.3906, 14.6553),
+}
+NOTE_GLM4 = (
+    "GLM-4 basic demo stress test: one A100-SXM4-80GB, CUDA 12.3, transformers 4.40.0 and torch >= 2.3 "
+    "(the demo's requirements), the model's own remote code (trust_remote_code; its attention calls torch SDPA); "
+    "batch 1, random prompt tokens, greedy, at most 512 new tokens (EOS may stop it earlier), a TextIteratorStreamer "
+    "timed from a thread; one warm-up generate, mean of 3 runs"
+)
+GLM4_METRIC_NOTE = {
+    "ttft_s": "'Prefilling / first response': time from the generate call to the streamer's first text chunk",
+    "tokens_per_s": (
+        "'Decode speed': streamer text chunks after the first over the time after it; a chunk is a word or a CJK "
+        "character, one token or more, so the token rate can be higher than this"
+    ),
+    "device_used_bytes": "peak GPU memory 'calculated based on the peak value' (read as the device's used memory, MiB)",
+}
+
 NOTE_QWEN2 = (
     "Qwen2 docs speed table (transformers part): A100 80GB, CUDA 11.8, torch 2.1.2, flash-attn 2.3.3, "
     "transformers 4.38.2, AutoGPTQ 0.7.1, AutoAWQ 0.2.4; batch 1, 2048 new tokens; tokens/s read as new tokens "
@@ -100,7 +127,7 @@ def rows() -> list[dict]:
         ("qwen1.5-docs", QWEN15, QWEN15_URL, QWEN15_COMMIT, NOTE_QWEN15),
     ):
         for (model, quant), speeds in table.items():
-            for length, value in zip(LENGTHS, speeds):
+            for length, value in zip(LENGTHS, speeds, strict=True):
                 if value is None:
                     continue
                 extra = ""
@@ -127,6 +154,35 @@ def rows() -> list[dict]:
                         "note": f"{note}; {quant}{extra}; {where}",
                     }
                 )
+    for (dtype, length), (mib, first_s, decode) in GLM4.items():
+        model = "glm-4-9b-chat-1m" if length > 131072 else "glm-4-9b-chat"
+        quant = "bnb-fp4" if dtype == "Int4" else "none"
+        qnote = (
+            "Int4 read as bitsandbytes BitsAndBytesConfig(load_in_4bit=True), the line commented out in the script: "
+            "FP4, no double quantization, compute dtype float32 by default in transformers 4.40"
+            if dtype == "Int4"
+            else "BF16"
+        )
+        for metric, value in (("ttft_s", first_s), ("tokens_per_s", decode), ("device_used_bytes", mib * 2**20)):
+            out.append(
+                {
+                    "group": "glm4-demo",
+                    "id": f"{model}-{dtype.lower()}-in{length}-{metric.split('_')[0]}",
+                    "model": model,
+                    "gpu": "A100 80GB",
+                    "dtype": "bfloat16",
+                    "quantization": quant,
+                    "attn": "sdpa",
+                    "mode": "eager",
+                    "batch": 1,
+                    "input_len": length,
+                    "output_len": 512,
+                    "metric": metric,
+                    "value": value,
+                    "source": GLM4_URL,
+                    "note": f"{NOTE_GLM4}; {qnote}; {GLM4_METRIC_NOTE[metric]}",
+                }
+            )
     return out
 
 
