@@ -7,6 +7,10 @@ source; `speed.expected.factors` lists the ones used. The advisor's slow-path en
   device-to-host sync; until 4.52 (Mixtral, Qwen2-MoE: huggingface/transformers#32429) and 4.53 (Qwen3-MoE: #38133)
   over every expert, then over the experts some token picked. 5.0 runs them as one grouped matmul
   (`experts_implementation="grouped_mm"`, batched_mm while decoding: #47107).
+- FlashAttention-2 with a mask: before 4.53 generate's all-ones attention mask reached the FA2 integration, which
+  unpadded K and V (`_upad_input`: a gather, read and write) every layer and step; 4.53's masking_utils drops a
+  mask without padding. On the Qwen1.5 docs' A100 table (FA2, a 7B without grouped heads, 16 GB of cache at 30k
+  tokens) this copy is what makes decode 3x slower than at a short prompt.
 - sdpa and grouped-query heads: before 4.54 transformers' sdpa path copied K and V to every query head
   (`repeat_kv`) before the kernel; from 4.54 it passes `enable_gqa` (#39412) where no mask is given. The copy is
   read once, written n_rep times and read again by the kernel: 1 + 2 x n_rep bytes per byte of cache per step.
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
 GROUPED_EXPERTS = (5, 0, 0)  # transformers: MoE experts as one grouped matmul
 HIT_EXPERTS_ONLY = (4, 53, 0)  # the expert loop skips experts no token picked (Qwen3-MoE; Mixtral from 4.52)
 SDPA_ENABLE_GQA = (4, 54, 0)  # sdpa passes enable_gqa instead of repeating K/V
+NO_FA2_UNPAD = (4, 53, 0)  # masking_utils: an all-ones mask reaches FlashAttention-2 as None (no unpadding)
 
 
 def version(s: EstimateSettings) -> tuple[int, ...] | None:
@@ -52,6 +57,11 @@ def expert_loop_s(p: ModelProfile, s: EstimateSettings, tokens: int) -> float:
     return expert_loop_iterations(p, s, tokens) * MOE_EXPERT_ITER_S
 
 
+def fa2_unpads_kv(s: EstimateSettings) -> bool:
+    v = version(s)
+    return s.attn == "flash_attention_2" and v is not None and v < NO_FA2_UNPAD
+
+
 def sdpa_repeats_kv(p: ModelProfile, s: EstimateSettings) -> bool:
     """transformers' sdpa copies K/V to every query head (grouped-query models, before 4.54)."""
     v = version(s)
@@ -65,7 +75,8 @@ def kv_traffic(p: ModelProfile, s: EstimateSettings) -> float:
     (read 1, write n_rep) then reads the repeated copy (n_rep). A static cache is written in place."""
     n_rep = p.num_attention_heads / max(p.num_kv_heads, 1)
     grow = 2.0 if s.kv_cache == "dynamic" else 0.0
-    return grow + (1 + 2 * n_rep if eager(s) or sdpa_repeats_kv(p, s) else 1.0)
+    unpad = 2.0 if fa2_unpads_kv(s) else 0.0
+    return grow + unpad + (1 + 2 * n_rep if eager(s) or sdpa_repeats_kv(p, s) else 1.0)
 
 
 def cache_copies(p: ModelProfile, s: EstimateSettings) -> float:
@@ -74,7 +85,8 @@ def cache_copies(p: ModelProfile, s: EstimateSettings) -> float:
     copy per query head: 1 + n_rep; the kernel then reads that copy, as the calibration's kernel does)."""
     n_rep = p.num_attention_heads / max(p.num_kv_heads, 1)
     grow = 2.0 if s.kv_cache == "dynamic" else 0.0
-    return grow + (1 + n_rep if (eager(s) or sdpa_repeats_kv(p, s)) and n_rep > 1 else 0.0)
+    unpad = 2.0 if fa2_unpads_kv(s) else 0.0
+    return grow + unpad + (1 + n_rep if (eager(s) or sdpa_repeats_kv(p, s)) and n_rep > 1 else 0.0)
 
 
 def eager(s: EstimateSettings) -> bool:
