@@ -27,7 +27,7 @@ from infertune.advisor.diagnose import serving_times, worst_device
 from infertune.core.errors import UserError
 from infertune.estimate import Estimate
 from infertune.techniques import REGISTRY, Facts, Setup, Technique
-from infertune.techniques import factors as documented
+from infertune.techniques import factors, slow_paths
 from infertune.techniques.base import RISK_ORDER, EngineEvidence, Risk
 from infertune.techniques.render import estimate_setup
 
@@ -118,16 +118,16 @@ def effective(f: Facts, s: Setup) -> tuple[Estimate, list[str]]:
     """The setup's estimate with the documented factors that apply to it folded into its speed, and their
     labels. The estimate of the reference setup (the same without the effect) is what the ratio multiplies."""
     e = estimate_setup(f, s)
-    found = documented.applicable(f, s)
+    found = slow_paths.applicable(f, s)
     if not found:
         return e, []
-    ref_setup = documented.reference(found, s)
+    ref_setup = factors.reference(found, s)
     try:
         ref = estimate_setup(f, ref_setup) if ref_setup != s else e
     except UserError:  # the reference cannot be placed (it does not fit a budget): its own roofline then
         ref = e
     sp, rp = e.speed, ref.speed
-    decode, pre = documented.ratio(found, "decode"), documented.ratio(found, "prefill")
+    decode, pre = factors.ratio(found, "decode"), factors.ratio(found, "prefill")
     tpot = max(sp.tpot_s, decode * rp.tpot_s)
     prefill = max(sp.prefill_s, pre * rp.prefill_s)
     seqs = e.settings.batch * e.settings.concurrency

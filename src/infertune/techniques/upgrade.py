@@ -68,10 +68,22 @@ KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
         fixed="4.40.0",
         when=lambda f, s: s.engine == "transformers" and f.profile.model_type in ("llama", "gemma"),
         what="Llama-family models keep a causal-mask buffer sized to max_position_embeddings squared: more memory "
-        "than 4.37 with identical code, OOM where 4.37 fitted",
-        addresses=("load-memory", "kv-cache-growth", "long-input-attention"),
+        "than 4.37 with identical code, OOM where 4.37 fitted, and slower steps (the mask is sliced and "
+        "expanded at every forward)",
+        addresses=("load-memory", "kv-cache-growth", "long-input-attention", "decode-speed", "prefill-speed"),
         factor=None,
         source="https://github.com/huggingface/transformers/issues/29484",
+    ),
+    KnownProblem(
+        package="transformers",
+        bad_from=None,
+        fixed="5.0.0",
+        when=lambda f, s: s.engine == "transformers" and bool(f.profile.num_experts),
+        what="mixture-of-experts layers run their experts in a Python loop over nn.Linear modules (grouped and "
+        "batched expert matmuls came with 5.0)",
+        addresses=("decode-speed", "prefill-speed"),
+        factor="moe-expert-loop",
+        source="https://github.com/huggingface/transformers/pull/42697",
     ),
 )
 
@@ -81,7 +93,7 @@ class Upgrade(Technique):
     id = "upgrade"
     family = "upgrade"
     title = "Upgrade a library past a known problem of the installed version"
-    addresses = ("decode-speed", "load-memory", "kv-cache-growth", "long-input-attention")
+    addresses = ("decode-speed", "prefill-speed", "load-memory", "kv-cache-growth", "long-input-attention")
     priority = 3  # no quality risk, nothing else changes: first when it applies
     cures_known_problem = True
     tradeoffs = ("an upgrade can bring other changes: pin the new version and re-run your checks",)
