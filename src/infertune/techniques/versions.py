@@ -150,3 +150,34 @@ def need(c: Check, f: Facts, feature: str) -> Check:
 def lacks(f: Facts, feature: str) -> bool:
     """The target's version is known and older than the feature's first release."""
     return has(f, feature) is False
+
+
+# MoE architectures whose experts were per-expert nn.Linear modules in transformers 4.x and became stacked 3D
+# tensors in 5.0 (https://github.com/huggingface/transformers/pull/41580): bitsandbytes and torchao quantize the
+# former, not the latter. Architectures that stacked their experts already in 4.x (gpt-oss, Llama 4, DBRX,
+# GraniteMoE) are not listed: their structure does not depend on the version.
+LINEAR_EXPERTS_BEFORE_5 = (
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "olmoe",
+    "phimoe",
+    "jamba",
+    "minimax",
+    "glm4_moe",
+    "ernie4_5_moe",
+    "hunyuan_v1_moe",
+    "dots1",
+)
+
+
+def experts_fused(f: Facts) -> bool | None:
+    """Whether the target's transformers builds this model's routed experts as stacked tensors: read from the
+    target's version for the architectures whose layout changed with 5.0; None: as probed on this host."""
+    p = f.profile
+    if not p.num_experts or p.model_type not in LINEAR_EXPERTS_BEFORE_5:
+        return None
+    v = f.version("transformers") if f.known("transformers") else None
+    return None if v is None else v >= BY_ID["grouped-experts"].version
