@@ -14,13 +14,24 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from infertune.advisor.diagnose import Diagnosis, Finding, diagnose, worst_device
-from infertune.advisor.moves import Candidate, candidate, effective, helps, rank_key
+from infertune.advisor.moves import (
+    REAL_GAIN,
+    Candidate,
+    Gap,
+    candidate,
+    cures,
+    effective,
+    helps,
+    observed_gaps,
+    rank_key,
+    relief,
+)
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
 from infertune.estimate import Estimate, _largest
 from infertune.measure.results import TrialResult
 from infertune.models.hub import REVISION_DOC
-from infertune.techniques import REGISTRY, Facts, Setup
+from infertune.techniques import REGISTRY, Facts, Setup, slow_paths
 from infertune.techniques.render import estimate_setup, python_snippet, serve_command, validation
 from infertune.techniques.upgrade import KNOWN_PROBLEMS
 
@@ -179,6 +190,41 @@ def _moves(f: Facts, current: Setup, base: Estimate, base_factors: list[str]) ->
     return candidates, rejected
 
 
+def _with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[Gap]) -> list[Finding]:
+    """The findings with the speeds the user saw far beyond the expected as major findings, each with its
+    candidate causes (the known slow paths of this setup with that symptom). The user ran it: an observed speed
+    symptom comes before every estimated memory finding (after them only when they also saw an out-of-memory)."""
+    if not gaps:
+        return ranked
+    out = list(ranked)
+    observed: list[Finding] = []
+    for g in gaps:
+        if any(x.category == g.category for x in observed):
+            continue  # the largest gap of a category speaks for it
+        causes = [p for p in slow_paths.matching(f, current, maybe=True) if g.category in p.symptoms]
+        lines = [g.line] + (
+            [f"candidate cause: {p.line()}" for p in causes]
+            or ["no known slow path matches this setup: measure it (infertune measure) to see where the time goes"]
+        )
+        old = next((x for x in out if x.category == g.category), None)
+        if old is not None:
+            out.remove(old)
+            lines += [e for e in old.evidence if e not in lines]
+        observed.append(Finding(category=g.category, severity="major", evidence=lines))
+    if f.observed is not None and f.observed.oom:
+        return [x for x in out if x.severity == "blocking"] + observed + [x for x in out if x.severity != "blocking"]
+    return observed + out
+
+
+def _evidenced(c: Candidate, category: str, severity: str, seen: set[str]) -> bool:
+    """A move whose gain the estimate cannot show (fused kernels, a faster kernel at the same roofline) is worth
+    proposing for a minor speed finding only when something says that phase is slow beyond the roofline: the
+    user saw it (an observed gap), or a known slow path it leaves (handled by the caller)."""
+    if severity != "minor" or category not in ("decode-speed", "prefill-speed") or c.measured_better:
+        return True
+    return relief(c.expected, category) >= REAL_GAIN or category in seen
+
+
 def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Assessment:
     """Diagnose the current setup, build every move once and rank those that help what hurts.
     `measured`: a trial of the current setup on this workload (from `infertune measure --output`)."""
@@ -194,16 +240,31 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
     weights_only = estimate_setup(f, current, input_len=1, max_new_tokens=1, batch=1, concurrency=1)
     diag = diagnose(f, current, base, prompt_only, measured, weights_only)
     candidates, rejected = _moves(f, current, base, base_factors)
+    gaps = observed_gaps(f, current, base)
+    findings = _with_observed(f, current, diag.ranked, gaps)
+    seen = {g.category for g in gaps}
 
     ordered: list[Candidate] = []
     kept = []
-    for finding in diag.ranked:
+    for finding in findings:
         cat, sev = finding.category, finding.severity
-        # a move measured better on this workload helps whatever the estimate says, and comes first
+        # a move that leaves a known slow path of the current setup with this symptom (any that may hold, when
+        # the user saw the symptom) is evidence in itself; it comes first where the user saw the symptom
+        cured = {id(c): cures(f, current, c, cat, maybe=cat in seen) for c in candidates}
         helping = sorted(
-            (c for c in candidates if cat in c.addresses and (c.measured_better or helps(c, cat, sev))),
-            key=lambda c: (not c.measured_better, rank_key(f, c, cat, sev)),
+            (
+                c
+                for c in candidates
+                if (cat in c.addresses and (c.measured_better or helps(c, cat, sev)) and _evidenced(c, cat, sev, seen))
+                or (cured[id(c)] and c.expected.fits_after)
+            ),
+            key=lambda c: (not c.measured_better, not (cat in seen and cured[id(c)]), rank_key(f, c, cat, sev)),
         )
+        for c in helping:
+            for p in cured[id(c)]:
+                line = f"leaves the known slow path {p.id} ({p.sources[0]})"
+                if line not in c.compatibility.issues:
+                    c.compatibility.issues.append(line)
         if finding.severity == "minor" and not helping:
             continue  # room to improve only if something compatible improves it
         kept.append(finding)

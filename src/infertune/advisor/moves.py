@@ -225,3 +225,53 @@ def rank_key(f: Facts, c: Candidate, category: str, severity: str) -> tuple:
     doubt = RISK_ORDER[c.quality_risk] + (tier > 0)
     band = math.floor(math.log2(max(g, 1e-9)))  # gains within the same power of two tie: the cheaper move first
     return (needs_hardware, not x.fits_after, doubt, tier, questions, -band, prio, -g)
+
+
+# --- evidence: what the user saw against the expected, and the known slow paths a move leaves -------------------
+
+GAP = 2.0  # observed beyond this multiple of the expected: a symptom the estimate does not explain
+
+
+class Gap(BaseModel):
+    category: Literal["decode-speed", "prefill-speed"]
+    ratio: float  # observed / expected (> 1: slower than expected)
+    line: str
+
+
+def observed_gaps(f: Facts, s: Setup, base: Estimate) -> list[Gap]:
+    """The speeds the user saw (Facts.observed) far beyond the expected ones of the current setup (its estimate
+    with the documented factors folded in), largest first."""
+    o = f.observed
+    if o is None:
+        return []
+    x = base.speed.expected or base.speed
+    t = serving_times(f, s, base)
+    seen: list[tuple[Literal["decode-speed", "prefill-speed"], float, str]] = []
+    if o.tpot_s and x.tpot_s:
+        seen.append(("decode-speed", o.tpot_s / x.tpot_s, f"{o.tpot_s * 1e3:.0f} ms per token vs {x.tpot_s * 1e3:.1f}"))
+    if o.tokens_per_s and t["tokens_per_s"]:
+        seen.append(
+            ("decode-speed", t["tokens_per_s"] / o.tokens_per_s, f"{o.tokens_per_s:.1f} tokens/s vs {t['tokens_per_s']:.1f}")
+        )
+    if o.e2e_s and t["e2e_s"]:
+        expected_e2e = t["e2e_s"] + t["queue_wait_mean_s"]
+        seen.append(("decode-speed", o.e2e_s / expected_e2e, f"{o.e2e_s:.2f} s per request vs {expected_e2e:.2f} s"))
+    if o.ttft_s and x.ttft_s:
+        seen.append(("prefill-speed", o.ttft_s / x.ttft_s, f"TTFT {o.ttft_s * 1e3:.0f} ms vs {x.ttft_s * 1e3:.0f}"))
+    gaps = [
+        Gap(category=cat, ratio=r, line=f"observed {r:.1f}x the expected ({what} expected)")
+        for cat, r, what in seen
+        if r > GAP
+    ]
+    return sorted(gaps, key=lambda g: -g.ratio)
+
+
+def cures(f: Facts, current: Setup, c: Candidate, category: str, maybe: bool) -> list[slow_paths.SlowPath]:
+    """The known slow paths of `current` with this symptom that the move leaves (it is among their cures and
+    their conditions no longer hold after it). `maybe`: also those that hold but for an unstated version."""
+    symptom = "memory" if category in MEMORY else category
+    return [
+        p
+        for p in slow_paths.matching(f, current, maybe)
+        if symptom in p.symptoms and c.technique in p.cures and p.holds(f, c.setup) is False
+    ]
