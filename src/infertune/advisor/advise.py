@@ -183,6 +183,8 @@ def _moves(f: Facts, current: Setup, base: Estimate, base_factors: list[str]) ->
             rejected.append(Rejected(technique=t.id, reasons=c.blockers))
             continue
         for after in targets:
+            if c.requires:  # the upgrade a feature needs travels with the move
+                after = after.model_copy(update={"packages": {**(after.packages or {}), **c.requires}})
             try:
                 candidates.append(candidate(f, t, current, after, base, base_factors, c.issues))
             except UserError as e:  # its estimate cannot place the model at all (weights above every budget)
@@ -246,6 +248,25 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
 
     ordered: list[Candidate] = []
     kept = []
+    broken = [p for p in slow_paths.matching(f, current) if "crash" in p.symptoms]
+    if broken:  # a known incompatibility of the current setup: it does not run as stated, whatever the estimate
+        fixing = sorted(
+            (
+                c
+                for c in candidates
+                if c.expected.fits_after and any(c.technique in p.cures and p.holds(f, c.setup) is False for p in broken)
+            ),
+            key=lambda c: rank_key(f, c, "none", "blocking"),
+        )
+        if fixing:
+            kept.append(
+                Finding(
+                    category="none",
+                    severity="blocking",
+                    evidence=[f"known incompatibility, not a resource limit: {p.line()}" for p in broken],
+                )
+            )
+            ordered += fixing
     for finding in findings:
         cat, sev = finding.category, finding.severity
         # a move that leaves a known slow path of the current setup with this symptom (any that may hold, when

@@ -22,6 +22,10 @@ class Feature:
     first: str  # the first release with the feature
     what: str
     source: str
+    # a target below `first` gets the move with the upgrade (a flag on the move, not a rejection): a drop-in
+    # feature of a newer release. False: a new API the user's code must adopt (tensor parallel, continuous
+    # batching): the move is rejected until they upgrade.
+    upgrade: bool = False
 
     @property
     def version(self) -> tuple[int, ...]:
@@ -35,6 +39,7 @@ FEATURES: tuple[Feature, ...] = (
         "4.36.0",
         'attn_implementation="sdpa" (torch scaled_dot_product_attention in the models)',
         REL + "v4.36.0",
+        upgrade=True,
     ),
     Feature(
         "flash-attention-2",
@@ -43,6 +48,7 @@ FEATURES: tuple[Feature, ...] = (
         'attn_implementation="flash_attention_2" (4.34 had use_flash_attention_2=True; the '
         "attn_implementation argument came with 4.36)",
         REL + "v4.36.0",
+        upgrade=True,
     ),
     Feature(
         "static-cache-compile",
@@ -50,6 +56,7 @@ FEATURES: tuple[Feature, ...] = (
         "4.38.0",
         'a static KV cache (cache_implementation="static") that torch.compile can capture',
         REL + "v4.38.0",
+        upgrade=True,
     ),
     Feature(
         "quantized-kv-cache",
@@ -57,6 +64,7 @@ FEATURES: tuple[Feature, ...] = (
         "4.42.0",
         'a quantized KV cache (cache_implementation="quantized", quanto or HQQ backends)',
         REL + "v4.42.0",
+        upgrade=True,
     ),
     Feature(
         "tensor-parallel-plan",
@@ -137,10 +145,21 @@ def has(f: Facts, feature: str) -> bool | None:
 
 
 def need(c: Check, f: Facts, feature: str) -> Check:
-    """A blocker when the target's known version is older than the feature's first release (naming the feature
-    and the version that brought it); nothing otherwise (an unknown version stays the technique's own question)."""
+    """The target's known version is older than the feature's first release: the move carries the upgrade (an
+    open item naming it, and `c.requires`) where a drop-in upgrade brings the feature, else a blocker naming the
+    feature and the version that brought it. Nothing when the version is unknown (the technique's own question)."""
     x = BY_ID[feature]
-    if has(f, feature) is False:
+    if has(f, feature) is not False:
+        return c
+    if x.upgrade:
+        c.issues.append(
+            f"{x.what} needs {x.package} >= {x.first} ({x.source}); the target has {f.installed(x.package)}: "
+            f"the move includes the upgrade (pip install '{x.package}>={x.first}')"
+        )
+        known = c.requires.get(x.package)
+        if known is None or parse_version(known) < x.version:
+            c.requires[x.package] = f">={x.first}"
+    else:
         c.blockers.append(
             f"{x.what} needs {x.package} >= {x.first} ({x.source}); the target has {f.installed(x.package)}"
         )
