@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from infertune.advisor.diagnose import Diagnosis, Finding, diagnose, worst_device
 from infertune.advisor.moves import (
+    GAP,
     REAL_GAIN,
     Candidate,
     Gap,
@@ -221,10 +222,15 @@ def _with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[G
 def _evidenced(c: Candidate, category: str, severity: str, seen: set[str]) -> bool:
     """A move whose gain the estimate cannot show (fused kernels, a faster kernel at the same roofline) is worth
     proposing for a minor speed finding only when something says that phase is slow beyond the roofline: the
-    user saw it (an observed gap), or a known slow path it leaves (handled by the caller)."""
+    user saw it (an observed gap), or a known slow path it leaves (handled by the caller). Without such evidence
+    a move that costs quality must promise a large gain (GAP); otherwise the answer is no change."""
     if severity != "minor" or category not in ("decode-speed", "prefill-speed") or c.measured_better:
         return True
-    return relief(c.expected, category) >= REAL_GAIN or category in seen
+    if category in seen:
+        return True
+    g = relief(c.expected, category)
+    # nothing says this phase is slow beyond the roofline: only a real gain, and a lossy one only when large
+    return g >= REAL_GAIN and (c.quality_risk == "none" or g >= GAP)
 
 
 def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Assessment:

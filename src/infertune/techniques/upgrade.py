@@ -77,6 +77,17 @@ KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
     KnownProblem(
         package="transformers",
         bad_from=None,
+        fixed="4.11.0",
+        when=lambda f, s: s.engine == "transformers" and f.profile.model_type == "gpt_neo",
+        what="GPT-Neo's local attention padded and reshaped its windows so that memory grew irregularly with the "
+        "generated length (out of memory beyond a few hundred tokens); 4.11 simplified local attention",
+        addresses=("kv-cache-growth", "long-input-attention"),
+        factor=None,
+        source="https://github.com/huggingface/transformers/pull/13491",
+    ),
+    KnownProblem(
+        package="transformers",
+        bad_from=None,
         fixed="5.0.0",
         when=lambda f, s: s.engine == "transformers" and bool(f.profile.num_experts),
         what="mixture-of-experts layers run their experts in a Python loop over nn.Linear modules (grouped and "
