@@ -62,7 +62,9 @@ def test_an_engine_at_concurrency_1_leaves_the_moe_expert_loop(models):
     assert a.next.technique in ("serving-engine", "upgrade")
     assert {"serving-engine", "upgrade"} <= {r.technique for r in a.recommendations}
     # with transformers 5 (grouped experts) the loop is gone: nothing to leave
-    b = advise(seen(facts(models["mixtral"], "H100 SXM", gpus=2, stated={"transformers": "5.1.0"}), e2e_s=40.0), current)
+    b = advise(
+        seen(facts(models["mixtral"], "H100 SXM", gpus=2, stated={"transformers": "5.1.0"}), e2e_s=40.0), current
+    )
     assert not any("moe-expert-loop" in e for k in b.diagnosis.ranked for e in k.evidence)
     assert "upgrade" not in {r.technique for r in b.recommendations}
 

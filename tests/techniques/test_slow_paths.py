@@ -118,7 +118,11 @@ def test_the_llama_mask_release_is_a_known_problem_of_memory_and_speed(models):
     f = facts(models["llama2-7b"], cpu(), stated={"transformers": "4.38.2"})
     [p] = [p for p in slow_paths.matching(f, Setup(dtype="float32")) if p.id.startswith("known-transformers-4.38")]
     assert {"memory", "decode-speed", "prefill-speed"} <= set(p.symptoms) and p.cures == ("upgrade",)
-    assert not [p for p in slow_paths.matching(facts(models["llama2-7b"], cpu(), stated={"transformers": "4.40.0"}), Setup()) if p.id.startswith("known-transformers-4.38")]
+    assert not [
+        p
+        for p in slow_paths.matching(facts(models["llama2-7b"], cpu(), stated={"transformers": "4.40.0"}), Setup())
+        if p.id.startswith("known-transformers-4.38")
+    ]
 
 
 def test_a_holding_factor_slows_the_estimate_and_its_cure_removes_it(models):

@@ -15,7 +15,10 @@ GiB = 2**30
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    return {n: profile(tmp_path_factory, c) for n, c in {"llama2-7b": LLAMA2_7B, "llama3-8b": LLAMA3_8B, "mixtral": MIXTRAL}.items()}
+    return {
+        n: profile(tmp_path_factory, c)
+        for n, c in {"llama2-7b": LLAMA2_7B, "llama3-8b": LLAMA3_8B, "mixtral": MIXTRAL}.items()
+    }
 
 
 def facts(prof, gpu, **kw):
@@ -43,9 +46,13 @@ def test_sdpa_on_transformers_4_30_is_flagged_with_the_upgrade_it_needs(models):
 
 def test_a_tensor_parallel_plan_needs_its_transformers(models):
     s = Setup(dtype="bfloat16")
-    old = REGISTRY["tensor-parallel"].check(facts(models["llama3-8b"], "A100 80GB", gpus=2, stated={"transformers": "4.46.0"}), s)
+    old = REGISTRY["tensor-parallel"].check(
+        facts(models["llama3-8b"], "A100 80GB", gpus=2, stated={"transformers": "4.46.0"}), s
+    )
     assert any("4.47.0" in b for b in old.blockers)
-    new = REGISTRY["tensor-parallel"].check(facts(models["llama3-8b"], "A100 80GB", gpus=2, stated={"transformers": "4.47.0"}), s)
+    new = REGISTRY["tensor-parallel"].check(
+        facts(models["llama3-8b"], "A100 80GB", gpus=2, stated={"transformers": "4.47.0"}), s
+    )
     assert not any("tp_plan" in b for b in new.blockers)
 
 
@@ -57,7 +64,10 @@ def test_continuous_batching_and_the_engine_never_contradict_each_other(models):
     assert "continuous batching is enough" not in rejected.get("serving-engine", "")
     assert "serving-engine" not in rejected  # concurrent requests and no batching in this transformers: an engine
     # with a transformers that batches, the rule of thumb stands
-    b = advise(facts(models["llama3-8b"], "A100 80GB", concurrency=8, stated={"transformers": "4.56.0"}), Setup(dtype="bfloat16"))
+    b = advise(
+        facts(models["llama3-8b"], "A100 80GB", concurrency=8, stated={"transformers": "4.56.0"}),
+        Setup(dtype="bfloat16"),
+    )
     assert "continuous-batching" not in {r.technique for r in b.rejected}
 
 

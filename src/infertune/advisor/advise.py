@@ -250,7 +250,7 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
     candidates, rejected = _moves(f, current, base, base_factors)
     gaps = observed_gaps(f, current, base)
     findings = _with_observed(f, current, diag.ranked, gaps)
-    seen = {g.category for g in gaps}
+    seen: set[str] = {g.category for g in gaps}
 
     ordered: list[Candidate] = []
     kept = []
@@ -260,7 +260,8 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
             (
                 c
                 for c in candidates
-                if c.expected.fits_after and any(c.technique in p.cures and p.holds(f, c.setup) is False for p in broken)
+                if c.expected.fits_after
+                and any(c.technique in p.cures and p.holds(f, c.setup) is False for p in broken)
             ),
             key=lambda c: rank_key(f, c, "none", "blocking"),
         )

@@ -26,8 +26,7 @@ from pydantic import BaseModel, Field
 from infertune.advisor.diagnose import serving_times, worst_device
 from infertune.core.errors import UserError
 from infertune.estimate import Estimate
-from infertune.techniques import REGISTRY, Facts, Setup, Technique
-from infertune.techniques import factors, slow_paths
+from infertune.techniques import REGISTRY, Facts, Setup, Technique, factors, slow_paths
 from infertune.techniques.base import RISK_ORDER, EngineEvidence, Risk
 from infertune.techniques.render import estimate_setup
 
@@ -251,7 +250,11 @@ def observed_gaps(f: Facts, s: Setup, base: Estimate) -> list[Gap]:
         seen.append(("decode-speed", o.tpot_s / x.tpot_s, f"{o.tpot_s * 1e3:.0f} ms per token vs {x.tpot_s * 1e3:.1f}"))
     if o.tokens_per_s and t["tokens_per_s"]:
         seen.append(
-            ("decode-speed", t["tokens_per_s"] / o.tokens_per_s, f"{o.tokens_per_s:.1f} tokens/s vs {t['tokens_per_s']:.1f}")
+            (
+                "decode-speed",
+                t["tokens_per_s"] / o.tokens_per_s,
+                f"{o.tokens_per_s:.1f} tokens/s vs {t['tokens_per_s']:.1f}",
+            )
         )
     if o.e2e_s and t["e2e_s"]:
         expected_e2e = t["e2e_s"] + t["queue_wait_mean_s"]

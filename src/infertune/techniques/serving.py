@@ -6,9 +6,9 @@ from __future__ import annotations
 import shlex
 
 from infertune.core.config import vllm_flags
+from infertune.techniques import slow_paths, versions
 from infertune.techniques.base import Check, EngineEvidence, Facts, Setup, Technique, register
 from infertune.techniques.batching import max_batch_tokens
-from infertune.techniques import slow_paths, versions
 from infertune.techniques.parallel import TensorParallel
 from infertune.techniques.versions import experts_fused
 

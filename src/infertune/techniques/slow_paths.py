@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from infertune.techniques import factors as documented
 from infertune.techniques.base import Facts, Setup
@@ -226,7 +226,10 @@ ENTRIES: tuple[SlowPath, ...] = (
         symptoms=("decode-speed", "memory"),
         where="transformers generate with a dynamic cache and prompts of 8k tokens or more",
         holds=lambda f, s: (
-            s.engine == "transformers" and s.kv_cache == "dynamic" and s.batching != "continuous" and f.input_len >= 8192
+            s.engine == "transformers"
+            and s.kv_cache == "dynamic"
+            and s.batching != "continuous"
+            and f.input_len >= 8192
         ),
         cures=("static-cache-compile", "serving-engine"),
         sources=("https://github.com/huggingface/transformers/pull/30536",),
@@ -244,10 +247,18 @@ ENTRIES: tuple[SlowPath, ...] = (
 
 # techniques.factors' entries, with where they apply and what cures them
 _FACTOR_ENTRIES: dict[str, tuple[tuple[Symptom, ...], str, tuple[str, ...]]] = {
-    "bnb-int8-decode": (("decode-speed",), "bitsandbytes 8-bit (LLM.int8) weights", ("quant-none", "quant-prequantized")),
+    "bnb-int8-decode": (
+        ("decode-speed",),
+        "bitsandbytes 8-bit (LLM.int8) weights",
+        ("quant-none", "quant-prequantized"),
+    ),
     "bnb-4bit-decode": (("decode-speed",), "bitsandbytes 4-bit weights", ("quant-none", "quant-prequantized")),
     "bnb-4bit-old-kernels": (("decode-speed",), "bitsandbytes < 0.40.0, 4-bit, batch 1", ("upgrade",)),
-    "torchao-eager": (("decode-speed",), "torchao weight-only quantization without torch.compile", ("static-cache-compile",)),
+    "torchao-eager": (
+        ("decode-speed",),
+        "torchao weight-only quantization without torch.compile",
+        ("static-cache-compile",),
+    ),
     "fp16-on-cpu": (("decode-speed", "prefill-speed"), "float16 on a CPU", ("dtype",)),
     "bf16-on-cpu-without-native-bf16": (
         ("decode-speed", "prefill-speed"),
@@ -274,16 +285,16 @@ def _from_factor(x: Factor) -> SlowPath:
     )
 
 
-_SYMPTOM = {"load-memory": "memory", "kv-cache-growth": "memory", "long-input-attention": "memory"}
+_SYMPTOM: dict[str, Symptom] = {"load-memory": "memory", "kv-cache-growth": "memory", "long-input-attention": "memory"}
 
 
 def _from_problem(p: KnownProblem) -> SlowPath:
-    symptoms = tuple(dict.fromkeys(_SYMPTOM.get(a, a) for a in p.addresses))
+    symptoms = tuple(dict.fromkeys(_SYMPTOM.get(a, cast(Symptom, a)) for a in p.addresses))
     span = f"{p.bad_from} to before {p.fixed}" if p.bad_from else f"before {p.fixed}"
     return SlowPath(
         id=f"known-{p.package}-{p.bad_from or 'old'}-{p.fixed}",
         what=p.what,
-        symptoms=symptoms,  # type: ignore[arg-type]  (the categories map onto symptoms)
+        symptoms=symptoms,
         where=f"{p.package} {span}",
         holds=p.affects,
         cures=("upgrade",),
