@@ -105,6 +105,8 @@ class ServingEngine(Technique):
     def moves(self, f: Facts, s: Setup) -> list[Setup]:
         # the engine batches continuously with a paged cache and compiles/graphs its own decode step
         update = {
+            # the engine runs its own paged/flash attention: no eager score matrix, whatever transformers ran
+            "attn": "sdpa",
             "batching": "continuous",
             "compile": False,
             "max_batch_tokens": max_batch_tokens(f),

@@ -239,7 +239,7 @@ ENTRIES: tuple[SlowPath, ...] = (
         what="FlashAttention-2 supports Ampere and newer only: on older GPUs it refuses to load",
         symptoms=("crash",),
         where='attn_implementation="flash_attention_2" on a GPU below compute capability 8.0',
-        holds=lambda f, s: "flash_attention_2" in s.attn and _cuda_below(f, 8.0),
+        holds=lambda f, s: "flash_attention_2" in s.attn and s.engine == "transformers" and _cuda_below(f, 8.0),
         cures=("attn-sdpa",),
         sources=("https://github.com/Dao-AILab/flash-attention#installation-and-features",),
     ),
