@@ -98,3 +98,13 @@ def test_a_known_incompatibility_is_fixed_first(models):
     assert a.diagnosis.ranked[0].severity == "blocking"
     assert any("awq-needs-turing" in e for e in a.diagnosis.ranked[0].evidence)
     assert a.next.technique == "quant-none"
+
+
+def test_an_unstated_version_with_the_symptom_seen_gets_the_upgrade_as_a_question(models):
+    f = facts(models["mixtral"], "H100 SXM", gpus=2, known=False)  # another machine, no --lib
+    current = Setup(dtype="bfloat16", tp=2)
+    assert "upgrade" not in {r.technique for r in advise(f, current).recommendations}  # nothing seen
+    a = advise(seen(f, e2e_s=60.0), current)
+    up = [r for r in a.recommendations if r.technique == "upgrade"]
+    assert up and up[0].setup.packages == {"transformers": ">=5.0.0"}
+    assert any("Which transformers version" in i for i in up[0].compatibility.issues)

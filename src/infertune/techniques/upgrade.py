@@ -111,12 +111,16 @@ class Upgrade(Technique):
     docs = tuple(p.source for p in KNOWN_PROBLEMS)
 
     def problems(self, f: Facts, s: Setup) -> list[KnownProblem]:
-        return [p for p in KNOWN_PROBLEMS if p.affects(f, s)]
+        """The known problems of the target's versions for this setup; where nobody stated the version, also
+        those whose symptom the user saw (Facts.observed): the upgrade is then a step with an open question."""
+        return [p for p in KNOWN_PROBLEMS if p.affects(f, s) or (p.affects(f, s) is None and _seen(f, p))]
 
     def check(self, f: Facts, s: Setup) -> Check:
-        return Check().need(
+        c = Check().need(
             bool(self.problems(f, s)), "no known problem in the target's library versions for this setup"
         )
+        c.issues += [p.question() for p in self.problems(f, s) if p.affects(f, s) is None]
+        return c
 
     def moves(self, f: Facts, s: Setup) -> list[Setup]:
         return [self.apply_one(s, p) for p in self.problems(f, s)]
@@ -149,3 +153,16 @@ class Upgrade(Technique):
             ) != p.requirement():
                 return p
         return None
+
+
+def _seen(f: Facts, p: KnownProblem) -> bool:
+    """The user saw a symptom this problem causes: a speed (time per token, tokens/s, request time, TTFT) for a
+    speed problem, an out-of-memory for a memory one."""
+    o = f.observed
+    if o is None:
+        return False
+    speed = bool(o.tpot_s or o.tokens_per_s or o.e2e_s or o.ttft_s)
+    memory = o.oom is not None
+    return (speed and bool({"decode-speed", "prefill-speed"} & set(p.addresses))) or (
+        memory and bool({"load-memory", "kv-cache-growth", "long-input-attention"} & set(p.addresses))
+    )
