@@ -78,3 +78,11 @@ def test_mixtral_bnb_4bit_quantizes_its_experts_under_a_4x_transformers(models):
     assert 21 * GiB < old < 26 * GiB  # every Linear in 4 bits, experts included (reported: ~24-26 GB)
     assert fused > 80 * GiB  # stacked 3D experts stay in 16-bit under bitsandbytes
     assert versions.experts_fused(facts(m, "A100 80GB", known=False)) is None  # unknown: as probed here
+
+
+def test_an_offloaded_model_with_concurrent_requests_is_not_told_continuous_batching_is_enough(models):
+    f = facts(models["llama3-8b"], "RTX 4090", vram_gib=12, concurrency=4)
+    a = advise(f, Setup(dtype="bfloat16", device_map="auto"))
+    rejected = {r.technique: " ".join(r.reasons) for r in a.rejected}
+    assert "continuous-batching" in rejected
+    assert "continuous batching is enough" not in rejected.get("serving-engine", "")

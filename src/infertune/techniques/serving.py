@@ -8,7 +8,7 @@ import shlex
 from infertune.core.config import vllm_flags
 from infertune.techniques import slow_paths, versions
 from infertune.techniques.base import Check, EngineEvidence, Facts, Setup, Technique, register
-from infertune.techniques.batching import max_batch_tokens
+from infertune.techniques.batching import ContinuousBatching, max_batch_tokens
 from infertune.techniques.parallel import TensorParallel
 from infertune.techniques.versions import experts_fused
 
@@ -78,8 +78,13 @@ class ServingEngine(Technique):
         # transformers' own path is the slow one (an MoE expert loop, FP8 weight-only matmuls, ...): an engine's
         # kernels leave it, at any concurrency
         slow = [p.id for p in slow_paths.matching(f, s, maybe=True) if self.id in p.cures]
-        # concurrent requests and no continuous batching in the target's transformers: an engine batches them
-        unbatched = f.concurrency > 1 and versions.lacks(f, "continuous-batching")
+        # concurrent requests that transformers cannot batch here (its version has no continuous batching, or
+        # the placement rules it out): an engine batches them, so "continuous batching is enough" would be false
+        unbatched = (
+            f.concurrency > 1
+            and s.batching != "continuous"
+            and bool(ContinuousBatching().check(f, s).blockers or versions.lacks(f, "continuous-batching"))
+        )
         if f.concurrency > 1:
             why = (
                 f"concurrency {f.concurrency}: transformers' continuous batching is enough below "
