@@ -194,11 +194,14 @@ def _moves(f: Facts, current: Setup, base: Estimate, base_factors: list[str]) ->
 
 
 def _with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[Gap]) -> list[Finding]:
-    """The findings with the speeds the user saw far beyond the expected as major findings, each with its
-    candidate causes (the known slow paths of this setup with that symptom). The user ran it: an observed speed
-    symptom comes before every estimated memory finding (after them only when they also saw an out-of-memory)."""
+    """The findings with the speeds the user saw: a major finding where far beyond the expected (minor within
+    the speed model's error), each with its candidate causes (the known slow paths of this setup with that
+    symptom). The user ran it: an observed speed comes before every estimated memory finding, and an estimated
+    blocking memory finding is no longer blocking (it loaded); only an out-of-memory they saw keeps memory
+    first."""
     if not gaps:
         return ranked
+    oom = f.observed is not None and f.observed.oom is not None
     out = list(ranked)
     observed: list[Finding] = []
     for g in gaps:
@@ -213,9 +216,14 @@ def _with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[G
         if old is not None:
             out.remove(old)
             lines += [e for e in old.evidence if e not in lines]
-        observed.append(Finding(category=g.category, severity="major", evidence=lines))
-    if f.observed is not None and f.observed.oom:
+        observed.append(Finding(category=g.category, severity="major" if g.beyond else "minor", evidence=lines))
+    if oom:
         return [x for x in out if x.severity == "blocking"] + observed + [x for x in out if x.severity != "blocking"]
+    ran = "the user ran this setup (an observed speed, no out-of-memory): the estimate's memory is above what ran"
+    out = [
+        x.model_copy(update={"severity": "major", "evidence": [ran, *x.evidence]}) if x.severity == "blocking" else x
+        for x in out
+    ]
     return observed + out
 
 
@@ -250,7 +258,8 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
     candidates, rejected = _moves(f, current, base, base_factors)
     gaps = observed_gaps(f, current, base)
     findings = _with_observed(f, current, diag.ranked, gaps)
-    seen: set[str] = {g.category for g in gaps}
+    seen: set[str] = {g.category for g in gaps}  # speeds the user saw: their cures come first
+    beyond: set[str] = {g.category for g in gaps if g.beyond}  # ... far beyond the expected: evidence in itself
 
     ordered: list[Candidate] = []
     kept = []
@@ -283,7 +292,7 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
             (
                 c
                 for c in candidates
-                if (cat in c.addresses and (c.measured_better or helps(c, cat, sev)) and _evidenced(c, cat, sev, seen))
+                if (cat in c.addresses and (c.measured_better or helps(c, cat, sev)) and _evidenced(c, cat, sev, beyond))
                 or (cured[id(c)] and c.expected.fits_after)
             ),
             key=lambda c: (not c.measured_better, not (cat in seen and cured[id(c)]), rank_key(f, c, cat, sev)),
