@@ -108,3 +108,11 @@ def test_an_unstated_version_with_the_symptom_seen_gets_the_upgrade_as_a_questio
     up = [r for r in a.recommendations if r.technique == "upgrade"]
     assert up and up[0].setup.packages == {"transformers": ">=5.0.0"}
     assert any("Which transformers version" in i for i in up[0].compatibility.issues)
+
+
+def test_a_long_first_token_under_many_requests_is_queueing_not_prefill(models):
+    f = seen(facts(models["llama2-7b"], "A10G", concurrency=64), ttft_s=60.0)
+    a = advise(f, Setup(dtype="float16", batching="continuous"))
+    assert a.diagnosis.bottleneck == "concurrency"
+    assert a.diagnosis.ranked[0].evidence[0].startswith("observed ")
+    assert "prefill-speed" not in {k.category for k in a.diagnosis.ranked}

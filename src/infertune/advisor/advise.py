@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infertune.advisor.diagnose import Diagnosis, Finding, diagnose, worst_device
+from infertune.advisor.diagnose import Diagnosis, Finding, Severity, diagnose, worst_device
 from infertune.advisor.moves import (
     GAP,
     REAL_GAIN,
@@ -35,6 +35,8 @@ from infertune.models.hub import REVISION_DOC
 from infertune.techniques import REGISTRY, Facts, Setup, slow_paths
 from infertune.techniques.render import estimate_setup, python_snippet, serve_command, validation
 from infertune.techniques.upgrade import KNOWN_PROBLEMS
+
+SEVERITY: tuple[Severity, ...] = ("blocking", "major", "minor")  # the gravest first
 
 
 class Snippet(BaseModel):
@@ -208,20 +210,24 @@ def _with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[G
         if any(x.category == g.category for x in observed):
             continue  # the largest gap of a category speaks for it
         causes = [p for p in slow_paths.matching(f, current, maybe=True) if g.category in p.symptoms]
-        lines = [g.line] + (
-            [f"candidate cause: {p.line()}" for p in causes]
-            or ["no known slow path matches this setup: measure it (infertune measure) to see where the time goes"]
-        )
+        unknown = "no known slow path matches this setup: measure it (infertune measure) to see where the time goes"
+        lines = [g.line] + ([f"candidate cause: {p.line()}" for p in causes] or ([unknown] if g.beyond else []))
+        if g.category == "concurrency":
+            lines = [g.line]  # queueing: the estimate's own concurrency evidence says why
+        severity: Severity = "major" if g.beyond else "minor"
         old = next((x for x in out if x.category == g.category), None)
         if old is not None:
             out.remove(old)
             lines += [e for e in old.evidence if e not in lines]
-        observed.append(Finding(category=g.category, severity="major" if g.beyond else "minor", evidence=lines))
+            severity = min(severity, old.severity, key=SEVERITY.index)  # the estimate's, where it is graver
+        observed.append(Finding(category=g.category, severity=severity, evidence=lines))
     if oom:
         return [x for x in out if x.severity == "blocking"] + observed + [x for x in out if x.severity != "blocking"]
-    ran = "the user ran this setup (an observed speed, no out-of-memory): the estimate's memory is above what ran"
+    ran = "the user ran this setup (an observed speed, no out-of-memory): the weights loaded, whatever the estimate"
     out = [
-        x.model_copy(update={"severity": "major", "evidence": [ran, *x.evidence]}) if x.severity == "blocking" else x
+        x.model_copy(update={"severity": "major", "evidence": [ran, *x.evidence]})
+        if x.severity == "blocking" and x.category == "load-memory"
+        else x
         for x in out
     ]
     return observed + out
@@ -292,7 +298,9 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
             (
                 c
                 for c in candidates
-                if (cat in c.addresses and (c.measured_better or helps(c, cat, sev)) and _evidenced(c, cat, sev, beyond))
+                if (
+                    cat in c.addresses and (c.measured_better or helps(c, cat, sev)) and _evidenced(c, cat, sev, beyond)
+                )
                 or (cured[id(c)] and c.expected.fits_after)
             ),
             key=lambda c: (not c.measured_better, not (cat in seen and cured[id(c)]), rank_key(f, c, cat, sev)),

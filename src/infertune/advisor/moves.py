@@ -232,7 +232,7 @@ GAP = 2.0  # observed beyond this multiple of the expected: a symptom the estima
 
 
 class Gap(BaseModel):
-    category: Literal["decode-speed", "prefill-speed"]
+    category: Literal["decode-speed", "prefill-speed", "concurrency"]
     ratio: float  # observed / expected (> 1: slower than expected)
     line: str
 
@@ -250,7 +250,7 @@ def observed_gaps(f: Facts, s: Setup, base: Estimate) -> list[Gap]:
         return []
     x = base.speed.expected or base.speed
     t = serving_times(f, s, base)
-    seen: list[tuple[Literal["decode-speed", "prefill-speed"], float, str]] = []
+    seen: list[tuple[Literal["decode-speed", "prefill-speed", "concurrency"], float, str]] = []
     if o.tpot_s and x.tpot_s:
         seen.append(("decode-speed", o.tpot_s / x.tpot_s, f"{o.tpot_s * 1e3:.0f} ms per token vs {x.tpot_s * 1e3:.1f}"))
     if o.tokens_per_s and t["tokens_per_s"]:
@@ -265,7 +265,16 @@ def observed_gaps(f: Facts, s: Setup, base: Estimate) -> list[Gap]:
         expected_e2e = t["e2e_s"] + t["queue_wait_mean_s"]
         seen.append(("decode-speed", o.e2e_s / expected_e2e, f"{o.e2e_s:.2f} s per request vs {expected_e2e:.2f} s"))
     if o.ttft_s and x.ttft_s:
-        seen.append(("prefill-speed", o.ttft_s / x.ttft_s, f"TTFT {o.ttft_s * 1e3:.0f} ms vs {x.ttft_s * 1e3:.0f}"))
+        # under concurrent requests a long first token is queueing (requests waiting for a slot or KV room)
+        queued = f.concurrency * f.batch > 1
+        ttft = x.ttft_s + t["queue_wait_mean_s"]
+        seen.append(
+            (
+                "concurrency" if queued else "prefill-speed",
+                o.ttft_s / ttft,
+                f"TTFT {o.ttft_s * 1e3:.0f} ms vs {ttft * 1e3:.0f}",
+            )
+        )
     gaps = [
         Gap(
             category=cat,

@@ -143,7 +143,7 @@ class PreQuantized(_Quant):
     id = "quant-prequantized"
     method = "awq"
     title = "A pre-quantized checkpoint (AWQ/GPTQ 4-bit; GGUF for llama.cpp)"
-    addresses = ("load-memory", "decode-speed")
+    addresses = ("load-memory", "decode-speed", "concurrency")  # 4-bit weights leave room for more KV
     priority = 48
     tradeoffs = (
         "needs a published AWQ/GPTQ checkpoint of this model (or a calibration run to make one)",

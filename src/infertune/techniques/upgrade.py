@@ -116,9 +116,7 @@ class Upgrade(Technique):
         return [p for p in KNOWN_PROBLEMS if p.affects(f, s) or (p.affects(f, s) is None and _seen(f, p))]
 
     def check(self, f: Facts, s: Setup) -> Check:
-        c = Check().need(
-            bool(self.problems(f, s)), "no known problem in the target's library versions for this setup"
-        )
+        c = Check().need(bool(self.problems(f, s)), "no known problem in the target's library versions for this setup")
         c.issues += [p.question() for p in self.problems(f, s) if p.affects(f, s) is None]
         return c
 
