@@ -1,10 +1,14 @@
-"""docs/slow-paths.md lists every slow-path entry and every feature row, with their sources."""
+"""docs/slow-paths.md is the text written from the data, and it lists every entry and feature with its sources."""
 
 from pathlib import Path
 
-from infertune.techniques import slow_paths, versions
+from infertune.techniques import slow_paths, slow_paths_doc, versions
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "slow-paths.md").read_text()
+
+
+def test_the_page_is_the_generated_text():
+    assert DOC == slow_paths_doc.markdown(), "run: python -m infertune.techniques.slow_paths_doc > docs/slow-paths.md"
 
 
 def test_the_page_lists_every_entry_with_its_sources():

@@ -86,3 +86,9 @@ def test_an_offloaded_model_with_concurrent_requests_is_not_told_continuous_batc
     rejected = {r.technique: " ".join(r.reasons) for r in a.rejected}
     assert "continuous-batching" in rejected
     assert "continuous batching is enough" not in rejected.get("serving-engine", "")
+
+
+def test_bitsandbytes_4bit_brings_the_versions_that_have_it(models):
+    f = facts(models["llama2-7b"], "A10G", stated={"transformers": "4.29.0", "bitsandbytes": "0.38.1"})
+    c = REGISTRY["quant-bnb-4bit"].check(f, Setup(dtype="float16"))
+    assert not c.blockers and c.requires == {"transformers": ">=4.30.0", "bitsandbytes": ">=0.39.0"}

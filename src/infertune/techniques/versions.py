@@ -86,6 +86,7 @@ FEATURES: tuple[Feature, ...] = (
         "4.30.0",
         "load_in_4bit / BitsAndBytesConfig 4-bit (NF4, FP4) loading",
         "https://huggingface.co/blog/4bit-transformers-bitsandbytes",
+        upgrade=True,
     ),
     Feature(
         "grouped-experts",
@@ -101,6 +102,7 @@ FEATURES: tuple[Feature, ...] = (
         "0.39.0",
         "4-bit (NF4/FP4) weights in bitsandbytes",
         "https://huggingface.co/blog/4bit-transformers-bitsandbytes",
+        upgrade=True,
     ),
     Feature(
         "bnb-4bit-fast-inference",
