@@ -26,8 +26,7 @@ from pydantic import BaseModel, Field
 from infertune.advisor.diagnose import serving_times, worst_device
 from infertune.core.errors import UserError
 from infertune.estimate import Estimate
-from infertune.techniques import REGISTRY, Facts, Setup, Technique
-from infertune.techniques import factors as documented
+from infertune.techniques import REGISTRY, Facts, Setup, Technique, factors, slow_paths
 from infertune.techniques.base import RISK_ORDER, EngineEvidence, Risk
 from infertune.techniques.render import estimate_setup
 
@@ -118,16 +117,16 @@ def effective(f: Facts, s: Setup) -> tuple[Estimate, list[str]]:
     """The setup's estimate with the documented factors that apply to it folded into its speed, and their
     labels. The estimate of the reference setup (the same without the effect) is what the ratio multiplies."""
     e = estimate_setup(f, s)
-    found = documented.applicable(f, s)
+    found = slow_paths.applicable(f, s)
     if not found:
         return e, []
-    ref_setup = documented.reference(found, s)
+    ref_setup = factors.reference(found, s)
     try:
         ref = estimate_setup(f, ref_setup) if ref_setup != s else e
     except UserError:  # the reference cannot be placed (it does not fit a budget): its own roofline then
         ref = e
     sp, rp = e.speed, ref.speed
-    decode, pre = documented.ratio(found, "decode"), documented.ratio(found, "prefill")
+    decode, pre = factors.ratio(found, "decode"), factors.ratio(found, "prefill")
     tpot = max(sp.tpot_s, decode * rp.tpot_s)
     prefill = max(sp.prefill_s, pre * rp.prefill_s)
     seqs = e.settings.batch * e.settings.concurrency
@@ -225,3 +224,75 @@ def rank_key(f: Facts, c: Candidate, category: str, severity: str) -> tuple:
     doubt = RISK_ORDER[c.quality_risk] + (tier > 0)
     band = math.floor(math.log2(max(g, 1e-9)))  # gains within the same power of two tie: the cheaper move first
     return (needs_hardware, not x.fits_after, doubt, tier, questions, -band, prio, -g)
+
+
+# --- evidence: what the user saw against the expected, and the known slow paths a move leaves -------------------
+
+GAP = 2.0  # observed beyond this multiple of the expected: a symptom the estimate does not explain
+
+
+class Gap(BaseModel):
+    category: Literal["decode-speed", "prefill-speed", "concurrency"]
+    ratio: float  # observed / expected (> 1: slower than expected)
+    line: str
+
+    @property
+    def beyond(self) -> bool:
+        """Far beyond the expected: a symptom the estimate does not explain."""
+        return self.ratio > GAP
+
+
+def observed_gaps(f: Facts, s: Setup, base: Estimate) -> list[Gap]:
+    """The speeds the user saw (Facts.observed) against the expected ones of the current setup (its estimate with
+    the documented factors folded in), largest ratio first; `beyond`: more than GAP times the expected."""
+    o = f.observed
+    if o is None:
+        return []
+    x = base.speed.expected or base.speed
+    t = serving_times(f, s, base)
+    seen: list[tuple[Literal["decode-speed", "prefill-speed", "concurrency"], float, str]] = []
+    if o.tpot_s and x.tpot_s:
+        seen.append(("decode-speed", o.tpot_s / x.tpot_s, f"{o.tpot_s * 1e3:.0f} ms per token vs {x.tpot_s * 1e3:.1f}"))
+    if o.tokens_per_s and t["tokens_per_s"]:
+        seen.append(
+            (
+                "decode-speed",
+                t["tokens_per_s"] / o.tokens_per_s,
+                f"{o.tokens_per_s:.1f} tokens/s vs {t['tokens_per_s']:.1f}",
+            )
+        )
+    if o.e2e_s and t["e2e_s"]:
+        expected_e2e = t["e2e_s"] + t["queue_wait_mean_s"]
+        seen.append(("decode-speed", o.e2e_s / expected_e2e, f"{o.e2e_s:.2f} s per request vs {expected_e2e:.2f} s"))
+    if o.ttft_s and x.ttft_s:
+        # under concurrent requests a long first token is queueing (requests waiting for a slot or KV room)
+        queued = f.concurrency * f.batch > 1
+        ttft = x.ttft_s + t["queue_wait_mean_s"]
+        seen.append(
+            (
+                "concurrency" if queued else "prefill-speed",
+                o.ttft_s / ttft,
+                f"TTFT {o.ttft_s * 1e3:.0f} ms vs {ttft * 1e3:.0f}",
+            )
+        )
+    gaps = [
+        Gap(
+            category=cat,
+            ratio=r,
+            line=f"observed {r:.1f}x the expected ({what} expected)"
+            + ("" if r > GAP else ": within the speed model's error"),
+        )
+        for cat, r, what in seen
+    ]
+    return sorted(gaps, key=lambda g: -g.ratio)
+
+
+def cures(f: Facts, current: Setup, c: Candidate, category: str, maybe: bool) -> list[slow_paths.SlowPath]:
+    """The known slow paths of `current` with this symptom that the move leaves (it is among their cures and
+    their conditions no longer hold after it). `maybe`: also those that hold but for an unstated version."""
+    symptom = "memory" if category in MEMORY else category
+    return [
+        p
+        for p in slow_paths.matching(f, current, maybe)
+        if symptom in p.symptoms and c.technique in p.cures and p.holds(f, c.setup) is False
+    ]

@@ -68,6 +68,12 @@ class EstimateSettings(BaseModel):
         description="torch.compile with a static cache (CUDA graphs on CUDA): removes "
         "the per-layer dispatch cost from the expected speed",
     )
+    experts_fused: bool | None = Field(
+        None,
+        description="MoE: the routed experts are stacked 3D tensors (bitsandbytes and torchao leave them in the "
+        "dtype) rather than per-expert Linear layers; None: as the installed transformers builds the model (the "
+        "profile's). The target's transformers decides: per-expert Linear layers before 5.0",
+    )
     tp_plan: Literal["auto", "mlp"] = Field(
         "auto",
         description="auto: the model's plan (attention heads and MLP split); mlp: only the MLP split, "
@@ -187,6 +193,8 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
             "build it and the folder has no safetensors weights to read"
         )
     q = resolve(s.quantization, p.quantization)
+    if s.experts_fused is not None and p.num_experts and s.experts_fused != p.experts_fused:
+        p = p.model_copy(update={"experts_fused": s.experts_fused})
     weights, expert_w, weights_f = weight_bytes(p, q, b)
     if q.from_checkpoint:
         weights_f = f"as stored ({q.method}, the checkpoint's quantization_config): {weights_f}"

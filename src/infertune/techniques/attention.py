@@ -4,6 +4,7 @@ eager materialises batch x heads x q x k scores (quadratic memory); every other 
 
 from __future__ import annotations
 
+from infertune.techniques import versions
 from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
 
 ATTN_DOCS = (HF + "attention_interface", HF + "perf_infer_gpu_one#flashattention", OVERVIEW)
@@ -69,7 +70,7 @@ class Sdpa(_Attention):
     docs = ATTN_DOCS
 
     def check(self, f: Facts, s: Setup) -> Check:
-        return self._model(f, "sdpa", "sdpa")
+        return versions.need(self._model(f, "sdpa", "sdpa"), f, "sdpa-attention")
 
 
 @register
@@ -87,6 +88,7 @@ class Flash2(_Attention):
 
     def check(self, f: Facts, s: Setup) -> Check:
         c = self._flash(f, s, 8.0, f.accelerator.flash_attn_2, "FlashAttention-2 (Ampere+)")
+        versions.need(c, f, "flash-attention-2")
         return c.need_package(f, "flash_attn", "flash-attn")
 
 
@@ -120,7 +122,8 @@ class Flex(_Attention):
     def check(self, f: Facts, s: Setup) -> Check:
         c = self._model(f, "flex_attn", "FlexAttention")
         c.need(s.batching != "continuous", "continuous batching runs a paged backend, and FlexAttention has none")
-        return c.need_package(f, "torch", min_version=(2, 5))
+        versions.need(c, f, "flex-attention")
+        return c.need_package(f, "torch")
 
 
 @register

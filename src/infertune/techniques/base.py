@@ -185,6 +185,9 @@ class Check:
 
     blockers: list[str] = field(default_factory=list)
     issues: list[str] = field(default_factory=list)
+    # upgrades the move brings with it ({"transformers": ">=4.36.0"}): a feature the target's version lacks that a
+    # drop-in upgrade of the same library adds (techniques.versions); the advisor sets them in the move's packages
+    requires: dict[str, str] = field(default_factory=dict)
 
     def need_platform(self, f: Facts, *platforms: str, why: str = "") -> Check:
         if f.platform not in platforms:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from infertune.techniques import versions
 from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
 
 BLOCK_SIZE = 256  # tokens per KV block: transformers' default page size (5.17+), stated explicitly
@@ -46,7 +47,7 @@ class ContinuousBatching(Technique):
             "transformers' paged cache lives on one device: not with "
             "device_map over several devices, offload or tensor parallelism here (a serving engine batches there)",
         )
-        return c.need_package(f, "transformers", min_version=(4, 56))
+        return versions.need(c.need_package(f, "transformers"), f, "continuous-batching")
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         attn = s.attn if s.attn.startswith("paged|") or "/" in s.attn else f"paged|{s.attn}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from infertune.techniques import versions
 from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
 
 
@@ -39,7 +40,8 @@ class StaticCacheCompile(Technique):
         )
         c.need(s.device_map is None, "generate skips compile when weights are offloaded with device_map")
         c.need(s.kv_cache in ("dynamic", "static"), f"a {s.kv_cache} KV cache cannot be combined with a static cache")
-        return c.need_package(f, "torch", min_version=(2, 3))
+        versions.need(c, f, "static-cache-compile")
+        return versions.need(c.need_package(f, "torch"), f, "torch-compile-static-cache")
 
     def apply(self, f: Facts, s: Setup) -> Setup:
         return s.model_copy(update={"kv_cache": "static", "compile": True})

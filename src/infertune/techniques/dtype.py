@@ -7,6 +7,14 @@ from __future__ import annotations
 from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Risk, Setup, Technique, register
 
 DTYPES = ("bfloat16", "float16", "float32")
+FP16_KERNELS = ("awq", "gptq")  # quantized kernels built for fp16 activations (AWQ's refuse bf16 in vLLM)
+
+
+def bf16_tensor_cores(f: Facts) -> bool:
+    """bf16 runs on tensor cores: Ampere (compute capability 8.0) and newer, or a non-CUDA target that says so."""
+    if f.platform == "cuda" and f.cc is not None:
+        return f.cc >= 8.0
+    return f.accelerator.bf16
 
 
 @register
@@ -39,7 +47,10 @@ class Dtype(Technique):
         return self.moves(f, s)
 
     def targets(self, f: Facts, s: Setup) -> list[str]:
-        """Every other dtype this hardware runs: bf16 only where supported (GPUs from Ampere, CPUs, MPS)."""
+        """Every other dtype this hardware runs: bf16 only where supported (GPUs from Ampere, CPUs, MPS). bf16 and
+        fp16 are different moves: fp16 is the half type of GPUs without bf16 tensor cores (V100, T4) and the
+        activation type AWQ/GPTQ kernels are built for; their slow paths (techniques.slow_paths) price the
+        difference."""
         return [d for d in DTYPES if d != s.dtype and (d != "bfloat16" or f.accelerator.bf16)]
 
     def check(self, f: Facts, s: Setup) -> Check:
@@ -49,8 +60,14 @@ class Dtype(Technique):
         return [s.model_copy(update={"dtype": d}) for d in self.targets(f, s)]
 
     def apply(self, f: Facts, s: Setup) -> Setup:
-        """The tuner's one dtype step: bf16 where the hardware has it, else fp16 on a GPU, else fp32."""
-        best = "bfloat16" if f.accelerator.bf16 else ("float16" if f.platform != "cpu" else "float32")
+        """The tuner's one dtype step: bf16 where the hardware has bf16 tensor cores and the kernels take it, else fp16
+        on a GPU, else fp32."""
+        if f.platform == "cpu":
+            best = "bfloat16" if f.accelerator.bf16 else "float32"
+        elif s.quantization in FP16_KERNELS or not bf16_tensor_cores(f):
+            best = "float16"  # the kernels want fp16 activations, or the GPU has no bf16 tensor cores
+        else:
+            best = "bfloat16"
         return s.model_copy(update={"dtype": best})
 
     def risk(self, f: Facts, before: Setup, after: Setup) -> Risk:

@@ -3,6 +3,7 @@ quantization: quantizing the cache does not touch the weights, and the reverse."
 
 from __future__ import annotations
 
+from infertune.techniques import versions
 from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
 
 KV_DOCS = (HF + "kv_cache", HF + "cache_explanation", OVERVIEW)
@@ -29,6 +30,7 @@ class QuantizedKV(Technique):
     def check(self, f: Facts, s: Setup) -> Check:
         c = Check().need(s.batching != "continuous", "continuous batching manages its own paged cache")
         c.need(not s.compile, "a quantized cache cannot be compiled: drop the static cache first")
+        versions.need(c, f, "quantized-kv-cache")
         return c.need_package(f, "optimum.quanto", "optimum-quanto")
 
     def apply(self, f: Facts, s: Setup) -> Setup:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from infertune.techniques import versions
 from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Setup, Technique, register
 
 
@@ -56,6 +57,7 @@ class TensorParallel(Technique):
 
     def check(self, f: Facts, s: Setup) -> Check:
         c = Check().need(f.gpus > 1, "needs more than one GPU (--gpus N)")
+        versions.need(c, f, "tensor-parallel-plan")
         c.need_platform(f, "cuda")
         if f.profile.supports:
             c.need(f.profile.supports.get("tp_plan", False), f"{f.profile.architecture} has no tensor-parallel plan")

@@ -6,6 +6,7 @@ usually slower than bf16 at batch 1."""
 
 from __future__ import annotations
 
+from infertune.techniques import versions
 from infertune.techniques.base import HF, OVERVIEW, RISK_ORDER, Check, Facts, Risk, Setup, Technique, register
 
 Q = HF + "quantization/"
@@ -135,7 +136,8 @@ class Bnb4(_Quant):
     docs = (Q + "bitsandbytes", Q + "overview", OVERVIEW)
 
     def check(self, f: Facts, s: Setup) -> Check:
-        return self._base(f, s).need_platform(f, "cuda").need_package(f, "bitsandbytes")
+        c = self._base(f, s).need_platform(f, "cuda").need_package(f, "bitsandbytes")
+        return versions.need(versions.need(c, f, "bnb-4bit"), f, "bnb-4bit-kernels")
 
 
 @register
@@ -143,7 +145,7 @@ class PreQuantized(_Quant):
     id = "quant-prequantized"
     method = "awq"
     title = "A pre-quantized checkpoint (AWQ/GPTQ 4-bit; GGUF for llama.cpp)"
-    addresses = ("load-memory", "decode-speed")
+    addresses = ("load-memory", "decode-speed", "concurrency")  # 4-bit weights leave room for more KV
     priority = 48
     tradeoffs = (
         "needs a published AWQ/GPTQ checkpoint of this model (or a calibration run to make one)",

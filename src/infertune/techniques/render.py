@@ -18,6 +18,7 @@ from infertune.estimate.placement import parse_max_memory
 from infertune.techniques import Facts, Setup
 from infertune.techniques.quantization import ESTIMATOR_QUANT
 from infertune.techniques.serving import engine_command
+from infertune.techniques.versions import experts_fused
 
 QUANT_CONFIGS: dict[str, dict[str, Any]] = {  # from_pretrained(quantization_config=...) accepts these dicts
     "bnb-8bit": {"quant_method": "bitsandbytes", "load_in_8bit": True},
@@ -63,6 +64,7 @@ def settings_for(f: Facts, s: Setup, **update: Any) -> EstimateSettings:
         tp=s.tp * s.pp,
         compile=s.compile
         or (s.kv_cache == "static" and f.platform == "cuda"),  # generate compiles a static cache on CUDA
+        experts_fused=experts_fused(f),  # the target's transformers decides what a quantization covers
     ).model_copy(update=update)
 
 

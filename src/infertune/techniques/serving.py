@@ -6,9 +6,11 @@ from __future__ import annotations
 import shlex
 
 from infertune.core.config import vllm_flags
+from infertune.techniques import slow_paths, versions
 from infertune.techniques.base import Check, EngineEvidence, Facts, Setup, Technique, register
-from infertune.techniques.batching import max_batch_tokens
+from infertune.techniques.batching import ContinuousBatching, max_batch_tokens
 from infertune.techniques.parallel import TensorParallel
+from infertune.techniques.versions import experts_fused
 
 ENGINE_CONCURRENCY = 16  # from here on, a dedicated engine's scheduler is worth the migration
 USABLE = 0.9  # of each GPU for weights across machines (vLLM's default --gpu-memory-utilization)
@@ -30,6 +32,7 @@ def weights_bytes(f: Facts, s: Setup) -> int:
         platform=f.platform,
         input_len=1,
         max_new_tokens=1,
+        experts_fused=experts_fused(f),
     )
     return estimate_memory(f.profile, settings, f.profile.native_dtype).weights_bytes
 
@@ -72,11 +75,29 @@ class ServingEngine(Technique):
         # over several GPUs (device_map or tp) transformers batches nothing continuously and device_map runs
         # the GPUs one after another: an engine shards the model with tensor parallelism and batches
         spread = f.gpus > 1 and (s.device_map is not None or s.tp > 1)
-        c = Check().need(
-            f.concurrency >= ENGINE_CONCURRENCY or beyond or spread,
-            f"concurrency {f.concurrency}: transformers' continuous batching is enough "
-            f"below ~{ENGINE_CONCURRENCY}, the model fits one machine and one GPU",
+        # transformers' own path is the slow one (an MoE expert loop, FP8 weight-only matmuls, ...): an engine's
+        # kernels leave it, at any concurrency
+        slow = [p.id for p in slow_paths.matching(f, s, maybe=True) if self.id in p.cures]
+        # concurrent requests that transformers cannot batch here (its version has no continuous batching, or
+        # the placement rules it out): an engine batches them, so "continuous batching is enough" would be false
+        unbatched = (
+            f.concurrency > 1
+            and s.batching != "continuous"
+            and bool(ContinuousBatching().check(f, s).blockers or versions.lacks(f, "continuous-batching"))
         )
+        if f.concurrency > 1:
+            why = (
+                f"concurrency {f.concurrency}: transformers' continuous batching is enough below "
+                f"~{ENGINE_CONCURRENCY}, the model fits one machine and one GPU"
+            )
+        else:
+            why = (
+                "one request at a time on one GPU: an engine's scheduler has nothing to batch, and no known "
+                "slow path of transformers holds for this setup"
+            )
+        c = Check().need(f.concurrency >= ENGINE_CONCURRENCY or beyond or spread or bool(slow) or unbatched, why)
+        if slow:
+            c.issues.append(f"leaves transformers' slow path: {', '.join(slow)} (see docs/slow-paths.md)")
         if beyond:
             c.issues.append(
                 f"needs {machines_needed(f, s)} machines of {f.gpus} x {f.accelerator.name} "
@@ -89,6 +110,8 @@ class ServingEngine(Technique):
     def moves(self, f: Facts, s: Setup) -> list[Setup]:
         # the engine batches continuously with a paged cache and compiles/graphs its own decode step
         update = {
+            # the engine runs its own paged/flash attention: no eager score matrix, whatever transformers ran
+            "attn": "sdpa",
             "batching": "continuous",
             "compile": False,
             "max_batch_tokens": max_batch_tokens(f),

@@ -68,10 +68,33 @@ KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
         fixed="4.40.0",
         when=lambda f, s: s.engine == "transformers" and f.profile.model_type in ("llama", "gemma"),
         what="Llama-family models keep a causal-mask buffer sized to max_position_embeddings squared: more memory "
-        "than 4.37 with identical code, OOM where 4.37 fitted",
-        addresses=("load-memory", "kv-cache-growth", "long-input-attention"),
+        "than 4.37 with identical code, OOM where 4.37 fitted, and slower steps (the mask is sliced and "
+        "expanded at every forward)",
+        addresses=("load-memory", "kv-cache-growth", "long-input-attention", "decode-speed", "prefill-speed"),
         factor=None,
         source="https://github.com/huggingface/transformers/issues/29484",
+    ),
+    KnownProblem(
+        package="transformers",
+        bad_from=None,
+        fixed="4.11.0",
+        when=lambda f, s: s.engine == "transformers" and f.profile.model_type == "gpt_neo",
+        what="GPT-Neo's local attention padded and reshaped its windows so that memory grew irregularly with the "
+        "generated length (out of memory beyond a few hundred tokens); 4.11 simplified local attention",
+        addresses=("kv-cache-growth", "long-input-attention"),
+        factor=None,
+        source="https://github.com/huggingface/transformers/pull/13491",
+    ),
+    KnownProblem(
+        package="transformers",
+        bad_from=None,
+        fixed="5.0.0",
+        when=lambda f, s: s.engine == "transformers" and bool(f.profile.num_experts),
+        what="mixture-of-experts layers run their experts in a Python loop over nn.Linear modules (grouped and "
+        "batched expert matmuls came with 5.0)",
+        addresses=("decode-speed", "prefill-speed"),
+        factor="moe-expert-loop",
+        source="https://github.com/huggingface/transformers/pull/42697",
     ),
 )
 
@@ -81,19 +104,21 @@ class Upgrade(Technique):
     id = "upgrade"
     family = "upgrade"
     title = "Upgrade a library past a known problem of the installed version"
-    addresses = ("decode-speed", "load-memory", "kv-cache-growth", "long-input-attention")
+    addresses = ("decode-speed", "prefill-speed", "load-memory", "kv-cache-growth", "long-input-attention")
     priority = 3  # no quality risk, nothing else changes: first when it applies
     cures_known_problem = True
     tradeoffs = ("an upgrade can bring other changes: pin the new version and re-run your checks",)
     docs = tuple(p.source for p in KNOWN_PROBLEMS)
 
     def problems(self, f: Facts, s: Setup) -> list[KnownProblem]:
-        return [p for p in KNOWN_PROBLEMS if p.affects(f, s)]
+        """The known problems of the target's versions for this setup; where nobody stated the version, also
+        those whose symptom the user saw (Facts.observed): the upgrade is then a step with an open question."""
+        return [p for p in KNOWN_PROBLEMS if p.affects(f, s) or (p.affects(f, s) is None and _seen(f, p))]
 
     def check(self, f: Facts, s: Setup) -> Check:
-        return Check().need(
-            bool(self.problems(f, s)), "no known problem in the target's library versions for this setup"
-        )
+        c = Check().need(bool(self.problems(f, s)), "no known problem in the target's library versions for this setup")
+        c.issues += [p.question() for p in self.problems(f, s) if p.affects(f, s) is None]
+        return c
 
     def moves(self, f: Facts, s: Setup) -> list[Setup]:
         return [self.apply_one(s, p) for p in self.problems(f, s)]
@@ -126,3 +151,16 @@ class Upgrade(Technique):
             ) != p.requirement():
                 return p
         return None
+
+
+def _seen(f: Facts, p: KnownProblem) -> bool:
+    """The user saw a symptom this problem causes: a speed (time per token, tokens/s, request time, TTFT) for a
+    speed problem, an out-of-memory for a memory one."""
+    o = f.observed
+    if o is None:
+        return False
+    speed = bool(o.tpot_s or o.tokens_per_s or o.e2e_s or o.ttft_s)
+    memory = o.oom is not None
+    return (speed and bool({"decode-speed", "prefill-speed"} & set(p.addresses))) or (
+        memory and bool({"load-memory", "kv-cache-growth", "long-input-attention"} & set(p.addresses))
+    )
