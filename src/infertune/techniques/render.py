@@ -16,6 +16,7 @@ from infertune.estimate import Estimate, estimate
 from infertune.estimate.memory import EstimateSettings, Quantization
 from infertune.estimate.placement import parse_max_memory
 from infertune.techniques import Facts, Setup
+from infertune.techniques.factors import package_version
 from infertune.techniques.quantization import ESTIMATOR_QUANT
 from infertune.techniques.serving import engine_command
 from infertune.techniques.versions import experts_fused
@@ -65,7 +66,12 @@ def settings_for(f: Facts, s: Setup, **update: Any) -> EstimateSettings:
         compile=s.compile
         or (s.kv_cache == "static" and f.platform == "cuda"),  # generate compiles a static cache on CUDA
         experts_fused=experts_fused(f),  # the target's transformers decides what a quantization covers
+        transformers_version=_version(package_version(f, s, "transformers")),  # its slow paths, priced
     ).model_copy(update=update)
+
+
+def _version(v: tuple[int, ...] | None) -> str | None:
+    return ".".join(map(str, v)) if v else None
 
 
 def estimate_setup(f: Facts, s: Setup, **update: Any) -> Estimate:

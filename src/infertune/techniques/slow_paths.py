@@ -105,12 +105,6 @@ def _moe_loop(f: Facts, s: Setup) -> bool | None:
     return v < GROUPED_EXPERTS
 
 
-def _moe_ratio(f: Facts, s: Setup) -> float:
-    """The loop costs a few launches and a host sync per expert per layer: grows with the expert count
-    (Mixtral's 8: ~2x; 60-128 experts: an order of magnitude)."""
-    return max(2.0, (f.profile.num_experts or 8) / 8)
-
-
 ENTRIES: tuple[SlowPath, ...] = (
     SlowPath(
         id="device-map-pipeline",
@@ -137,8 +131,7 @@ ENTRIES: tuple[SlowPath, ...] = (
         where="mixture-of-experts models in transformers < 5.0 (grouped/batched experts from 5.0)",
         holds=_moe_loop,
         cures=("upgrade", "serving-engine"),
-        phase="decode",
-        ratio=_moe_ratio,
+        # priced by the estimator itself from the target's transformers (estimate/library.py: iterations x cost)
         sources=(
             "https://github.com/huggingface/text-generation-inference/issues/1501",
             "https://github.com/NVIDIA/TransformerEngine/pull/2642",
