@@ -4,10 +4,11 @@ CUDA calibration (timed, per phase) and one short `infertune tune`; nothing from
 
 Everything lands in `--out`: `gpu_check.json` (rewritten after every step, so a killed run keeps what it had),
 `gpu_check.md` (the table for benchmarks/README.md) and `gpu_check_logs.tgz` (each step's stdout and stderr).
-Each step is a child process with its own timeout; a failed or timed-out cell is a row, never the end of the run;
-past `--deadline-s` the remaining cells are skipped (and recorded as skipped). The cells run with
-`INFERTUNE_NO_CALIBRATION=1` (a first measure on CUDA calibrates inside the trial's timeout otherwise); the
-calibration runs after them as its own step, and each cell is then estimated again with it.
+Each step is a child process with its own timeout; a failed or timed-out cell is a row, never the end of the run.
+Order: the environment, the models, the calibration (its own step and timeout: a first `measure` on CUDA would
+otherwise calibrate inside the trial's timeout; when it fails, everything after runs with
+`INFERTUNE_NO_CALIBRATION=1`), the cells until only `--reserve-s` of `--deadline-s` is left (the rest are rows marked
+skipped), the cross-check, the tune.
 
   python benchmarks/gpu_check.py --out DIR                              # on a GPU machine (~8 min)
   python benchmarks/gpu_check.py --out DIR --device cpu --tiny          # the logic, on toy shapes (~1 min)
@@ -117,6 +118,7 @@ class Check:
         self.results: dict = {"kind": "gpu-check", "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         self.results["args"] = dict(vars(args))
         self.results["work"] = str(self.work)
+        self.calibrated = False  # step_calibration: the cells and the tune then run calibrated
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -230,14 +232,18 @@ def step_cell(ck: Check, i: int, cell: Cell) -> dict:
         keep = ("predicted_peak_memory_bytes", "expected_ttft_s", "expected_tpot_s", "expected_basis")
         keep += ("predicted_device_bytes", "measured_device_bytes", "predicted_reserved_bytes")
         row["measure_estimate"] = {k: (measured.get("estimate") or {}).get(k) for k in keep}
-    e = ck.run(f"cell{i:02d}-estimate", estimate_cmd(ck, cell), 60)
-    row["estimate"] = read_estimate(e["stdout"], ck.args.device) if e["rc"] == 0 else {"error": e["tail"][-300:]}
+    for key, calibrated in (("estimate", False), ("calibrated", True)):
+        if calibrated and not ck.calibrated:
+            continue
+        env = {**ck.env, "INFERTUNE_NO_CALIBRATION": "0" if calibrated else "1"}
+        e = ck.run(f"cell{i:02d}-{key}", estimate_cmd(ck, cell), 60, env)
+        row[key] = read_estimate(e["stdout"], ck.args.device) if e["rc"] == 0 else {"error": e["tail"][-300:]}
     add_ratios(row)
     return row
 
 
 def step_crosscheck(ck: Check, cell: Cell, row: dict | None) -> None:
-    if row is None or row["status"] != "ok" or ck.left() < 20:
+    if row is None or row["status"] != "ok" or ck.left() < 10:
         ck.results["crosscheck"] = {
             "status": "skipped",
             "cell": cell.id,
@@ -256,7 +262,7 @@ def step_crosscheck(ck: Check, cell: Cell, row: dict | None) -> None:
     ]
     args += ["--batch", str(cell.batch), "--input-len", str(cell.input_len), "--new-tokens", str(cell.new_tokens)]
     args += ["--repeats", "1" if ck.args.tiny else "3"]
-    r = ck.run("crosscheck", [sys.executable, str(DEVICE_PY), "crosscheck", *args], min(60, ck.left()))
+    r = ck.run("crosscheck", [sys.executable, str(DEVICE_PY), "crosscheck", *args], 40)
     hand = (json_lines(r["stdout"]) or [{"status": "timeout" if r["rc"] is None else "failed", "error": r["tail"]}])[-1]
     m = row["measured"]
     ck.results["crosscheck"] = {
@@ -270,34 +276,24 @@ def step_crosscheck(ck: Check, cell: Cell, row: dict | None) -> None:
     }
 
 
-def step_calibration(ck: Check) -> bool:
-    timeout = min(ck.args.calibration_timeout_s, max(ck.left(), 45))  # past the deadline: still 45 s
+def step_calibration(ck: Check) -> None:
+    """Before the cells, with its own timeout: when it succeeds (and reads back), everything after it runs calibrated
+    (measure's own estimate, the `cal` estimate of each cell, tune); otherwise uncalibrated, never calibrating inside
+    a cell's timeout."""
     env = {**ck.env, "INFERTUNE_NO_CALIBRATION": "0"}
-    r = ck.run("calibration", [sys.executable, str(DEVICE_PY), "calibrate", "--device", ck.args.device], timeout, env)
+    cmd = [sys.executable, str(DEVICE_PY), "calibrate", "--device", ck.args.device]
+    r = ck.run("calibration", cmd, ck.args.calibration_timeout_s, env)
     lines = json_lines(r["stdout"])
     done = next((x for x in lines if x.get("status") == "ok"), None)
-    status = "ok" if done else ("timeout" if r["rc"] is None else "failed")
-    ck.results["calibration"] = {"status": status, "seconds": r["seconds"], "timeout_s": timeout, "rc": r["rc"]}
-    ck.results["calibration"].update(
-        phases=[x for x in lines if "phase" in x], result=done, tail=r["tail"] if not done else ""
-    )
-    return done is not None
-
-
-def step_calibrated_estimates(ck: Check, cells: list[Cell], rows: list[dict]) -> None:
-    env = {**ck.env, "INFERTUNE_NO_CALIBRATION": "0"}  # reads the cached calibration the step above wrote
-    for row in rows:
-        if row["status"] != "ok" or ck.left() < 5:
-            continue
-        i = row["index"]
-        cell = cells[i]
-        e = ck.run(f"cell{i:02d}-estimate-calibrated", estimate_cmd(ck, cell), 60, env)
-        row["calibrated"] = read_estimate(e["stdout"], ck.args.device) if e["rc"] == 0 else {"error": e["tail"][-300:]}
-        add_ratios(row)
+    status = "ok" if done and done.get("reads_back") else ("timeout" if r["rc"] is None else "failed")
+    ck.results["calibration"] = {"status": status, "seconds": r["seconds"], "rc": r["rc"], "result": done}
+    ck.results["calibration"].update(phases=[x for x in lines if "phase" in x], tail=r["tail"] if not done else "")
+    ck.calibrated = status == "ok"
+    ck.env["INFERTUNE_NO_CALIBRATION"] = "0" if ck.calibrated else "1"
 
 
 def step_tune(ck: Check, spec: dict) -> None:
-    if spec["model"] not in ck.results.get("built", []) or ck.left() < 30:
+    if spec["model"] not in ck.results.get("built", []) or ck.left() < 20:
         ck.results["tune"] = {"status": "skipped", "why": "its model was not built, or past the deadline"}
         return
     wl = {"model": str(ck.models / spec["model"]), "prompts": ["Tell me about rivers."], "input_len": spec["input_len"]}
@@ -306,7 +302,7 @@ def step_tune(ck: Check, spec: dict) -> None:
     cmd = [sys.executable, "-m", "infertune", "tune", str(ck.work / "tune.json"), "--output", str(ck.work / "tune")]
     cmd += ["--max-trials", str(spec["max_trials"]), "--time-budget", str(spec["budget_s"]), "--trial-timeout", "60"]
     cmd += ["--no-serve", "--format", "json"]
-    r = ck.run("tune", cmd, min(ck.args.tune_timeout_s, ck.left()))
+    r = ck.run("tune", cmd, ck.args.tune_timeout_s)
     try:
         outcome = json.loads(r["stdout"])
     except ValueError:
@@ -347,10 +343,10 @@ def main() -> None:
     p.add_argument("--tiny", action="store_true", help="toy shapes and four cells: the check's own logic, on a CPU")
     p.add_argument("--tok", default=str(ROOT / ".devtok"), help="the embedded model's tokenizer files")
     p.add_argument("--deadline-s", type=float, default=450.0, help="the whole run's time; steps past it are skipped")
-    p.add_argument("--reserve-s", type=float, default=170.0, help="of the deadline, kept for the steps after the cells")
+    p.add_argument("--reserve-s", type=float, default=110.0, help="of the deadline, kept for the cross-check and tune")
     p.add_argument("--cell-timeout-s", type=float, default=100.0)
-    p.add_argument("--calibration-timeout-s", type=float, default=150.0)
-    p.add_argument("--tune-timeout-s", type=float, default=75.0)
+    p.add_argument("--calibration-timeout-s", type=float, default=120.0)
+    p.add_argument("--tune-timeout-s", type=float, default=70.0)
     p.add_argument("--cells", help="which cells, by index in the grid: 0-5,9 (default: all, in order)")
     p.add_argument("--skip", default="", help="comma-separated steps to leave out: crosscheck, calibration, tune")
     args = p.parse_args()
@@ -368,6 +364,9 @@ def main() -> None:
     chosen = pick(args.cells, len(cells))
     need = [cells[i].model for i in chosen] + ([] if "tune" in skip else [tune["model"]])
     ck.results["built"] = sorted(step_build(ck, list(dict.fromkeys(need))))
+    if "calibration" not in skip:
+        step_calibration(ck)
+        ck.save()
     rows: list[dict] = []
     ck.results["cells"] = rows
     for i in chosen:
@@ -386,10 +385,6 @@ def main() -> None:
         ck.save()
     if "tune" not in skip:
         step_tune(ck, tune)
-        ck.save()
-    if "calibration" not in skip and step_calibration(ck):
-        step_calibrated_estimates(ck, cells, rows)
-        ck.results["summary"] = summarise(rows)
     ck.results["finished"] = True
     ck.save()
     print(markdown(ck.results))

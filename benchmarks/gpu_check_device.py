@@ -6,7 +6,8 @@
 - `crosscheck`: one cell timed by hand in this process, outside infertune: a prefill and a decode loop over the
   model's forward with `torch.cuda.synchronize` after each step, and `generate` timed whole at 1 and N new tokens.
 - `calibrate`: infertune's calibration (`infertune.estimate.calibration.measure`), each microbenchmark timed and
-  printed as it ends (a killed run still says how far it got), then cached where infertune reads it.
+  printed as it ends (a killed run still says how far it got), then cached where infertune reads it, and read back
+  as infertune will (`reads_back`: the host key matches).
 
 Usage: `python benchmarks/gpu_check_device.py env|build|crosscheck|calibrate ...` (gpu_check.py passes the arguments).
 """
@@ -227,7 +228,9 @@ def calibrate(args) -> None:
     cal = calibration.measure(args.device)
     path = calibration.cache_path("cpu" if args.device == "cpu" else "cuda")
     write_json_atomic(path, cal.model_dump(mode="json"))
-    say(status="ok", seconds=time.perf_counter() - t0, path=str(path), step_s=cal.step_s, layer_s=cal.layer_s)
+    seconds = time.perf_counter() - t0
+    back = calibration.cached("cpu" if args.device == "cpu" else "cuda", measure_if_missing=False) is not None
+    say(status="ok", seconds=seconds, path=str(path), reads_back=back, step_s=cal.step_s, layer_s=cal.layer_s)
 
 
 def env(args) -> None:
