@@ -187,7 +187,10 @@ CASES = [
     (["advise", "--model", "{tiny}", "--gpu", "L4", "--observed", "tpot=slow"], "tpot=slow: cannot read it"),
     (["advise", "--model", "{tiny}", "--gpu", "L4", "--observed", "peak=0GiB"], "must be above zero"),
     (["advise", "--model", "{tiny}", "--gpu", "L4", "--observed", "tpot"], "expected KEY=VALUE"),
-    (["advise", "--model", "{tiny}", "--gpu", "L4", "--oom", "later"], "--oom later: the phase that ran out of memory takes load"),
+    (
+        ["advise", "--model", "{tiny}", "--gpu", "L4", "--oom", "later"],
+        "--oom later: the phase that ran out of memory takes load",
+    ),
     (["advise", "--model", "{tiny}", "--cpu", "Xeon 9999"], "unknown CPU 'Xeon 9999'; closest:"),
     (["advise", "--model", "{tiny}", "--cpu", "EPYC"], "unknown CPU 'EPYC'"),
     (["advise", "--model", "{tiny}", "--cpu-flags", "avx1024"], "--cpu-flags: unknown flag 'avx1024'"),

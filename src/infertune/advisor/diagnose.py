@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from infertune.advisor.observed import GiB, Finding, Severity, host_ram_finding, observed_findings
+from infertune.advisor.observed import Finding, GiB, Severity, host_ram_finding, observed_findings
 from infertune.estimate import Estimate
 from infertune.measure.results import TrialResult
 from infertune.techniques.base import Category, Facts, Setup
 
 __all__ = ["Diagnosis", "Finding", "Severity", "diagnose", "serving_times", "worst_device"]
+
 
 class Diagnosis(BaseModel):
     bottleneck: Category
@@ -123,7 +124,7 @@ def diagnose(
                         if one_device
                         else f" placed over {len(e.fit_details)} devices: {worst.device} needs "
                         f"{_g(worst.needed_bytes)} of {_g(cap)}"
-                    ),
+                    )
                 ],
             )
         )

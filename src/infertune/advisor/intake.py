@@ -6,7 +6,7 @@ question under `questions`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 
@@ -123,7 +123,7 @@ def check_target(
         parse_size(cpu_ram, "--cpu-ram")
 
 
-def observed_from(observed: list[str] | dict[str, object] | None, oom: str | None) -> Observed | None:
+def observed_from(observed: list[str] | Mapping[str, object] | None, oom: str | None) -> Observed | None:
     """--observed KEY=VALUE (or a mapping: a run file's observed: section, an API dict) and --oom PHASE as the
     advisor's `Observed`; None when nothing was stated. Parsed and checked in core.validate (one line each)."""
     from infertune.core.validate import OOM_PHASES, choice, observations

@@ -131,12 +131,13 @@ def _gaps(f: Facts, e: Estimate, times: dict[str, float]) -> list[tuple[str, Cat
     x = e.speed.expected or e.speed
     decode = x.tpot_s * max(f.max_new_tokens - 1, 0)
     e2e_cat: Category = "prefill-speed" if x.prefill_s > decode else "decode-speed"
-    out = []
-    for key, seen, expected, cat, what in (
+    out: list[tuple[str, Category, float, str]] = []
+    checks: tuple[tuple[str, float | None, float, Category, str], ...] = (
         ("tpot", o.tpot_s, x.tpot_s, "decode-speed", "per token"),
         ("ttft", o.ttft_s, x.ttft_s, "prefill-speed", "to the first token"),
         ("e2e", o.e2e_s, times["e2e_s"], e2e_cat, "per request"),
-    ):
+    )
+    for key, seen, expected, cat, what in checks:
         if seen is not None and expected > 0:
             out.append((key, cat, seen / expected, f"observed {_t(seen)} {what}, {{r}} the expected {_t(expected)}"))
     if o.tokens_per_s is not None and times["tokens_per_s"] > 0:
@@ -178,7 +179,9 @@ def observed_findings(
             f"the expected figure's error is within {OBSERVED_GAP:.0f}x: a larger gap is a cause the estimate has no "
             "term for (a slow kernel or dtype on this GPU, a quantization path, a placement or version problem)"
         )
-        findings[:] = [x for x in findings if not (x.category in ("decode-speed", "prefill-speed") and x.severity == "minor")]
+        findings[:] = [
+            x for x in findings if not (x.category in ("decode-speed", "prefill-speed") and x.severity == "minor")
+        ]
         speed = Finding(category=cat, severity="major", evidence=lines)
         findings.append(speed)
         first.append(speed)

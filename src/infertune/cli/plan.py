@@ -76,7 +76,9 @@ def advise(
     vram: Annotated[str | None, typer.Option(help="GPU memory available, e.g. 20GiB (default: the card's)")] = None,
     cpu_ram: Annotated[
         str | None,
-        typer.Option(help="CPU RAM, e.g. 64GiB: for offloading beside a GPU, or a CPU target's memory (default: this host's)"),
+        typer.Option(
+            help="CPU RAM, e.g. 64GiB: offloading beside a GPU, or a CPU target's memory (default: this host's)"
+        ),
     ] = None,
     dtype: Annotated[str | None, typer.Option(help="current dtype: auto, float32, bfloat16, float16")] = None,
     attn: Annotated[str | None, typer.Option(help="current attention: sdpa, eager, flash_attention_2, ...")] = None,

@@ -8,7 +8,7 @@ and on the flags that feed them; `check(**inputs)` validates any verb's keyword 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -222,7 +222,7 @@ def observed_value(key: str, value: Any, name: str = "observed") -> float:
         got = _number_and_unit(str(value))
     mult: float | None = None
     if got is not None:
-        n, unit = got
+        unit = got[1]
         if key in ("tpot", "ttft", "e2e"):
             if unit == "":
                 _refuse(f"{flag(name)} {key}={value}: say the unit, e.g. {key}=220ms or {key}=0.22s")
@@ -239,12 +239,12 @@ def observed_value(key: str, value: Any, name: str = "observed") -> float:
     return out
 
 
-def observations(given: Iterable[str] | dict[str, Any] | None, name: str = "observed") -> dict[str, Any]:
+def observations(given: Iterable[str] | Mapping[str, Any] | None, name: str = "observed") -> dict[str, Any]:
     """--observed KEY=VALUE (repeatable) or a mapping -> {key: value in seconds, tokens/s or bytes}; an `oom`
     key (a run file's observed: section may hold it) passes through as its phase. One line for anything else."""
     if not given:
         return {}
-    if isinstance(given, dict):
+    if isinstance(given, Mapping):
         pairs = [(str(k), v) for k, v in given.items()]
     elif isinstance(given, str):
         _refuse(f"{flag(name)}: give KEY=VALUE items as a list ({_EXAMPLES})")

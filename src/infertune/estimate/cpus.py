@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 
 from infertune.core.errors import UserError
-from infertune.estimate.accelerators import GiB, Accelerator
+from infertune.estimate.accelerators import Accelerator, GiB
 from infertune.estimate.factors import CPU_EMULATED_SLOWDOWN
 
 DEFAULT_RAM_PER_CHANNEL = 16 * GiB  # one 16 GiB DIMM per channel: a cautious guess, said under assumptions
@@ -136,10 +136,42 @@ CPUS: tuple[Cpu, ...] = (
     Cpu("Core i9-13900K", "Intel", ((8, 3.0, 32), (16, 2.2, 16)), 2, 5600, ("avx2", "fma", "avx_vnni"), ARK + "13900K"),
     Cpu("Core i7-14700K", "Intel", ((8, 3.4, 32), (12, 2.5, 16)), 2, 5600, ("avx2", "fma", "avx_vnni"), ARK + "14700K"),
     Cpu("Core i7-13700K", "Intel", ((8, 3.4, 32), (8, 2.5, 16)), 2, 5600, ("avx2", "fma", "avx_vnni"), ARK + "13700K"),
-    Cpu("Ryzen 9 7950X", "AMD", ((16, 4.5, 32),), 2, 5200, ZEN4, AMD + "desktops/ryzen/7000-series/amd-ryzen-9-7950x.html"),
-    Cpu("Ryzen 7 7700X", "AMD", ((8, 4.5, 32),), 2, 5200, ZEN4, AMD + "desktops/ryzen/7000-series/amd-ryzen-7-7700x.html"),
-    Cpu("Ryzen 9 9950X", "AMD", ((16, 4.3, 64),), 2, 5600, ZEN4, AMD + "desktops/ryzen/9000-series/amd-ryzen-9-9950x.html"),
-    Cpu("Ryzen 7 9700X", "AMD", ((8, 3.8, 64),), 2, 5600, ZEN4, AMD + "desktops/ryzen/9000-series/amd-ryzen-7-9700x.html"),
+    Cpu(
+        "Ryzen 9 7950X",
+        "AMD",
+        ((16, 4.5, 32),),
+        2,
+        5200,
+        ZEN4,
+        AMD + "desktops/ryzen/7000-series/amd-ryzen-9-7950x.html",
+    ),
+    Cpu(
+        "Ryzen 7 7700X",
+        "AMD",
+        ((8, 4.5, 32),),
+        2,
+        5200,
+        ZEN4,
+        AMD + "desktops/ryzen/7000-series/amd-ryzen-7-7700x.html",
+    ),
+    Cpu(
+        "Ryzen 9 9950X",
+        "AMD",
+        ((16, 4.3, 64),),
+        2,
+        5600,
+        ZEN4,
+        AMD + "desktops/ryzen/9000-series/amd-ryzen-9-9950x.html",
+    ),
+    Cpu(
+        "Ryzen 7 9700X",
+        "AMD",
+        ((8, 3.8, 64),),
+        2,
+        5600,
+        ZEN4,
+        AMD + "desktops/ryzen/9000-series/amd-ryzen-7-9700x.html",
+    ),
     Cpu("Graviton3", "AWS", ((64, 2.6, 32),), 8, 4800, ARM_V, "https://aws.amazon.com/ec2/graviton/", ("graviton 3",)),
     Cpu("Graviton4", "AWS", ((96, 2.8, 32),), 12, 5600, ARM_V, "https://aws.amazon.com/ec2/graviton/", ("graviton 4",)),
     Cpu(
@@ -160,16 +192,14 @@ def flop_rates(groups: tuple[tuple[int, float, int], ...], flags: set[str]) -> d
     fp32 = sum(n * ghz * 1e9 * per for n, ghz, per in groups)
     cores_ghz = sum(n * ghz * 1e9 for n, ghz, _ in groups)
     slow = fp32 / CPU_EMULATED_SLOWDOWN
-    bf16 = (
-        1024 * cores_ghz
-        if "amx_bf16" in flags
-        else 2 * fp32
-        if flags & {"avx512_bf16", "bf16"}
-        else slow
-    )
+    bf16 = 1024 * cores_ghz if "amx_bf16" in flags else 2 * fp32 if flags & {"avx512_bf16", "bf16"} else slow
     fp16 = 1024 * cores_ghz if "amx_fp16" in flags else 2 * fp32 if flags & {"avx512_fp16", "asimdhp"} else slow
     int8 = (
-        2048 * cores_ghz if "amx_int8" in flags else 4 * fp32 if flags & {"avx512_vnni", "avx_vnni", "asimddp"} else fp32
+        2048 * cores_ghz
+        if "amx_int8" in flags
+        else 4 * fp32
+        if flags & {"avx512_vnni", "avx_vnni", "asimddp"}
+        else fp32
     )
     return {"float32": fp32, "bfloat16": bf16, "float16": fp16, "int8": int8}
 
