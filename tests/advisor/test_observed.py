@@ -134,3 +134,11 @@ def test_intake_takes_the_stated_cpu_never_this_host(llama8b, monkeypatch):
     assert any(line.startswith("RAM of the target EPYC 9654 = 192 GiB") for line in i.assumptions)
     flags, _ = intake.target_hardware(None, None, None, "avx512f,avx512_bf16", 32, None)
     assert flags.cores == 32 and flags.platform == "cpu"
+
+
+def test_an_observed_prefill_oom_at_long_prompts_is_the_long_input(llama8b):
+    f = facts(llama8b, "A100 80GB", input_len=65536, max_new_tokens=1024)
+    f.observed = Observed(oom="prefill")
+    a = advise(f, Setup(dtype="bfloat16", attn="eager"))
+    assert a.diagnosis.bottleneck == "long-input-attention" and a.diagnosis.ranked[0].severity == "blocking"
+    assert a.diagnosis.ranked[0].evidence[0].startswith("observed: out of memory in the prefill")

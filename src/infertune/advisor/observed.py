@@ -91,9 +91,11 @@ def _oom_finding(f: Facts, s: Setup, e: Estimate, findings: list[Finding]) -> Fi
                 f"{_g(m.overhead_bytes)}): other processes may hold memory (say --vram), or the loading path holds more"
             )
     elif o.oom == "prefill":
-        big = m.attention_scratch_bytes > max(m.kv_cache_bytes / 2, 0.25 * m.total_bytes)
+        # the prompt's transients (attention scores, activations) against its cache: the larger share names it
+        transient = m.attention_scratch_bytes + m.activations_bytes
+        big = transient > m.kv_cache_bytes / 2
         cat = "long-input-attention" if big else "kv-cache-growth"
-        nbytes = m.attention_scratch_bytes if big else m.kv_cache_bytes
+        nbytes = transient if big else m.kv_cache_bytes
         line = (
             f"observed: out of memory in the prefill ({f.input_len:,}-token prompts, batch {f.batch}); estimate: "
             f"{s.attn} attention scores {_g(m.attention_scratch_bytes)}, activations {_g(m.activations_bytes)}, "
