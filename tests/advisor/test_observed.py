@@ -25,8 +25,9 @@ def test_an_observed_10x_tpot_is_a_major_speed_finding_first(llama8b):
     f = facts(llama8b, "A100 80GB")
     base = advise(f, Setup(dtype="bfloat16"))
     expected = base.diagnosis.evidence["expected_tpot_s"]
-    f.observed = Observed(tpot_s=10 * expected)
+    f.observed = Observed(tpot_s=10 * expected, peak_bytes=2 * base.diagnosis.evidence["peak_bytes"])
     a = advise(f, Setup(dtype="bfloat16"))
+    assert a.diagnosis.evidence["observed_vs_expected_peak"] == pytest.approx(2)
     top = a.diagnosis.ranked[0]
     assert a.diagnosis.bottleneck == "decode-speed" and top.severity == "major"
     assert "10.0x the expected" in top.evidence[0] and "slow path the estimate does not price" in top.evidence[0]

@@ -168,6 +168,8 @@ def observed_findings(
     first: list[Finding] = []
     if o.oom is not None:
         first.append(_oom_finding(f, s, e, findings))
+    if o.peak_bytes is not None and e.memory.total_bytes > 0:
+        ev["observed_vs_expected_peak"] = round(o.peak_bytes / e.memory.total_bytes, 3)
     gaps = _gaps(f, e, times)
     for key, _, ratio, _ in gaps:
         ev[f"observed_vs_expected_{key}"] = round(ratio, 3)
