@@ -143,3 +143,16 @@ def test_an_observed_prefill_oom_at_long_prompts_is_the_long_input(llama8b):
     a = advise(f, Setup(dtype="bfloat16", attn="eager"))
     assert a.diagnosis.bottleneck == "long-input-attention" and a.diagnosis.ranked[0].severity == "blocking"
     assert a.diagnosis.ranked[0].evidence[0].startswith("observed: out of memory in the prefill")
+
+
+def test_the_bf16_factor_reads_the_stated_cpu_not_this_host(llama8b):
+    from infertune.techniques.factors import applicable
+
+    def factors_on(cpu):
+        f = facts(llama8b, None, platform="cpu")
+        f.accelerator = as_accelerator(find_cpu(cpu), 256 * 2**30)
+        return {x.id for x in applicable(f, Setup(dtype="bfloat16"))}
+
+    assert "bf16-on-cpu-without-native-bf16" in factors_on("EPYC 7763")  # Milan: AVX2, no bf16
+    assert "bf16-on-cpu-without-native-bf16" not in factors_on("Xeon Platinum 8480+")  # AMX-BF16
+    assert "bf16-on-cpu-without-native-bf16" not in factors_on("Graviton3")  # ARM BF16
