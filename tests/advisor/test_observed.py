@@ -156,3 +156,29 @@ def test_the_bf16_factor_reads_the_stated_cpu_not_this_host(llama8b):
     assert "bf16-on-cpu-without-native-bf16" in factors_on("EPYC 7763")  # Milan: AVX2, no bf16
     assert "bf16-on-cpu-without-native-bf16" not in factors_on("Xeon Platinum 8480+")  # AMX-BF16
     assert "bf16-on-cpu-without-native-bf16" not in factors_on("Graviton3")  # ARM BF16
+
+
+def test_host_ram_moves_read_the_checkpoint_differently(tmp_path):
+    d = tmp_path / "bin-model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(LLAMA3_8B))
+    for name, size in (("pytorch_model-00001-of-00002.bin", 9_950_000_000), ("pytorch_model-00002-of-00002.bin", 6e9)):
+        with open(d / name, "wb") as shard:  # sparse: the sizes a listing shows, no disk used
+            shard.truncate(int(size))
+    f = facts(profile_model(d), "A100 80GB")
+    f.cpu_ram_bytes = int(12.7 * 2**30)
+    # transformers 4.30 builds the 15 GiB model on the CPU: low_cpu_mem_usage alone leaves the 9.95 GB shard (fits)
+    f.stated = {"transformers": "4.30.2", "torch": "2.0.1", "accelerate": "0.20.3"}
+    a = advise(f, Setup(dtype="float16"))
+    assert a.next.technique == "checkpoint-loading" and a.next.settings == {"low_cpu_mem_usage": True}
+    assert "low_cpu_mem_usage: true" in a.next.run_file
+    # on 8 GiB neither alone is enough: safetensors and the meta device together
+    f.cpu_ram_bytes = 8 * 2**30
+    a = advise(f, Setup(dtype="float16"))
+    assert a.next.technique == "checkpoint-loading"
+    assert a.next.settings == {"checkpoint": "safetensors", "low_cpu_mem_usage": True}
+    assert "save_pretrained(DIR, safe_serialization=True)" in a.next.snippet.python
+    # with the RAM to spare the move is not offered at all (nor listed as rejected)
+    f.cpu_ram_bytes = 64 * 2**30
+    a = advise(f, Setup(dtype="float16"))
+    assert "checkpoint-loading" not in {r.technique for r in a.recommendations} | {r.technique for r in a.rejected}

@@ -241,6 +241,7 @@ def build(
     libs: dict[str, str] | None = None,
     max_memory: dict[str, str] | None = None,
     observed: Observed | None = None,
+    load_kwargs: dict[str, object] | None = None,
 ) -> Intake:
     assumptions: list[str] = []
     questions: list[str] = []
@@ -325,6 +326,8 @@ def build(
         device_map=dmap,
         tp=tp_now,
         max_memory=max_memory if dmap else None,
+        checkpoint="safetensors" if (load_kwargs or {}).get("use_safetensors") else "as-is",
+        low_cpu_mem_usage=bool((load_kwargs or {}).get("low_cpu_mem_usage")),
     )
 
     packages = installed_packages()

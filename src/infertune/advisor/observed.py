@@ -46,26 +46,15 @@ def _t(s: float) -> str:
 
 def host_ram_finding(f: Facts, s: Setup, e: Estimate) -> Finding | None:
     """Host RAM at load against the target's RAM (known: --cpu-ram, or this host's): blocking when the loading path
-    needs more. A GPU target's model is read through host RAM; a CPU target's lives there (its device check covers
-    the weights, so only a .bin shard read whole on top of them is this finding's)."""
-    from infertune.estimate.loading import host_ram_at_load
+    needs more (techniques/checkpoint.py). A GPU target's model is read through host RAM; a CPU target's lives there
+    (its device check covers the weights, so only a .bin shard read whole on top of them is this finding's)."""
+    from infertune.techniques.checkpoint import host_load
 
     ram = f.cpu_ram_bytes
     if not ram:
         return None
-    m = e.memory
-    on_cpu = f.platform == "cpu"
-    load = host_ram_at_load(
-        f.profile,
-        m.weights_bytes,
-        on_cpu,
-        f.version("transformers"),
-        f.version("torch"),
-        s.device_map is not None or s.tp > 1,
-        s.quantization != "none",
-    )
-    need = load.bytes + (m.overhead_bytes if on_cpu else 0)
-    if need <= ram or (on_cpu and not load.transient):
+    need, load = host_load(f, s, e.memory.weights_bytes, e.memory.overhead_bytes)
+    if need <= ram or (f.platform == "cpu" and not load.transient):
         return None
     return Finding(
         category="load-memory",

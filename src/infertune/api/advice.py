@@ -137,6 +137,7 @@ def advise(
         libs=libs,
         max_memory=cfg.max_memory,
         observed=seen,
+        load_kwargs=cfg.load_kwargs,
     )
     i.facts.engines_measured = engines
     assumptions = i.assumptions + [f"serving engine {e.line()}" for e in engines]

@@ -52,17 +52,18 @@ def host_ram_at_load(
     torch: tuple[int, ...] | None,
     device_map: bool,
     quantized: bool,
+    fmt: str | None = None,
 ) -> HostLoad:
     """`weights_bytes`: the model in its dtype; `on_cpu`: the model runs from RAM (a CPU target); versions None:
-    unknown (then today's loading path)."""
+    unknown (then today's loading path); `device_map`: device_map or low_cpu_mem_usage=True (built on the meta
+    device); `fmt`: the format read (default: the checkpoint's)."""
     meta = transformers is None or transformers >= META_INIT or device_map or quantized
     resident = weights_bytes if on_cpu or not meta else 0
     mapped = transformers is not None and transformers >= BIN_MMAP and (torch is None or torch >= TORCH_MMAP)
     mapped = mapped or transformers is None
-    transient = largest_bin_shard(p) if p.checkpoint_format == "pytorch" and not mapped else 0
-    fmt = {"pytorch": ".bin shards", "safetensors": "safetensors", "gguf": "GGUF"}.get(
-        p.checkpoint_format or "", "weights"
-    )
+    fmt = fmt or p.checkpoint_format
+    transient = largest_bin_shard(p) if fmt == "pytorch" and not mapped else 0
+    fmt = {"pytorch": ".bin shards", "safetensors": "safetensors", "gguf": "GGUF"}.get(fmt or "", "weights")
     parts = []
     if resident:
         parts.append(
