@@ -80,7 +80,11 @@ class CheckpointLoading(Technique):
         return singles or out[-1:]
 
     def check(self, f: Facts, s: Setup) -> Check:
-        return Check().need_package(f, "accelerate")
+        c = Check().need(short_of_ram(f, s) is not None, "the load fits the target's RAM (or the RAM is unknown)")
+        return c.need_package(f, "accelerate")
+
+    def apply(self, f: Facts, s: Setup) -> Setup:
+        return (self.moves(f, s) or [s.model_copy(update={"checkpoint": "safetensors", "low_cpu_mem_usage": True})])[0]
 
     def note(self, before: Setup, after: Setup) -> str | None:
         if after.checkpoint != before.checkpoint:
