@@ -166,3 +166,24 @@ def test_published_schemas_are_current():
         assert published == json.loads(json.dumps(s, sort_keys=True)), (
             f"stale docs/schema/{name}.json: rerun python -m infertune.cli.schema"
         )
+
+
+def test_advise_takes_what_the_user_saw_and_a_cpu_target_over_stdio(tiny_model):
+    async def body(session):
+        seen = await session.call_tool(
+            "advise", {"model": str(tiny_model), "gpu": "L4", "observed": ["tpot=2s"], "oom": "decode"}
+        )
+        as_dict = await session.call_tool("advise", {"model": str(tiny_model), "gpu": "L4", "observed": {"tpot": "2s"}})
+        cpu = await session.call_tool("advise", {"model": str(tiny_model), "cpu": "EPYC 9654", "cpu_ram": "64GiB"})
+        bad = await session.call_tool("advise", {"model": str(tiny_model), "gpu": "L4", "observed": ["speed=fast"]})
+        return seen, as_dict, cpu, bad
+
+    seen, as_dict, cpu, bad = _with_session(body, tiny_model)
+    a = json.loads(seen.content[0].text)
+    assert (
+        a["diagnosis"]["evidence"]["observed_oom"] == "decode" and a["diagnosis"]["ranked"][0]["severity"] == "blocking"
+    )
+    assert json.loads(as_dict.content[0].text)["diagnosis"]["evidence"]["observed_tpot_s"] == 2.0
+    c = json.loads(cpu.content[0].text)
+    assert c["hardware"]["accelerator"] == "EPYC 9654" and c["hardware"]["memory_bytes"] == 64 * 2**30
+    assert bad.is_error and "unknown key 'speed'" in bad.content[0].text

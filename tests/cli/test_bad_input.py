@@ -181,6 +181,20 @@ CASES = [
         "--tp 2 with --batching continuous",
     ),
     (["advise", "{root}/zero.yaml", "--model", "{tiny}", "--gpu", "L4"], "field 'max_new_tokens' 0"),
+    # what the user saw, and the target as stated (#30)
+    (["advise", "--model", "{tiny}", "--gpu", "L4", "--observed", "speed=fast"], "unknown key 'speed'; keys: tpot"),
+    (["advise", "--model", "{tiny}", "--gpu", "L4", "--observed", "tpot=220"], "say the unit"),
+    (["advise", "--model", "{tiny}", "--gpu", "L4", "--observed", "tpot=slow"], "tpot=slow: cannot read it"),
+    (["advise", "--model", "{tiny}", "--gpu", "L4", "--observed", "peak=0GiB"], "must be above zero"),
+    (["advise", "--model", "{tiny}", "--gpu", "L4", "--observed", "tpot"], "expected KEY=VALUE"),
+    (
+        ["advise", "--model", "{tiny}", "--gpu", "L4", "--oom", "later"],
+        "--oom later: the phase that ran out of memory takes load",
+    ),
+    (["advise", "--model", "{tiny}", "--cpu", "Xeon 9999"], "unknown CPU 'Xeon 9999'; closest:"),
+    (["advise", "--model", "{tiny}", "--cpu", "EPYC"], "unknown CPU 'EPYC'"),
+    (["advise", "--model", "{tiny}", "--cpu-flags", "avx1024"], "--cpu-flags: unknown flag 'avx1024'"),
+    (["advise", "--model", "{tiny}", "--gpu", "L4", "--cpu", "EPYC 9654"], "name two targets"),
     (["advise", "--model", "{tiny}", "--measured", "{root}/a-file.txt"], "not a measure result"),
     # doctor
     (["doctor", "{root}/empty"], "no Python files"),

@@ -124,3 +124,17 @@ def test_mixed_input_lengths_cycle_prompts_until_every_length_is_used():
     assert Workload(input_len=128).input_len_of(5) == 128 and Workload().longest_input is None
     with pytest.raises(ValueError, match="not both"):
         Workload(input_len=128, input_lens=[16, 32])
+
+
+def test_the_observed_section_is_advise_s_and_the_workload_leaves_it(tmp_path):
+    from infertune.core.workload import load_run, read_observed
+
+    f = tmp_path / "run.yaml"
+    f.write_text("model: demo\nmax_new_tokens: 8\nobserved:\n  tpot: 220ms\n  oom: load\n")
+    assert read_observed(f) == {"tpot": "220ms", "oom": "load"}
+    wl, cfg = load_run(f)
+    assert wl.max_new_tokens == 8 and cfg == {}
+    assert read_observed(None) is None
+    f.write_text("model: demo\nobserved: 220ms\n")
+    with pytest.raises(UserError, match="section 'observed' must be a mapping"):
+        read_observed(f)

@@ -2,28 +2,21 @@
 
 Categories (public): load-memory, kv-cache-growth, long-input-attention, concurrency, decode-speed,
 prefill-speed, none. Memory failures rank first (nothing runs until they are fixed), then queueing under
-concurrency, then speed.
+concurrency, then speed. What the user saw (`Facts.observed`, advisor/observed.py) ranks before what the
+estimate says: an observed out-of-memory makes its phase the bottleneck, and an observed speed far from the
+expected one is a finding of its own that no estimated memory item hides.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel
 
+from infertune.advisor.observed import Finding, GiB, Severity, host_ram_finding, observed_findings
 from infertune.estimate import Estimate
 from infertune.measure.results import TrialResult
 from infertune.techniques.base import Category, Facts, Setup
 
-Severity = Literal["blocking", "major", "minor"]
-GiB = 2**30
-
-
-class Finding(BaseModel):
-    category: Category
-    severity: Severity  # blocking: it does not run; major: it runs badly; minor: room to improve
-    evidence: list[str]
-    bytes: int = 0  # how much memory this problem accounts for (ranks memory findings)
+__all__ = ["Diagnosis", "Finding", "Severity", "diagnose", "serving_times", "worst_device"]
 
 
 class Diagnosis(BaseModel):
@@ -116,7 +109,10 @@ def diagnose(
     static = m.weights_bytes + m.overhead_bytes
     one_device = s.device_map is None and s.tp * s.pp == 1
     static_short = (not all(fd.fits for fd in e_static.fit_details)) if e_static is not None else static > cap
-    if worst and ((one_device and m.load_peak_bytes > cap) or static_short):
+    # a dtype conversion at load holds both copies only where the model loads into host RAM (a CPU target: measured
+    # near 1.7x, docs/estimator.md); a GPU receives tensor by tensor, converted as each is placed (estimate/loading.py)
+    converting = one_device and f.platform == "cpu" and m.load_peak_bytes > cap
+    if worst and (converting or static_short):
         findings.append(
             Finding(
                 category="load-memory",
@@ -131,8 +127,7 @@ def diagnose(
                         else f" placed over {len(e.fit_details)} devices: {worst.device} needs "
                         f"{_g(worst.needed_bytes)} of {_g(cap)}"
                     ),
-                    f"load peak {_g(m.load_peak_bytes)}"
-                    + (" (dtype conversion holds both copies)" if m.load_peak_bytes > static else ""),
+                    *([f"load peak {_g(m.load_peak_bytes)} in RAM (dtype conversion holds both copies)"] * converting),
                 ],
             )
         )
@@ -250,8 +245,15 @@ def diagnose(
                 )
             )
 
+    host = host_ram_finding(f, s, e)
+    if host is not None:
+        findings.append(host)
+    first: list[Finding] = []  # what the user saw ranks before what the estimate says, severity for severity
+    if f.observed is not None:
+        first, obs = observed_findings(f, s, e, findings, times)
+        extra |= obs
     order = {"blocking": 0, "major": 1, "minor": 2}
-    findings.sort(key=lambda x: (order[x.severity], -x.bytes))
+    findings.sort(key=lambda x: (order[x.severity], not any(x is y for y in first), -x.bytes))
     findings[0].evidence.extend(lines)  # measured beats estimated: it goes with the top finding
     evidence = {
         "peak_bytes": m.total_bytes,

@@ -6,7 +6,7 @@ question under `questions`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 
@@ -15,7 +15,7 @@ from infertune.estimate.accelerators import Accelerator, find_accelerator, from_
 from infertune.estimate.memory import resolve_dtype
 from infertune.probe.model import ModelProfile
 from infertune.techniques import QUANTIZATIONS, Facts, Setup
-from infertune.techniques.base import Platform, parse_version
+from infertune.techniques.base import Observed, Platform, parse_version
 
 # Packages whose presence changes what can run; checked on this host only.
 PACKAGES = (
@@ -67,20 +67,73 @@ def parse_size(text: str, flag: str) -> int:
     return n
 
 
-def target_hardware(gpu: str | None, vram: str | None, cpu: bool = False) -> tuple[Accelerator, bool]:
-    """(accelerator, is_this_host). --gpu names a card (another machine, perhaps); else the detected GPU;
-    else this host's CPU, probed. --vram overrides the memory (a partly used or smaller variant)."""
+def target_hardware(
+    gpu: str | None,
+    vram: str | None,
+    cpu: bool | str | None = False,
+    cpu_flags: str | list[str] | None = None,
+    cores: int | None = None,
+    cpu_ram: str | None = None,
+) -> tuple[Accelerator, bool]:
+    """(accelerator, is_this_host). --gpu names a card (another machine, perhaps); --cpu NAME (or --cpu-flags /
+    --cores) a CPU target, from the table (estimate/cpus.py), never probed here; else the detected GPU; else (or
+    with a bare --cpu) this host's CPU, probed. --vram overrides a GPU's memory (a partly used or smaller variant);
+    --cpu-ram is a CPU target's memory."""
+    from infertune.estimate import cpus
+
+    named = cpu if isinstance(cpu, str) and cpu else None
+    flags = cpus.parse_flags(cpu_flags)
+    if gpu and (named or flags is not None or cores):
+        raise UserError("--gpu and --cpu NAME/--cpu-flags/--cores name two targets: give one")
+    ram = parse_size(cpu_ram, "--cpu-ram") if cpu_ram else None
     if gpu:
         acc, here = find_accelerator(gpu), False
+    elif named or flags is not None or cores:
+        base = cpus.as_accelerator(cpus.find_cpu(named), ram) if named else None
+        return cpus.described(base, flags, cores, ram), False
     else:
         from infertune.probe.hardware import detect_gpus
 
         found = [] if cpu else detect_gpus()
         acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes, calibrate=True) if found else probe_cpu()
         here = True
+        if ram and acc.platform == "cpu":
+            acc = acc.model_copy(update={"memory_bytes": ram})
     if vram:
         acc = acc.model_copy(update={"memory_bytes": parse_size(vram, "--vram")})
     return acc, here
+
+
+def check_target(
+    gpu: str | None, cpu: bool | str | None, cpu_flags: str | list[str] | None, cores: int | None, cpu_ram: str | None
+) -> None:
+    """The target's names and sizes, refused before anything is read or probed (one line each)."""
+    from infertune.estimate import cpus
+
+    if gpu:
+        find_accelerator(gpu)
+    if isinstance(cpu, str) and cpu:
+        cpus.find_cpu(cpu)
+    cpus.parse_flags(cpu_flags)
+    if cores is not None and not 1 <= cores <= 4096:
+        raise UserError(f"--cores {cores}: takes 1 to 4096")
+    if gpu and ((isinstance(cpu, str) and cpu) or cpu_flags or cores):
+        raise UserError("--gpu and --cpu NAME/--cpu-flags/--cores name two targets: give one")
+    if cpu_ram:
+        parse_size(cpu_ram, "--cpu-ram")
+
+
+def observed_from(observed: list[str] | Mapping[str, object] | None, oom: str | None) -> Observed | None:
+    """--observed KEY=VALUE (or a mapping: a run file's observed: section, an API dict) and --oom PHASE as the
+    advisor's `Observed`; None when nothing was stated. Parsed and checked in core.validate (one line each)."""
+    from infertune.core.validate import OOM_PHASES, choice, observations
+
+    seen = observations(observed)
+    if oom is not None:
+        seen["oom"] = choice("oom", oom.strip().lower(), OOM_PHASES, "the phase that ran out of memory")
+    names = {"tpot": "tpot_s", "ttft": "ttft_s", "e2e": "e2e_s", "peak": "peak_bytes"}
+    fields = {names.get(k, k): (int(v) if k == "peak" else v) for k, v in seen.items()}
+    return Observed(**fields) if fields else None
 
 
 SPREAD_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's strategies over every device
@@ -160,7 +213,7 @@ def check_current(
 
 
 def platform_of(acc: Accelerator) -> Platform:
-    return "cpu" if acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
+    return acc.platform
 
 
 def build(
@@ -187,6 +240,8 @@ def build(
     tp: int = 1,
     libs: dict[str, str] | None = None,
     max_memory: dict[str, str] | None = None,
+    observed: Observed | None = None,
+    load_kwargs: dict[str, object] | None = None,
 ) -> Intake:
     assumptions: list[str] = []
     questions: list[str] = []
@@ -202,9 +257,19 @@ def build(
         return default
 
     platform = platform_of(acc)
-    if not gpu_given and platform == "cpu" and ask is None:
-        assumptions.append("hardware = this host's CPU (no GPU detected and none named)")
-        questions.append("Which GPU will run this, if any? (--gpu NAME, e.g. L4, A100 80GB, H100 SXM)")
+    if on_this_host and not gpu_given and ask is None:
+        what = "this host's CPU (no GPU detected and none named)" if platform == "cpu" else f"this host's {acc.name}"
+        assumptions.append(
+            f"hardware = {what}: nothing else was stated (--gpu NAME, or --cpu NAME / --cpu-flags / --cores for a "
+            "CPU target, describe another machine)"
+        )
+        if platform == "cpu":
+            questions.append("Which GPU will run this, if any? (--gpu NAME, e.g. L4, A100 80GB, H100 SXM)")
+    elif platform == "cpu" and acc.cpu_flags is not None and not cpu_ram:
+        assumptions.append(
+            f"RAM of the target {acc.name} = {acc.memory_bytes / 2**30:.0f} GiB (16 GiB per memory channel, "
+            "not given; --cpu-ram sets it)"
+        )
     n_in = detail("input_len", input_len, "How long are the prompts, in tokens?", "--input-len")
     n_out = detail(
         "max_new_tokens", max_new_tokens, "How many tokens does each request generate at most?", "--max-new-tokens"
@@ -214,6 +279,8 @@ def build(
     ram = None
     if cpu_ram:
         ram = parse_size(cpu_ram, "--cpu-ram")
+    elif platform == "cpu" and not on_this_host:  # a stated CPU target: its memory is its RAM
+        ram = acc.memory_bytes
     elif on_this_host:
         import psutil
 
@@ -259,6 +326,8 @@ def build(
         device_map=dmap,
         tp=tp_now,
         max_memory=max_memory if dmap else None,
+        checkpoint="safetensors" if (load_kwargs or {}).get("use_safetensors") else "as-is",
+        low_cpu_mem_usage=bool((load_kwargs or {}).get("low_cpu_mem_usage")),
     )
 
     packages = installed_packages()
@@ -282,5 +351,6 @@ def build(
         packages=packages,
         packages_known=on_this_host,
         stated=stated,
+        observed=observed,
     )
     return Intake(facts=facts, current=current, assumptions=assumptions, questions=questions)

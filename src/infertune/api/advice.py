@@ -47,27 +47,34 @@ def advise(
     device_map: str | None = None,
     tp: int = 1,
     lib: list[str] | dict[str, str] | None = None,
+    observed: list[str] | dict[str, str | float] | None = None,
+    oom: str | None = None,
+    cpu: str | None = None,
+    cpu_flags: str | None = None,
+    cores: int | None = None,
 ) -> Advice:
     """Diagnose where the workload hurts and propose one compatible change: an `Advice`. Missing details
     are assumed and listed (or asked through `ask(question, default)` when given). `device_map` and `tp`
-    describe the current placement; `lib` the target's library versions (NAME=VERSION)."""
+    describe the current placement; `lib` the target's library versions (NAME=VERSION). `observed`: what the
+    user saw on the current setup (KEY=VALUE items or a mapping; keys tpot, ttft, e2e, tokens_per_s, peak;
+    e.g. tpot=220ms, peak=23GiB) and `oom` the phase that ran out of memory (load, prefill, decode, host-ram).
+    `cpu`: a CPU target by name (Xeon Platinum 8480+, EPYC 9654, Graviton3, ...), `cpu_flags` its ISA flags
+    (avx512_bf16,amx_bf16,...), `cores` its cores; `cpu_ram` is then its memory. Nothing stated: this host."""
     from infertune.advisor import intake
     from infertune.advisor.advise import advise as run_advise
     from infertune.core.config import check_attn, config_from
-    from infertune.core.workload import load_run
+    from infertune.core.workload import load_run, read_observed
     from infertune.models import store
     from infertune.probe.model import profile_model
 
     validate.check(batch=batch, concurrency=concurrency, gpus=gpus)
     check_attn(attn)
     intake.check_current(dtype, quantization, kv_cache, batching, tp)
-    if gpu:  # names and sizes first: nothing is read or probed for an input that will be refused
-        from infertune.estimate.accelerators import find_accelerator
-
-        find_accelerator(gpu)
-    for name, size in (("--vram", vram), ("--cpu-ram", cpu_ram)):
-        if size:
-            intake.parse_size(size, name)
+    # names and sizes first: nothing is read or probed for an input that will be refused
+    intake.check_target(gpu, cpu, cpu_flags, cores, cpu_ram)
+    if vram:
+        intake.parse_size(vram, "--vram")
+    seen = intake.observed_from(observed, oom)
     # the run file is validated exactly as measure validates it: the workload and its config: section
     wl, cfg_data = load_run(
         workload,
@@ -79,6 +86,12 @@ def advise(
         concurrency=concurrency,
     )
     cfg = config_from(cfg_data, "config")
+    from_file = read_observed(workload)
+    if from_file:  # the run file's observed: section, the flags' keys on top
+        merged = intake.observed_from(from_file, None)
+        if merged is not None and seen is not None:
+            merged = merged.model_copy(update=seen.model_dump(exclude_unset=True, exclude={"kind"}))
+        seen = merged or seen
     given = wl.model_fields_set
     n_in = wl.longest_input if given & {"input_len", "input_lens"} else None
     n_out = wl.max_new_tokens if "max_new_tokens" in given else None
@@ -98,7 +111,7 @@ def advise(
     prof = profile_model(path, trust_remote_code)
     intake.placement(prof, gpus, device_map, tp)  # a placement that cannot be is refused before any probe
     say("reading the hardware")
-    acc, here = intake.target_hardware(gpu, vram)
+    acc, here = intake.target_hardware(gpu, vram, cpu, cpu_flags, cores, cpu_ram)
     shown = store.command_name(model, path)  # how snippets and commands name it
     i = intake.build(
         prof,
@@ -123,6 +136,8 @@ def advise(
         tp=tp,
         libs=libs,
         max_memory=cfg.max_memory,
+        observed=seen,
+        load_kwargs=cfg.load_kwargs,
     )
     i.facts.engines_measured = engines
     assumptions = i.assumptions + [f"serving engine {e.line()}" for e in engines]

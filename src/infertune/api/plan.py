@@ -98,7 +98,7 @@ def estimate(
 
         found = detect_gpus()
         acc = from_detected_gpu(found[0].name, found[0].total_memory_bytes, calibrate=True) if found else None
-    platform = "cpu" if acc is None or acc.vendor == "host" else ("mps" if acc.vendor == "Apple" else "cuda")
+    platform = "cpu" if acc is None else acc.platform
     if budgets and platform == "mps":
         raise UserError("--max-memory: Apple's unified memory is one device; give --gpu NAME for a CUDA card")
     if budgets and platform == "cpu" and any(d.startswith("cuda:") for d in budgets):

@@ -75,7 +75,10 @@ def advise(
     gpus: Annotated[int, typer.Option(help="number of such GPUs")] = 1,
     vram: Annotated[str | None, typer.Option(help="GPU memory available, e.g. 20GiB (default: the card's)")] = None,
     cpu_ram: Annotated[
-        str | None, typer.Option(help="CPU RAM for offloading, e.g. 64GiB (default: this host's)")
+        str | None,
+        typer.Option(
+            help="CPU RAM, e.g. 64GiB: offloading beside a GPU, or a CPU target's memory (default: this host's)"
+        ),
     ] = None,
     dtype: Annotated[str | None, typer.Option(help="current dtype: auto, float32, bfloat16, float16")] = None,
     attn: Annotated[str | None, typer.Option(help="current attention: sdpa, eager, flash_attention_2, ...")] = None,
@@ -101,6 +104,24 @@ def advise(
         list[str] | None,
         typer.Option(help="the target's library version, NAME=VERSION (repeatable), e.g. bitsandbytes=0.39.1"),
     ] = None,
+    observed: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="what you saw on the current setup, KEY=VALUE (repeatable): tpot=220ms, ttft=1.5s, e2e=12s, "
+            "tokens_per_s=18, peak=23GiB"
+        ),
+    ] = None,
+    oom: Annotated[
+        str | None, typer.Option(help="where it ran out of memory: load, prefill, decode or host-ram")
+    ] = None,
+    cpu: Annotated[
+        str | None,
+        typer.Option(help="a CPU target by name (Xeon Platinum 8480+, EPYC 9654, Graviton3, Ryzen 9 7950X, ...)"),
+    ] = None,
+    cpu_flags: Annotated[
+        str | None, typer.Option(help="the CPU target's ISA flags, e.g. avx512f,avx512_bf16,amx_bf16,amx_int8")
+    ] = None,
+    cores: Annotated[int | None, typer.Option(min=1, help="the CPU target's cores")] = None,
     input_len: Annotated[str | None, typer.Option(help="prompt tokens (1k, 32k, ...)")] = None,
     max_new_tokens: Annotated[str | None, typer.Option(help="generated tokens per request")] = None,
     batch: Annotated[int | None, typer.Option(help="prompts per generate call")] = None,
@@ -136,6 +157,11 @@ def advise(
         device_map=device_map,
         tp=tp,
         lib=lib,
+        observed=observed,
+        oom=oom,
+        cpu=cpu,
+        cpu_flags=cpu_flags,
+        cores=cores,
         input_len=input_len,
         max_new_tokens=max_new_tokens,
         batch=batch,

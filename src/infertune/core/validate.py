@@ -8,7 +8,7 @@ and on the flags that feed them; `check(**inputs)` validates any verb's keyword 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -189,6 +189,84 @@ def rates(value: str | float | list[float], name: str = "rate") -> list[float]:
         text = value if isinstance(value, str) else ",".join(shown(r) for r in given)
         _refuse(f"{flag(name)} {text}: give request rates above 0, up to 1,000,000 per second, e.g. 0.5,1,2")
     return given
+
+
+# --observed KEY=VALUE: what the user saw, as people write it. Times need a unit (a bare 220 could be ms or s);
+# tokens_per_s may be bare; a size's G/GB/GiB read as GiB/GB/GiB (G as torch and htop print it: GiB).
+OBSERVED_KEYS = ("tpot", "ttft", "e2e", "tokens_per_s", "peak")
+OOM_PHASES = ("load", "prefill", "decode", "host-ram")
+_TIME_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0}
+_TIME_UNITS |= {"seconds": 1.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0}
+_RATE_UNITS = ("", "tok/s", "tokens/s", "token/s", "t/s", "/s", "tps", "tokens/sec", "tok/sec")
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_SIZE_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+_EXAMPLES = "tpot=220ms, ttft=1.5s, e2e=12s, tokens_per_s=18, peak=23GiB"
+
+
+def _number_and_unit(text: str) -> tuple[float, str] | None:
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(\S*)\s*", text.lower())
+    return (float(m.group(1)), m.group(2)) if m else None
+
+
+def observed_value(key: str, value: Any, name: str = "observed") -> float:
+    """One observation in the house's units (seconds, tokens/s, bytes): '220ms' -> 0.22, '23GiB' -> 23 * 2**30."""
+    if isinstance(value, bool):
+        _refuse(f"{flag(name)} {key}={value}: not a number ({_EXAMPLES})")
+    if isinstance(value, (int, float)):
+        if key in ("tpot", "ttft", "e2e"):
+            _refuse(f"{flag(name)} {key}={value}: say the unit, e.g. {key}=220ms or {key}=0.22s")
+        got: tuple[float, str] | None = (float(value), "")
+    else:
+        got = _number_and_unit(str(value))
+    mult: float | None = None
+    if got is not None:
+        unit = got[1]
+        if key in ("tpot", "ttft", "e2e"):
+            if unit == "":
+                _refuse(f"{flag(name)} {key}={value}: say the unit, e.g. {key}=220ms or {key}=0.22s")
+            mult = _TIME_UNITS.get(unit)
+        elif key == "tokens_per_s":
+            mult = 1.0 if unit in _RATE_UNITS else None
+        else:
+            mult = _SIZE_UNITS.get(unit)
+    if got is None or mult is None:
+        _refuse(f"{flag(name)} {key}={value}: cannot read it ({_EXAMPLES})")
+    out = got[0] * mult
+    if not 0 < out < 1e18:
+        _refuse(f"{flag(name)} {key}={value}: must be above zero ({_EXAMPLES})")
+    return out
+
+
+def observations(given: Iterable[str] | Mapping[str, Any] | None, name: str = "observed") -> dict[str, Any]:
+    """--observed KEY=VALUE (repeatable) or a mapping -> {key: value in seconds, tokens/s or bytes}; an `oom`
+    key (a run file's observed: section may hold it) passes through as its phase. One line for anything else."""
+    if not given:
+        return {}
+    if isinstance(given, Mapping):
+        pairs = [(str(k), v) for k, v in given.items()]
+    elif isinstance(given, str):
+        _refuse(f"{flag(name)}: give KEY=VALUE items as a list ({_EXAMPLES})")
+    else:
+        pairs = []
+        for item in given:
+            key, sep, value = str(item).partition("=")
+            if not sep or not value.strip():
+                _refuse(f"{flag(name)} {item!r}: expected KEY=VALUE with a key among {', '.join(OBSERVED_KEYS)}")
+            pairs.append((key, value.strip()))
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        key = key.strip().lower().replace("-", "_")
+        if key == "oom":
+            out["oom"] = choice("oom", str(value).strip().lower(), OOM_PHASES, "the phase that ran out of memory")
+            continue
+        if key not in OBSERVED_KEYS:
+            _refuse(f"{flag(name)}: unknown key {key!r}; keys: {', '.join(OBSERVED_KEYS)} ({_EXAMPLES})")
+        if key in out:
+            _refuse(f"{flag(name)}: {key} given twice")
+        out[key] = observed_value(key, value, name)
+    return out
 
 
 def _refuse(message: str) -> NoReturn:

@@ -132,8 +132,23 @@ def read_run_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Parse a YAML, TOML or JSON run file into (workload fields, config fields).
 
     The file holds workload fields at the top level (or under `workload:`), and optionally the
-    InferenceConfig under `config:`. Any problem is one UserError line.
+    InferenceConfig under `config:` and what the user saw under `observed:` (`read_observed`; advise reads
+    it, the verbs that run the model leave it). Any problem is one UserError line.
     """
+    return _sections(path)[:2]
+
+
+def read_observed(path: str | Path | None) -> dict[str, Any] | None:
+    """A run file's `observed:` section (tpot: 220ms, peak: 23GiB, oom: load, ...) as written; None: none."""
+    if path is None:
+        return None
+    observed = _sections(path)[2]
+    if observed is not None and not isinstance(observed, dict):
+        raise UserError(f"workload file {path}: section 'observed' must be a mapping (tpot: 220ms, oom: load, ...)")
+    return observed
+
+
+def _sections(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], Any]:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -156,14 +171,17 @@ def read_run_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(data, dict):
         raise UserError(f"workload file {path} must hold a mapping of fields, got {type(data).__name__}")
     config = data.pop("config", None)
+    observed = data.pop("observed", None)
     config = {} if config is None else config  # `config: []` or `config: 0` is an error below, not "empty"
     workload = data.pop("workload") if "workload" in data else data
     for name, section in (("workload", workload), ("config", config)):
         if not isinstance(section, dict):
             raise UserError(f"workload file {path}: section '{name}' must be a mapping")
     if workload is not data and data:
-        raise UserError(f"workload file {path}: unknown top-level keys {sorted(data)} (use workload: and config:)")
-    return workload, config
+        raise UserError(
+            f"workload file {path}: unknown top-level keys {sorted(data)} (use workload:, config: and observed:)"
+        )
+    return workload, config, observed
 
 
 def workload_from(data: dict[str, Any], source: str = "workload", **overrides: Any) -> Workload:

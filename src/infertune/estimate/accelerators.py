@@ -11,6 +11,7 @@ import contextlib
 import difflib
 import os
 import re
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -39,6 +40,16 @@ class Accelerator(BaseModel):
     source: str = "datasheet"
     aliases: tuple[str, ...] = ()
     calibration: Calibration | None = None  # this host measured (estimate/calibration.py): expected speed uses it
+    # a stated CPU target (estimate/cpus.py): its ISA flags as /proc/cpuinfo spells them, and its cores
+    cpu_flags: list[str] | None = None
+    cores: int | None = None
+
+    @property
+    def platform(self) -> Literal["cuda", "cpu", "mps"]:
+        """cpu (this host's probed CPU, or a stated one), mps (Apple) or cuda."""
+        if self.vendor == "host" or self.cpu_flags is not None:
+            return "cpu"
+        return "mps" if self.vendor == "Apple" else "cuda"
 
 
 def _gpu(d: Datasheet) -> Accelerator:

@@ -93,13 +93,15 @@ def _active_weights(p: ModelProfile, weights: float, tokens: int) -> float:
     return weights - weights * experts / p.num_parameters * (1 - frac(tokens))
 
 
-def cpu_emulation_slowdown(dtype: str) -> float:
-    """CPU_EMULATED_SLOWDOWN for fp16 / bf16 when this CPU's flags show no native support, else 1."""
+def cpu_emulation_slowdown(dtype: str, flags: list[str] | None = None) -> float:
+    """CPU_EMULATED_SLOWDOWN for fp16 / bf16 when the CPU's flags show no native support, else 1. `flags`: a stated
+    CPU's (estimate/cpus.py); None: this host's /proc/cpuinfo."""
     if dtype not in ("float16", "bfloat16"):
         return 1.0
     from infertune.probe.host import cpu_flags, native_cpu_dtypes
 
-    return 1.0 if native_cpu_dtypes(cpu_flags()).get(dtype) else CPU_EMULATED_SLOWDOWN
+    have = set(flags) if flags is not None else cpu_flags()
+    return 1.0 if native_cpu_dtypes(have).get(dtype) else CPU_EMULATED_SLOWDOWN
 
 
 def attention_flops(heads: int, head_dim: int, q: int, kv: int, rows: int, causal: bool) -> float:
@@ -238,8 +240,12 @@ def expected_speed(
         eff_bw, eff_fl = (GPU_BW_EFF, GPU_FLOPS_EFF) if on_gpu else (CPU_BW_EFF, CPU_FLOPS_EFF)
         sheet = _datasheet(acc)
         peak = sheet.flops.get(s.dtype, sheet.flops["float32"])
-        t = max(nbytes / (sheet.bandwidth_Bps * eff_bw), 2 * rows * elems / (peak * eff_fl))
-        return t * (1.0 if on_gpu else cpu_emulation_slowdown(s.dtype))
+        t_mem, t_flop = nbytes / (sheet.bandwidth_Bps * eff_bw), 2 * rows * elems / (peak * eff_fl)
+        if on_gpu:
+            return max(t_mem, t_flop)
+        stated = getattr(sheet, "cpu_flags", None)  # a stated CPU: its table rate already prices an emulated dtype
+        slow = cpu_emulation_slowdown(s.dtype, stated)
+        return max(t_mem * slow, t_flop) if stated is not None else max(t_mem, t_flop) * slow
 
     mix = matrix_mix(p)
 

@@ -3,6 +3,7 @@
 from infertune.techniques import (  # noqa: F401  (imported for their @register: the catalog fills itself)
     attention,
     batching,
+    checkpoint,
     compile,
     dtype,
     kv_cache,

@@ -61,6 +61,10 @@ class Setup(BaseModel):
     engine: Literal["transformers", "vllm", "sglang"] = "transformers"
     # version requirements a move adds ({"bitsandbytes": ">=0.40.0"}): an upgrade changes only this
     packages: dict[str, str] | None = None
+    # how from_pretrained reads the checkpoint (techniques/checkpoint.py): as stored, or from safetensors (a revision
+    # that ships them, or .bin shards converted once); low_cpu_mem_usage: the model is built on the meta device
+    checkpoint: Literal["as-is", "safetensors"] = "as-is"
+    low_cpu_mem_usage: bool = False
 
     def changes(self, other: Setup) -> dict[str, object]:
         """The knobs `other` sets differently from self."""

@@ -90,6 +90,10 @@ def config_for(s: Setup, bf16: bool = True) -> InferenceConfig:
         load["quantization_config"] = q
     if s.kernels:
         load["use_kernels"] = True
+    if s.checkpoint == "safetensors":
+        load["use_safetensors"] = True
+    if s.low_cpu_mem_usage:
+        load["low_cpu_mem_usage"] = True
     cache = None if s.kv_cache == "dynamic" else s.kv_cache
     return InferenceConfig(
         dtype=s.dtype,
@@ -149,6 +153,12 @@ def python_snippet(f: Facts, s: Setup) -> str:
         )
     if s.engine != "transformers":
         code = f"# serve with {s.engine} instead of transformers:\n# {serve_command(f, s)}\n" + code
+    if s.checkpoint == "safetensors":
+        code = (
+            "# safetensors: a revision that ships them, or convert the .bin shards once where RAM allows:\n"
+            f"# AutoModelForCausalLM.from_pretrained({f.model!r}).save_pretrained(DIR, safe_serialization=True)\n"
+            + code
+        )
     return code
 
 
