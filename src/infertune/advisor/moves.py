@@ -280,7 +280,11 @@ def observed_gaps(f: Facts, s: Setup, base: Estimate) -> list[Gap]:
             category=cat,
             ratio=r,
             line=f"observed {r:.1f}x the expected ({what} expected)"
-            + ("" if r > GAP else ": within the speed model's error"),
+            + (
+                ": the setup runs a slow path the estimate does not price"
+                if r > GAP
+                else ": within the speed model's error"
+            ),
         )
         for cat, r, what in seen
     ]

@@ -162,26 +162,8 @@ def observed_findings(
     gaps = _gaps(f, e, times)
     for key, _, ratio, _ in gaps:
         ev[f"observed_vs_expected_{key}"] = round(ratio, 3)
-    slow = [g for g in gaps if g[2] > OBSERVED_GAP]
-    if slow:
-        cat = slow[0][1]
-        lines = [
-            line + " on this hardware: the setup runs a slow path the estimate does not price" for _, _, _, line in slow
-        ]
-        lines.append(
-            f"the expected figure's error is within {OBSERVED_GAP:.0f}x: a larger gap is a cause the estimate has no "
-            "term for (a slow kernel or dtype on this GPU, a quantization path, a placement or version problem)"
-        )
-        findings[:] = [
-            x for x in findings if not (x.category in ("decode-speed", "prefill-speed") and x.severity == "minor")
-        ]
-        speed = Finding(category=cat, severity="major", evidence=lines)
-        findings.append(speed)
-        first.append(speed)
-    else:
-        for x in findings:
-            if x.category in ("decode-speed", "prefill-speed"):
-                x.evidence += [line + f": within the model's {OBSERVED_GAP:.0f}x" for _, _, _, line in gaps]
+    # the speed findings themselves (major beyond OBSERVED_GAP, with their candidate causes) are the advisor's
+    # (advise._with_observed): they need the known slow paths of the setup, which sit above the diagnosis
     ran = o.oom is None and any(v is not None for v in (o.tpot_s, o.ttft_s, o.e2e_s, o.tokens_per_s))
     if ran:  # it loaded and ran: an estimated memory blocker is the estimate's error, not the user's problem
         for x in findings:
