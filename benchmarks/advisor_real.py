@@ -91,6 +91,16 @@ def chdir(path: Path) -> Iterator[None]:
         os.chdir(here)
 
 
+# advisor-real-1's commands predate --observed, --oom, --lib and a stated placement: what each thread stated that
+# those flags say, added to its command (the judgement above is unchanged).
+ADVISOR_REAL_1_STATED: dict[str, str] = {
+    "C02-vicuna7b-fp16-16GB-stale": "--lib transformers=4.33.1",
+    "C07-gptneo-maxlen-oom": "--oom decode --lib transformers=4.6.0",
+    "C09-falcon40b-bnb8-4xT4": "--device-map auto --observed tpot=190ms",
+    "C15-bloom176b-concurrency": "--device-map auto",
+}
+
+
 def load(corpus: Path) -> list[dict[str, Any]]:
     cases = json.loads((corpus / "cases.json").read_text(encoding="utf-8"))
     for c in cases:
@@ -98,6 +108,8 @@ def load(corpus: Path) -> list[dict[str, Any]]:
             if c["id"] not in ADVISOR_REAL_1_RIGHT:
                 raise SystemExit(f"{corpus}: case {c['id']} has no 'right' and no judgement in the runner")
             c["right"] = ADVISOR_REAL_1_RIGHT[c["id"]]
+            if c["id"] in ADVISOR_REAL_1_STATED:
+                c["command"] = c["command"].replace(" --no-input", f" {ADVISOR_REAL_1_STATED[c['id']]} --no-input", 1)
         c.setdefault("split", "all")
     return cases
 
