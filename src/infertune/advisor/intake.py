@@ -166,16 +166,16 @@ def placement(
 ) -> tuple[str | None, int]:
     """The current placement as the estimator sees it: device_map spread over the GPUs (or placed by
     max_memory budgets, `budgets`), or tp ranks."""
-    from infertune.techniques.parallel import tp_problems
 
     if device_map is not None and tp > 1:
         raise UserError("--device-map and --tp exclude each other: tensor parallelism places the weights itself")
     if tp > 1:
         if tp > gpus:
             raise UserError(f"--tp {tp} needs as many GPUs: say --gpus {tp} (or more)")
-        problems = tp_problems(profile, tp)
-        if problems:
-            raise UserError(f"--tp {tp}: {problems[0]}")
+        # what the user runs, wherever it runs: a serving engine shards a model transformers has no plan for, and
+        # replicates KV heads below the rank count; only the attention heads must split
+        if profile.num_attention_heads % tp:
+            raise UserError(f"--tp {tp}: tp size {tp} does not divide {profile.num_attention_heads} attention heads")
     if device_map is None:
         return None, tp
     if device_map in SPREAD_MAPS:  # over one GPU without budgets it is one device
