@@ -375,3 +375,19 @@ def test_an_attention_the_calibration_did_not_time_says_so():
     )
     assert "flex_attention is not calibrated here" in flex.basis and "not calibrated" not in sdpa.basis
     assert flex.tpot_s == sdpa.tpot_s
+
+
+def test_cpu_overhead_holds_the_tokenizer_by_vocabulary_size():
+    # measured here: SmolLM2's 49k-token tokenizer ~18 MiB resident, Gemma 3's 262k ~251 MiB, a tiny one ~0
+    s = EstimateSettings(dtype="bfloat16", platform="cpu", input_len=128, max_new_tokens=32)
+    small, big, tiny = llama(), llama(vocab_size=262144), llama(vocab_size=500)
+    assert overhead.tokenizer_bytes(tiny) == 0
+    assert overhead.tokenizer_bytes(small) == (49152 - 32768) * 1150  # 18.0 MiB
+    assert overhead.tokenizer_bytes(big) == (262144 - 32768) * 1150  # 251.6 MiB
+    m_small, m_big = estimate_memory(small, s), estimate_memory(big, s)
+    assert m_small.overhead_bytes == 107 * 2**20 + overhead.tokenizer_bytes(small)  # 125 MiB, as before
+    assert m_big.overhead_bytes - m_small.overhead_bytes == (262144 - 49152) * 1150
+    assert "tokenizer 251 MiB" in next(c.formula for c in m_big.components if c.name == "overhead")
+    # on CUDA the tokenizer is host memory: the device's overhead does not change with the vocabulary
+    g = s.model_copy(update={"platform": "cuda"})
+    assert estimate_memory(big, g).cuda_context_bytes == estimate_memory(small, g).cuda_context_bytes

@@ -25,7 +25,7 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 # Named constants (docs/estimator.md says where each comes from).
 CUDA_CONTEXT_BYTES = 830 * MiB  # context + libraries of a plain run (estimate/overhead.py has the breakdown)
 CUDA_ALLOCATOR_SLACK = 0.05  # reserved-vs-allocated fragmentation of the caching allocator
-CPU_RUNTIME_BYTES = 125 * MiB  # CPU: lazily imported modules, tokenizer, kernel workspaces (measured)
+CPU_RUNTIME_BYTES = 107 * MiB  # CPU: lazily imported modules, kernel workspaces; the tokenizer: overhead.py
 KV_QUANT_GROUP = 64  # quanto's default q_group_size: one scale + one zero-point (16-bit each) per group
 
 
@@ -302,7 +302,9 @@ def estimate_memory(p: ModelProfile, s: EstimateSettings, checkpoint_dtype: str 
                 )
             )
     else:
-        overhead, over_f = (CPU_RUNTIME_BYTES, f"CPU runtime {CPU_RUNTIME_BYTES // MiB} MiB above the import baseline")
+        tok_b = ovh.tokenizer_bytes(p)
+        overhead = CPU_RUNTIME_BYTES + tok_b
+        over_f = f"CPU runtime {CPU_RUNTIME_BYTES // MiB} MiB above the import baseline + tokenizer {tok_b // MiB} MiB"
     comps.append(Component(name="overhead", bytes=int(overhead), phase="always", formula=over_f))
 
     ckpt = DTYPE_BYTES.get(checkpoint_dtype or s.dtype, b)

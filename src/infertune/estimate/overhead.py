@@ -106,3 +106,18 @@ def cache_growth_bytes(kv_full: float, p: ModelProfile, s: EstimateSettings) -> 
     if s.kv_cache != "dynamic" or not p.num_layers:
         return 0.0
     return kv_full / (2 * p.num_layers)
+
+
+# CPU: the tokenizer stays resident beside the model (transformers' fast tokenizer: vocab, reverse vocab and
+# merges maps in Rust, plus the Python side). Measured in the trial's own order (imports, tokenizer, model,
+# generate; generation-phase peak above the post-import baseline), the same model with different tokenizers:
+# a 61-token BPE ~0, SmolLM2's 49,152 vocab +14-21 MiB, Gemma 3's 262,144 vocab (515k merges) +247-255 MiB
+# (SmolLM2 and Gemma 3 270M, bf16, 128 + 32 tokens; Gemma 3's vocab truncated to 64k/128k: +40/+84 MiB).
+# Fitted through the two real tokenizers: nothing up to 32k tokens, then ~1.1 KiB a token.
+TOKENIZER_FREE_VOCAB = 32768
+TOKENIZER_BYTES_PER_TOKEN = 1150
+
+
+def tokenizer_bytes(p: ModelProfile) -> int:
+    """Resident memory of the loaded tokenizer on the host, from the vocabulary size (docs/estimator.md)."""
+    return max(0, (p.vocab_size or 0) - TOKENIZER_FREE_VOCAB) * TOKENIZER_BYTES_PER_TOKEN
