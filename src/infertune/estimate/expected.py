@@ -116,12 +116,9 @@ def _attn_flops(p: ModelProfile, q: int, kv: int, rows: int, causal: bool) -> fl
     return p.num_layers * attention_flops(p.num_attention_heads, p.head_dim, q, kv, rows, causal)
 
 
-_eager = library.eager
-
-
 def _overhead(s: EstimateSettings, layers: int, cal: Calibration | None, on_gpu: bool) -> tuple[float, float, str]:
     """(per step, per layer, source) of the fixed cost."""
-    attn = "eager" if _eager(s) else "sdpa"
+    attn = "eager" if library.eager(s) else "sdpa"
     if getattr(s, "compile", False) and on_gpu:
         return CUDA_COMPILED_STEP_S, CUDA_COMPILED_LAYER_S, "published (CUDA graphs), see docs/estimator.md"
     if cal is not None and attn in cal.layer_s:
@@ -267,7 +264,7 @@ def expected_speed(
     # decode step
     lin, host = linear_time(seqs, seqs)
     host *= host_x
-    impl = "eager" if _eager(s) else "sdpa"
+    impl = "eager" if library.eager(s) else "sdpa"
     rate_dec = cal.attn_rate("decode", impl, s.dtype) if cal is not None else None
     if rate_dec:  # the kernel as measured (K/V read from memory), plus the cache's growth and eager's copies
         attn_dec = (
@@ -312,10 +309,10 @@ def expected_speed(
         )
     )
     if rate_p:  # measured: the eager score matrix's traffic and the softmax included
-        attn_p = _attn_flops(p, S, S, B, causal=not _eager(s)) / rate_p
+        attn_p = _attn_flops(p, S, S, B, causal=not library.eager(s)) / rate_p
     else:
-        attn_p = _attn_flops(p, S, S, B, causal=not _eager(s)) / flops_rate
-        if _eager(s):  # the score matrix is written, softmaxed (fp32) and read back: memory traffic
+        attn_p = _attn_flops(p, S, S, B, causal=not library.eager(s)) / flops_rate
+        if library.eager(s):  # the score matrix is written, softmaxed (fp32) and read back: memory traffic
             attn_p += L * B * p.num_attention_heads * S * S * (6 * b + 8) / traffic_Bps
     dev_p = lin_p + attn_p
     loop_pre = library.expert_loop_s(p, s, B * q) if on_gpu else 0.0
