@@ -1,0 +1,139 @@
+"""How right `infertune doctor` is on real public scripts: precision and recall against hand labels (doctor-real-1).
+
+The corpus (benchmarks/corpora/doctor-real-1/) holds pointers (repository, path, commit) and labels written before the
+doctor ran: each real problem with its line and kind (a rule id from VOCABULARY.md, or `other:<slug>` for one no rule
+covers), and the tempting patterns that are *not* problems there (`silent`). The scripts' text is never committed; it
+is read from `scripts/<id>.py` (git-ignored), saved at the labelled commit.
+
+Matching: a finding is right when an unmatched labelled problem of the same rule id lies within LINES lines of it
+(a multi-line call is labelled at its first line; the doctor may point inside it); each problem takes at most one
+finding, so a problem reported twice counts one right and one wrong. Every other finding is a false positive.
+
+- precision = right findings / findings
+- recall    = problems found / problems labelled (all of them: `other:` kinds count as misses)
+
+    PYTHONPATH=src python benchmarks/doctor_real.py [--split test|dev|all] [-v] [--select ...]
+
+Prints the test part first when `all`. A case whose script is missing is listed and left out of both figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "benchmarks" / "corpora" / "doctor-real-1"
+LINES = 3
+
+
+def load(corpus: Path, split: str) -> list[dict[str, Any]]:
+    cases = []
+    for f in sorted(corpus.glob(f"labels-*-{split}.json")):
+        for case in json.loads(f.read_text()):
+            case["split"] = split
+            cases.append(case)
+    return cases
+
+
+def findings(path: Path, select: list[str] | None) -> tuple[list[tuple[int, str, str]], str | None]:
+    from infertune import doctor
+
+    try:
+        report = doctor.check([path], select=select)
+    except ValueError as e:  # a doctor that refuses unreadable input instead of reporting it
+        return [], str(e)
+    if report.errors:
+        return [], "; ".join(report.errors)
+    return [(f.line, f.rule, f.message) for f in report.findings], None
+
+
+def judge(case: dict[str, Any], found: list[tuple[int, str, str]]) -> dict[str, Any]:
+    problems = [dict(p, found=False) for p in case.get("problems", [])]
+    right, wrong = [], []
+    for line, rule, message in sorted(found):
+        near = [p for p in problems if not p["found"] and p["kind"] == rule and abs(p["line"] - line) <= LINES]
+        if near:
+            best = min(near, key=lambda p: abs(p["line"] - line))
+            best["found"] = True
+            right.append((line, rule))
+        else:
+            silent = any(s["kind"] == rule and abs(s["line"] - line) <= LINES for s in case.get("silent", []))
+            wrong.append((line, rule, message, silent))
+    return {"right": right, "wrong": wrong, "problems": problems}
+
+
+def report(
+    split: str, cases: list[dict[str, Any]], corpus: Path, select: list[str] | None, verbose: bool
+) -> dict[str, Any]:
+    rules_right, rules_wrong, kinds_all, kinds_found = Counter(), Counter(), Counter(), Counter()
+    missing, errors, n_cases = [], [], 0
+    for case in cases:
+        path = corpus / "scripts" / f"{case['id']}.py"
+        if not path.exists():
+            missing.append(case["id"])
+            continue
+        found, error = findings(path, select)
+        if error:
+            errors.append(f"{case['id']}: {error}")
+        n_cases += 1
+        j = judge(case, found)
+        for _, rule in j["right"]:
+            rules_right[rule] += 1
+        for _, rule, _, _ in j["wrong"]:
+            rules_wrong[rule] += 1
+        for p in j["problems"]:
+            kinds_all[p["kind"]] += 1
+            kinds_found[p["kind"]] += p["found"]
+        if verbose:
+            print(f"  {case['id']} {case['repo']}/{case['path']}")
+            for p in j["problems"]:
+                mark = "found " if p["found"] else "MISSED"
+                print(f"    {mark} {p['kind']:<22} line {p['line']:>4}  {p['what'][:80]}")
+            for line, rule, message, silent in j["wrong"]:
+                tag = "wrong (labelled silent)" if silent else "wrong"
+                print(f"    {tag:<6} {rule:<22} line {line:>4}  {message[:90]}")
+    n_find = sum(rules_right.values()) + sum(rules_wrong.values())
+    n_prob = sum(kinds_all.values())
+    precision = sum(rules_right.values()) / n_find if n_find else None
+    recall = sum(kinds_found.values()) / n_prob if n_prob else None
+    print(f"{split}: {n_cases} scripts, {n_find} findings, {n_prob} labelled problems")
+    if precision is not None:
+        print(f"  precision {precision:.0%} ({sum(rules_right.values())} of {n_find} findings right)")
+    if recall is not None:
+        print(f"  recall    {recall:.0%} ({sum(kinds_found.values())} of {n_prob} problems found)")
+    print("  by rule (findings right/wrong; problems found/labelled):")
+    for k in sorted(set(rules_right) | set(rules_wrong) | set(kinds_all)):
+        print(f"    {k:<28} {rules_right[k]:>3} / {rules_wrong[k]:<3}   {kinds_found[k]:>3} / {kinds_all[k]}")
+    for m in missing:
+        print(f"  missing script: {m} (recover it from its pointer)")
+    for e in errors:
+        print(f"  error: {e}")
+    return {"split": split, "scripts": n_cases, "precision": precision, "recall": recall}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--split", choices=["test", "dev", "all"], default="all")
+    ap.add_argument("--select", action="append", default=None, help="rules to run (default: the doctor's default)")
+    ap.add_argument("--corpus", type=Path, default=CORPUS)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    for split in ["test", "dev"] if args.split == "all" else [args.split]:
+        cases = load(args.corpus, split)
+        if not cases:
+            print(f"{split}: no labels-*-{split}.json in {CORPUS}", file=sys.stderr)
+            continue
+        report(split, cases, args.corpus, args.select, args.verbose)
+    print(f"({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
