@@ -1,0 +1,59 @@
+"""benchmarks/doctor_real.py judges the doctor against hand labels: a finding is right only next to a labelled problem
+of its rule, a problem takes one finding, and every other finding (a repeat included) is a false positive."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+BENCH = Path(__file__).parents[2] / "benchmarks" / "doctor_real.py"
+
+
+def bench():
+    spec = importlib.util.spec_from_file_location("doctor_real", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_judge_counts_a_repeat_as_wrong_and_a_far_finding_as_wrong():
+    case = {"problems": [{"line": 10, "kind": "IT001", "what": "fp32"}], "silent": [{"line": 40, "kind": "IT010"}]}
+    j = bench().judge(case, [(11, "IT001", "m"), (12, "IT001", "again"), (40, "IT010", "m"), (30, "IT001", "far")])
+    assert j["right"] == [(11, "IT001")]
+    assert sorted((line, rule, silent) for line, rule, _, silent in j["wrong"]) == [
+        (12, "IT001", False),
+        (30, "IT001", False),
+        (40, "IT010", True),
+    ]
+    assert [p["found"] for p in j["problems"]] == [True]
+
+
+def test_report_runs_the_real_doctor_on_a_labelled_script(tmp_path, capsys):
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "z01.py"
+    script.write_text(
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        'tok = AutoTokenizer.from_pretrained("x")\n'
+        'm = AutoModelForCausalLM.from_pretrained("x", dtype="auto", device_map="auto")\n'
+        'enc = tok("a long document", return_tensors="pt").to(m.device)\n'
+        "out = m.generate(**enc, max_length=256)\n"
+        "print(tok.decode(out[0][enc.input_ids.shape[1]:], skip_special_tokens=True))\n"
+    )
+    labels = [
+        {
+            "id": "z01",
+            "repo": "o/r",
+            "path": "a.py",
+            "commit": "0" * 40,
+            "problems": [
+                {"line": 5, "kind": "IT014", "what": "max_length counts the prompt"},
+                {"line": 2, "kind": "other:made-up", "what": "a problem no rule covers"},
+            ],
+            "silent": [],
+        },
+        {"id": "z02", "repo": "o/s", "path": "b.py", "commit": "0" * 40, "problems": [], "silent": []},
+    ]
+    (tmp_path / "labels-z-dev.json").write_text(json.dumps(labels))
+    b = bench()
+    out = b.report("dev", b.load(tmp_path, "dev"), tmp_path, None, verbose=False)
+    assert out["scripts"] == 1 and out["precision"] == 1.0 and out["recall"] == 0.5
+    assert "missing script: z02" in capsys.readouterr().out
