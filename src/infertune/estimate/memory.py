@@ -48,6 +48,11 @@ class EstimateSettings(BaseModel):
     max_cache_len: int | None = None  # static cache length; default input + output
     attn: str = "sdpa"
     prefill_chunk: int | None = None  # chunked prefill: queries per forward pass (continuous batching)
+    paged_kv: bool = Field(
+        False,
+        description="the KV cache is a pool of fixed blocks written in place (continuous batching, a serving "
+        "engine): no torch.cat growth, so none of a growing dynamic cache's copies or allocator fragmentation",
+    )
     input_len: int = 512
     max_new_tokens: int = 256
     batch: int = 1

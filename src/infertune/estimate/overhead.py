@@ -64,7 +64,8 @@ CACHE_GROWTH_RESERVE = 0.8
 
 def growth_reserve_bytes(kv_full: float, s: EstimateSettings) -> float:
     """Allocator reserve from a growing dynamic cache (in max_memory_reserved and nvidia-smi, not in allocated)."""
-    return CACHE_GROWTH_RESERVE * kv_full if s.kv_cache == "dynamic" and s.max_new_tokens > 1 else 0.0
+    grows = s.kv_cache == "dynamic" and not s.paged_kv and s.max_new_tokens > 1
+    return CACHE_GROWTH_RESERVE * kv_full if grows else 0.0
 
 
 def cuda_context_bytes(s: EstimateSettings) -> tuple[int, str]:
@@ -103,7 +104,7 @@ def quant_workspace_bytes(p: ModelProfile, s: EstimateSettings, dtype_bytes: int
 def cache_growth_bytes(kv_full: float, p: ModelProfile, s: EstimateSettings) -> float:
     """A dynamic cache grows by torch.cat per layer: the longer copy of one layer's keys (or values) exists
     beside the old one for a moment. A static cache is written in place."""
-    if s.kv_cache != "dynamic" or not p.num_layers:
+    if s.kv_cache != "dynamic" or s.paged_kv or not p.num_layers:
         return 0.0
     return kv_full / (2 * p.num_layers)
 

@@ -56,6 +56,7 @@ def settings_for(f: Facts, s: Setup, **update: Any) -> EstimateSettings:
         kv_cache=s.kv_cache,
         attn=attn,
         prefill_chunk=chunk,
+        paged_kv=s.batching == "continuous",  # transformers' continuous batching and the engines page the cache
         input_len=f.input_len,
         max_new_tokens=f.max_new_tokens,
         batch=batch,
