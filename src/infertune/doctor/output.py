@@ -45,12 +45,16 @@ def as_json(findings: list[Finding], files: int, errors: list[str]) -> str:
     )
 
 
-def _uri(path: str) -> str:
-    p = Path(path)
+SRCROOT = "%SRCROOT%"  # relative URIs resolve against this base, declared in the run's originalUriBaseIds
+
+
+def _location(path: str) -> dict[str, str]:
+    """A file under the working folder: a relative URI on %SRCROOT%; elsewhere an absolute file:// URI."""
+    p = Path(path).resolve()
     try:
-        return p.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        return {"uri": p.relative_to(Path.cwd().resolve()).as_posix(), "uriBaseId": SRCROOT}
     except ValueError:
-        return p.resolve().as_uri()
+        return {"uri": p.as_uri()}
 
 
 def sarif(findings: list[Finding], errors: list[str], version: str | None = None) -> dict:
@@ -81,7 +85,7 @@ def sarif(findings: list[Finding], errors: list[str], version: str | None = None
             result["locations"] = [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": _uri(f.path)},
+                        "artifactLocation": _location(f.path),
                         "region": {"startLine": f.line, "startColumn": f.col},
                     }
                 }
@@ -92,6 +96,7 @@ def sarif(findings: list[Finding], errors: list[str], version: str | None = None
     )
     run = {
         "tool": {"driver": driver},
+        "originalUriBaseIds": {SRCROOT: {"uri": Path.cwd().resolve().as_uri() + "/"}},
         "results": results,
         "invocations": [
             {
