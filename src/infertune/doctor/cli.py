@@ -71,9 +71,7 @@ def main(argv: list[str]) -> int | None:
     if args.fmt == "json":
         sys.stdout.write(output.as_json(report.findings, report.files, report.errors) + "\n")
     elif args.fmt == "sarif":
-        from infertune import __version__
-
-        sarif = output.sarif(report.findings, report.errors, __version__)
+        sarif = output.sarif(report.findings, report.errors, output.tool_version())
         sys.stdout.write(json.dumps(sarif, indent=2) + "\n")
     else:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
