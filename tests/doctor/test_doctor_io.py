@@ -112,3 +112,10 @@ def test_sarif_has_version_rules_and_resolvable_uris(tmp_path):
     far = json.loads(run(str(inside), "--format", "sarif", cwd=DATA).stdout)
     loc = far["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert loc == {"uri": inside.resolve().as_uri()}
+
+
+def test_env_alone_reads_no_file_and_is_not_refused():
+    from infertune.api.checkup import doctor as api_doctor
+
+    assert doctor.check([]).files == 0  # `doctor --env`: no paths is not "a folder with no Python file"
+    assert api_doctor(env=True).files == 0

@@ -77,7 +77,7 @@ def check(
     files, errors = python_files([Path(p) for p in paths])
     if errors:
         raise ValueError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-    if not files:
+    if paths and not files:  # no paths at all: `--env` alone, nothing to read
         raise ValueError(f"{' '.join(str(p) for p in paths)}: no Python files to check (doctor reads *.py files)")
     scripts = [parse(f, target_for(f, target or Target(), target_version)) for f in files]
     report = Report(files=len(scripts))
