@@ -166,8 +166,8 @@ def _sections(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], Any]:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, yaml.YAMLError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise UserError(f"workload file {path} is not valid {path.suffix.lstrip('.') or 'YAML'}: {reason}") from None
-    if data is None:
-        data = {}
+    if data is None or data == {}:  # an empty file would run on defaults: not what its author meant
+        raise UserError(f"workload file {path} is empty: give at least one field (model: gpt2, input_len: 512, ...)")
     if not isinstance(data, dict):
         raise UserError(f"workload file {path} must hold a mapping of fields, got {type(data).__name__}")
     config = data.pop("config", None)

@@ -67,20 +67,21 @@ def check(
     ignore: list[str] | None = None,
     target_version: str | None = None,
 ) -> Report:
-    """Every rule (or those selected) over every file. Raises ValueError on an unknown rule."""
+    """Every rule (or those selected) over every file. Raises ValueError (one line) on an unknown rule, a bad
+    --target-version, or any bad input (a missing path, a file that is not UTF-8 or not Python, a folder with no
+    Python file): every file is read and parsed before any rule runs, so bad input refuses the whole run."""
     rules = select_rules(select, ignore)
     pinned.cache_clear()  # one look per folder and run: pins may change between runs in one process
     if target_version and parse_version(target_version.lstrip("<>=!~^ ")) is None:
         raise ValueError(f"--target-version: not a version: {target_version!r} (e.g. 4.46, 5, '>=4.40,<5')")
     files, errors = python_files([Path(p) for p in paths])
-    report = Report(errors=errors)
-    for f in files:
-        try:
-            script = parse(f, target_for(f, target or Target(), target_version))
-        except ValueError as e:
-            report.errors.append(str(e))
-            continue
-        report.files += 1
+    if errors:
+        raise ValueError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    if paths and not files:  # no paths at all: `--env` alone, nothing to read
+        raise ValueError(f"{' '.join(str(p) for p in paths)}: no Python files to check (doctor reads *.py files)")
+    scripts = [parse(f, target_for(f, target or Target(), target_version)) for f in files]
+    report = Report(files=len(scripts))
+    for script in scripts:
         model = settings(script).get("model")
         script.generation_defaults = generation_defaults(model if isinstance(model, str) else None)
         report.findings += check_script(script, rules, report.errors)

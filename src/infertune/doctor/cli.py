@@ -23,7 +23,7 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="infertune doctor",
         description="Find the classic inference mistakes in your scripts, "
-        "statically (never runs them). Exit 1 on findings, 2 on unreadable input.",
+        "statically (never runs them). Exit 1 on findings, 2 on bad input (nothing is checked then).",
     )
     p.add_argument("paths", nargs="*", type=Path, help="Python files or folders to check")
     p.add_argument("--format", dest="fmt", choices=FORMATS, default="text", help="text, json or sarif")
@@ -71,7 +71,8 @@ def main(argv: list[str]) -> int | None:
     if args.fmt == "json":
         sys.stdout.write(output.as_json(report.findings, report.files, report.errors) + "\n")
     elif args.fmt == "sarif":
-        sys.stdout.write(json.dumps(output.sarif(report.findings, report.errors), indent=2) + "\n")
+        sarif = output.sarif(report.findings, report.errors, output.tool_version())
+        sys.stdout.write(json.dumps(sarif, indent=2) + "\n")
     else:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         sys.stdout.write(output.text(report.findings, color))

@@ -45,12 +45,26 @@ def as_json(findings: list[Finding], files: int, errors: list[str]) -> str:
     )
 
 
-def _uri(path: str) -> str:
-    p = Path(path)
+SRCROOT = "%SRCROOT%"  # relative URIs resolve against this base, declared in the run's originalUriBaseIds
+
+
+def _location(path: str) -> dict[str, str]:
+    """A file under the working folder: a relative URI on %SRCROOT%; elsewhere an absolute file:// URI."""
+    p = Path(path).resolve()
     try:
-        return p.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        return {"uri": p.relative_to(Path.cwd().resolve()).as_posix(), "uriBaseId": SRCROOT}
     except ValueError:
-        return p.resolve().as_uri()
+        return {"uri": p.as_uri()}
+
+
+def tool_version() -> str:
+    """infertune's own version (as `infertune.__version__`, without importing the package's verbs)."""
+    from importlib.metadata import PackageNotFoundError, version  # lazily: only SARIF needs it
+
+    try:
+        return version("infertune")
+    except PackageNotFoundError:  # a source tree that was not installed
+        return "0.0.0+unknown"
 
 
 def sarif(findings: list[Finding], errors: list[str], version: str | None = None) -> dict:
@@ -81,7 +95,7 @@ def sarif(findings: list[Finding], errors: list[str], version: str | None = None
             result["locations"] = [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": _uri(f.path)},
+                        "artifactLocation": _location(f.path),
                         "region": {"startLine": f.line, "startColumn": f.col},
                     }
                 }
@@ -92,6 +106,7 @@ def sarif(findings: list[Finding], errors: list[str], version: str | None = None
     )
     run = {
         "tool": {"driver": driver},
+        "originalUriBaseIds": {SRCROOT: {"uri": Path.cwd().resolve().as_uri() + "/"}},
         "results": results,
         "invocations": [
             {
@@ -107,4 +122,4 @@ def rule_table() -> str:
     return "".join(f"{r.id} {r.name}: {r.summary}\n" for r in RULES)
 
 
-__all__ = ["BY_KEY", "as_json", "rule_table", "sarif", "summary", "text"]
+__all__ = ["BY_KEY", "as_json", "rule_table", "sarif", "summary", "text", "tool_version"]
