@@ -130,3 +130,11 @@ def test_the_advisors_recommendations_are_its_candidates_rendered(llama8b, gpu, 
         assert len(same) == 1 and same[0].expected == r.expected and same[0].quality_risk == r.quality_risk
     # the ranked ones lead the tuner's list, in the advisor's order
     assert [c.setup for c in built[: len(advice.recommendations)]] == [r.setup for r in advice.recommendations]
+
+
+def test_the_baseline_is_piloted_once_for_the_runs_noise_floor(tuned):
+    """The baseline runs twice; the spread of the two (0 on this fake backend) is kept with the baseline step,
+    and every step says how many pairs it ran and why it stopped."""
+    _, _, steps, _ = tuned
+    assert steps[0].noise_floor == 0.0
+    assert all(s.stopped and f"{len(s.pairs)} pair" in s.stopped for s in steps[1:] if s.pairs)

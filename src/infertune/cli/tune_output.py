@@ -35,6 +35,8 @@ def _step_line(s: Step, objective: str) -> str:
     return (
         f"step {s.index} ({s.technique or 'baseline'}): "
         f"{verdict if s.trial.status == 'ok' else s.trial.status}{shown}: {s.reason}"
+        + (f" ({s.stopped})" if s.stopped else "")
+        + (f" (noise floor ±{s.noise_floor:.1%}, from a pilot repeat)" if s.noise_floor is not None else "")
     )
 
 

@@ -99,6 +99,12 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
     if not steps:
         t = trial(0, spec.start, role="baseline")
         ok = t.status == "ok"
+        floor = None
+        if ok:  # the pilot: the baseline once more, its repeat-to-repeat spread is the run's noise floor
+            again = trial(0, spec.start, role="baseline", repeat=2, scored=False)
+            first, second = objective_value(spec.objective, t), objective_value(spec.objective, again)
+            if first and second is not None:
+                floor = abs(second / first - 1)
         base = Step(
             index=0,
             technique=None,
@@ -110,8 +116,9 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
             objective=objective_value(spec.objective, t),
             accepted=ok,
             reason="baseline" if ok else f"baseline failed ({t.status}): {t.error}",
-            machine=t.machine,
-            duration_s=t.duration_s,
+            machine=t.machine if floor is None else combine([t.machine, again.machine]),
+            duration_s=t.duration_s if floor is None else (t.duration_s or 0) + (again.duration_s or 0),
+            noise_floor=floor,
         )
         run.append(base)
         steps.append(base)
@@ -132,7 +139,7 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
             break
         move = pool[0]
         tried.add(move.technique)
-        step = _step(spec, len(steps), move, best, baseline, run, trial)
+        step = _step(spec, len(steps), move, best, baseline, run, trial, floor=baseline.noise_floor)
         run.append(step)
         steps.append(step)
         emit({"event": "step", "step": step})
@@ -143,6 +150,19 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
         steps = [checked if s.index == checked.index else s for s in steps]
         emit({"event": "step", "step": checked})
     return steps
+
+
+# Sequential stopping: a candidate whose every pair so far loses by more than LOSER_FLOORS times the run's
+# noise floor (the baseline pilot), and by at least LOSER_MIN, is rejected at once, from the first pair on;
+# everything else runs min_pairs and, while unclear, up to max_pairs (docs/tuning.md, "When a step stops").
+LOSER_FLOORS = 3.0
+LOSER_MIN = 0.20
+FLOOR_MIN = 0.02  # a pilot of two equal numbers does not make a noise-free machine
+
+
+def loser_threshold(floor: float | None) -> float | None:
+    """The loss on the objective beyond which one pair rejects a candidate (None: no pilot, no early stop)."""
+    return None if floor is None else max(LOSER_FLOORS * max(floor, FLOOR_MIN), LOSER_MIN)
 
 
 CONFIRM_MARGIN = 0.10  # a kept change whose band's near edge gains less than this is re-checked at the end
@@ -165,7 +185,7 @@ def _confirm(spec: TuneSpec, steps: list[Step], trial: Callable[..., TrialResult
     ):
         return None
     before = accepted[-2]
-    new, trials, _ = _interleave(
+    new, trials, _, _ = _interleave(
         spec, trial, best.index, best.setup, before.setup, prior=best.pairs, candidate_first=False
     )
     if len(new) < 2:
@@ -206,12 +226,14 @@ def _interleave(
     prior: Sequence[Pair] = (),
     candidate_first: bool = True,
     gate: Callable[[TrialResult, bool], str | None] | None = None,
-) -> tuple[list[Pair], list[TrialResult], str | None]:
+    loser: float | None = None,
+) -> tuple[list[Pair], list[TrialResult], str | None, str]:
     """Interleaved pairs of the candidate and the incumbent, the order alternating from `candidate_first`, until
     the objective's difference over `prior` and the new pairs is clear of its noise (from min_pairs new ones)
     or max_pairs are spent. A pair with a failed trial is lost, its budget spent. `gate` sees each candidate
     trial (and whether it is the first, the one scored for quality) and may refuse the candidate at once: then
-    (the pairs so far, every trial, why)."""
+    (the pairs so far, every trial, why). With `loser` (a loss threshold), pairs that all lose by more than it
+    stop at once. Last: why the pairs stopped."""
     pairs: list[Pair] = []
     trials: list[TrialResult] = []
     for k in range(spec.max_pairs):
@@ -227,13 +249,23 @@ def _interleave(
             trials.append(t)
             runs[role] = t
             if gate is not None and role == "candidate" and (refused := gate(t, k == 0)):
-                return pairs, trials, refused
+                return pairs, trials, refused, f"refused after {len(pairs) + 1} pair(s)"
         if any(t.status != "ok" for t in runs.values()):
             continue
         pairs.append(_pair(spec, runs["incumbent"], runs["candidate"]))
+        if loser is not None and not prior and all(_loss(spec, p) > loser and not p.busy for p in pairs):
+            return pairs, trials, None, f"stopped after {len(pairs)} pair(s): a clear loser (each lost > {loser:.0%})"
         if len(pairs) >= spec.min_pairs and decide(spec.objective, [*prior, *pairs]).verdict != "inconclusive":
-            break
-    return pairs, trials, None
+            return pairs, trials, None, f"stopped after {len(pairs)} pairs: the verdict is clear"
+    return pairs, trials, None, f"{len(pairs)} pairs: the budget of {spec.max_pairs} spent on a close call"
+
+
+def _loss(spec: TuneSpec, p: Pair) -> float:
+    """How much worse the candidate is than the incumbent in one pair (negative: better)."""
+    if p.incumbent <= 0:
+        return 0.0
+    r = p.candidate / p.incumbent - 1
+    return -r if spec.objective == "throughput" else r
 
 
 def _pair(spec: TuneSpec, inc: TrialResult, cand: TrialResult) -> Pair:
@@ -252,7 +284,14 @@ def _pair(spec: TuneSpec, inc: TrialResult, cand: TrialResult) -> Pair:
 
 
 def _step(
-    spec: TuneSpec, index: int, move: Candidate, best: Step, baseline: Step, run: Run, trial: Callable[..., TrialResult]
+    spec: TuneSpec,
+    index: int,
+    move: Candidate,
+    best: Step,
+    baseline: Step,
+    run: Run,
+    trial: Callable[..., TrialResult],
+    floor: float | None = None,
 ) -> Step:
     """One candidate against the incumbent in interleaved pairs (candidate first in odd pairs, incumbent
     first in even ones), until the objective's difference is clear of its noise or max_pairs are spent.
@@ -273,7 +312,8 @@ def _step(
         return "constraint: " + "; ".join(broken) if broken else None
 
     # refused: why it was rejected other than on the objective (a failed candidate trial, quality, a constraint)
-    pairs, trials, refused = _interleave(spec, trial, index, move.setup, best.setup, gate=gate)
+    loser = loser_threshold(floor)
+    pairs, trials, refused, stopped = _interleave(spec, trial, index, move.setup, best.setup, gate=gate, loser=loser)
     first = trials[0]  # the candidate's first, quality-checked trial (pair 1 runs the candidate first)
     common: dict[str, Any] = {
         "index": index,
@@ -286,7 +326,21 @@ def _step(
         "pairs": pairs,
         "machine": combine([t.machine for t in trials]),
         "duration_s": sum(t.duration_s or 0 for t in trials),
+        "stopped": stopped,
     }
+    if len(pairs) == 1 and refused is None and stopped.startswith("stopped after 1 pair(s): a clear loser"):
+        delta = pairs[0].candidate / pairs[0].incumbent - 1
+        return Step(
+            **common,
+            objective=pairs[0].candidate,
+            accepted=False,
+            verdict="rejected",
+            delta=delta,
+            noise=floor,
+            reason=f"{spec.objective} {delta:+.1%} in 1 interleaved pair, a loss beyond {loser:.0%} "
+            f"({LOSER_FLOORS:g}x the run's noise floor ±{floor or 0:.1%}, at least {LOSER_MIN:.0%}): "
+            "rejected as a clear loser after one pair",
+        )
     if refused is not None:
         return Step(
             **common,

@@ -77,6 +77,8 @@ class Step(BaseModel):
     machine: MachineLoad | None = None  # how busy the machine was over this step's trials
     duration_s: float | None = None  # all of this step's trials
     confirm_pairs: int = 0  # how many of `pairs` the end-of-run re-check added (the verdict is on all of them)
+    noise_floor: float | None = None  # the baseline's pilot: |repeat / first - 1| of the objective (measured)
+    stopped: str | None = None  # why the step's pairs stopped where they did
 
 
 class ServeStep(BaseModel):
