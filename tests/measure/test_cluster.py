@@ -37,8 +37,9 @@ def test_trial_runs_on_the_device_it_asked_for(local_ray):
     from infertune.measure.results import TrialResult
 
     def fake(config, workload, model_path, **kw):
-        return TrialResult(status="ok", config=config, workload=workload, model_path=str(model_path),
-                           environment={"pid": os.getpid()})
+        return TrialResult(
+            status="ok", config=config, workload=workload, model_path=str(model_path), environment={"pid": os.getpid()}
+        )
 
     ex = RayExecutor(trial_fn=fake)
     results = [ex(*_args(), device=d) for d in ("dev0", "dev1", "dev0")]

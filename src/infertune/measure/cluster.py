@@ -96,13 +96,17 @@ class RayExecutor:
                 ref = self.submit(*args, device=device, **kwargs)
             try:
                 result = self.ray.get(ref)
-                if reasons:  # what the retry replaced: the report says the trial was lost once
-                    result.environment = {**(result.environment or {}), "lost": reasons}
-                return result
+            except KeyboardInterrupt:  # Ctrl-C: nothing of ours is left running on the cluster
+                self.cancel()
+                raise
             except lost as err:
                 reasons.append(f"{type(err).__name__}: {str(err).splitlines()[0][:200]}")
+                continue
             finally:
                 self.pending = [r for r in self.pending if r is not ref]
+            if reasons:  # what the retry replaced: the report says the trial was lost once
+                result.environment = {**(result.environment or {}), "lost": reasons}
+            return result
         config = args[0] if args else kwargs["config"]
         workload = args[1] if len(args) > 1 else kwargs["workload"]
         model_path = args[2] if len(args) > 2 else kwargs["model_path"]
@@ -125,3 +129,8 @@ class RayExecutor:
         for ref in self.pending:
             self.ray.cancel(ref, force=True)
         self.pending = []
+
+
+def executor_for(cluster: str | None) -> TrialFn:
+    """What runs the trials: this machine (`None`) or a Ray cluster (`ray`, `ray=ADDRESS`); bad input refused."""
+    return run_trial if cluster is None else RayExecutor(parse_cluster(cluster))

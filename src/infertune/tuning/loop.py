@@ -79,7 +79,7 @@ def tune(
     run: Run,
     facts: Facts,
     on_event: Callable[[dict[str, Any]], None] | None = None,
-    executor: Callable[..., TrialResult] = run_trial,
+    executor: Callable[..., TrialResult] | None = None,
 ) -> list[Step]:
     """Run (or continue) the loop until no candidate is left or the trial/time budget is spent.
 
@@ -92,7 +92,7 @@ def tune(
 
     def trial(index: int, setup: Setup, role: str = "candidate", repeat: int = 1, scored: bool = True) -> TrialResult:
         emit({"event": "trial", "index": index, "setup": setup, "role": role, "repeat": repeat})
-        return executor(
+        return (executor or run_trial)(
             config_for(setup, facts.accelerator.bf16),
             spec.workload,
             spec.model_path,
