@@ -89,3 +89,42 @@ def test_without_ray_the_flag_is_refused_in_one_line(monkeypatch):
 
     with pytest.raises(UserError, match=r"pip install 'infertune\[cluster\]'"):
         require_ray()
+
+
+def test_a_tune_through_ray_gives_the_local_verdicts_and_says_where_each_trial_ran(local_ray, tiny_model, tmp_path):
+    """The real loop and the real isolated trial child, on the tiny model, once locally and once through Ray."""
+    from infertune.api import host_facts
+    from infertune.probe.model import profile_model
+    from infertune.techniques import Setup
+    from infertune.tuning.loop import tune
+    from infertune.tuning.run import Run, TuneSpec
+
+    wl = Workload(model=str(tiny_model), prompts=["Once upon a time"], max_new_tokens=4, warmup=0)
+    spec = TuneSpec(
+        model=str(tiny_model),
+        model_path=str(tiny_model),
+        workload=wl,
+        objective="memory",
+        start=Setup(dtype="float32", attn="eager"),
+        max_trials=2,
+        trial_timeout_s=300,
+        min_pairs=2,
+        max_pairs=2,
+    )
+    facts = host_facts(spec, profile_model(str(tiny_model)))
+    local = tune(Run.create(tmp_path / "local", spec), facts)
+    on_ray = tune(Run.create(tmp_path / "ray", spec), facts, executor=RayExecutor())
+    assert [s.technique for s in on_ray] == [s.technique for s in local]  # the same steps, in the same order
+    assert all(s.trial.status == "ok" for s in on_ray)
+    node = ray.get_runtime_context().get_node_id()
+    assert all(s.trial.environment["placement"]["node"] == node for s in on_ray)
+    saved = (tmp_path / "ray" / "results.jsonl").read_text()
+    assert '"placement"' in saved  # the run directory says where each trial ran
+
+
+def test_cli_refuses_a_bad_cluster_in_one_line(tmp_path):
+    from tests.cli.test_bad_input import invoke
+
+    how, code, err = invoke("tune", "--model", "x", "--cluster", "dask", cwd=tmp_path)
+    assert (how, code) == ("exit", 2)
+    assert err.strip().count("\n") == 0 and "--cluster must be 'ray' or 'ray=ADDRESS'" in err
