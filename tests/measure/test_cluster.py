@@ -1,0 +1,130 @@
+"""Trials on a real local Ray instance (2 CPUs, two custom "device" resources): placement, retry, refusal."""
+
+import os
+
+import pytest
+
+from infertune.core.config import InferenceConfig
+from infertune.core.errors import UserError
+from infertune.core.workload import Workload
+from infertune.measure.cluster import parse_cluster
+
+ray = pytest.importorskip("ray")
+
+from infertune.measure.cluster import RayExecutor  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, resources={"dev0": 1, "dev1": 1}, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _args():
+    return (InferenceConfig(), Workload(model="m", prompts=["hi"], max_new_tokens=2, warmup=0), "m")
+
+
+def test_parse_cluster():
+    assert parse_cluster("ray") is None
+    assert parse_cluster("ray=10.0.0.1:6379") == "10.0.0.1:6379"
+    for bad in ("dask", "ray=", "rays"):
+        with pytest.raises(UserError, match="--cluster"):
+            parse_cluster(bad)
+
+
+def test_trial_runs_on_the_device_it_asked_for(local_ray):
+    from infertune.measure.results import TrialResult
+
+    def fake(config, workload, model_path, **kw):
+        return TrialResult(
+            status="ok", config=config, workload=workload, model_path=str(model_path), environment={"pid": os.getpid()}
+        )
+
+    ex = RayExecutor(trial_fn=fake)
+    results = [ex(*_args(), device=d) for d in ("dev0", "dev1", "dev0")]
+    assert [r.status for r in results] == ["ok"] * 3
+    placed = [r.environment["placement"] for r in results]
+    assert [p["device"] for p in placed] == ["dev0", "dev1", "dev0"]
+    assert all(p["node"] == ray.get_runtime_context().get_node_id() for p in placed)
+    assert all(r.environment["pid"] != os.getpid() for r in results)  # ran in a Ray worker, not here
+    assert ex.pending == []
+
+
+def test_a_killed_worker_is_a_failed_then_retried_trial(local_ray, tmp_path):
+    from infertune.measure.results import TrialResult
+
+    marker = str(tmp_path / "died-once")
+
+    def dies_once(config, workload, model_path, **kw):
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)  # the worker process dies mid-trial, as on a lost node
+        return TrialResult(status="ok", config=config, workload=workload, model_path=str(model_path))
+
+    r = RayExecutor(trial_fn=dies_once)(*_args(), device="dev1")
+    assert r.status == "ok"
+    assert len(r.environment["lost"]) == 1 and "WorkerCrashedError" in r.environment["lost"][0]
+    assert r.environment["placement"]["device"] == "dev1"
+
+    def always_dies(config, workload, model_path, **kw):
+        os._exit(1)
+
+    r = RayExecutor(trial_fn=always_dies)(*_args())
+    assert r.status == "error" and r.error.startswith("lost on the cluster 2 times")
+
+
+def test_without_ray_the_flag_is_refused_in_one_line(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_ray(name, *a, **kw):
+        if name == "ray":
+            raise ImportError("no ray")
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    from infertune.measure.cluster import require_ray
+
+    with pytest.raises(UserError, match=r"pip install 'infertune\[cluster\]'"):
+        require_ray()
+
+
+def test_a_tune_through_ray_gives_the_local_verdicts_and_says_where_each_trial_ran(local_ray, tiny_model, tmp_path):
+    """The real loop and the real isolated trial child, on the tiny model, once locally and once through Ray."""
+    from infertune.api import host_facts
+    from infertune.probe.model import profile_model
+    from infertune.techniques import Setup
+    from infertune.tuning.loop import tune
+    from infertune.tuning.run import Run, TuneSpec
+
+    wl = Workload(model=str(tiny_model), prompts=["Once upon a time"], max_new_tokens=4, warmup=0)
+    spec = TuneSpec(
+        model=str(tiny_model),
+        model_path=str(tiny_model),
+        workload=wl,
+        objective="memory",
+        start=Setup(dtype="float32", attn="eager"),
+        max_trials=2,
+        trial_timeout_s=300,
+        min_pairs=2,
+        max_pairs=2,
+    )
+    facts = host_facts(spec, profile_model(str(tiny_model)))
+    local = tune(Run.create(tmp_path / "local", spec), facts)
+    on_ray = tune(Run.create(tmp_path / "ray", spec), facts, executor=RayExecutor())
+    assert [s.technique for s in on_ray] == [s.technique for s in local]  # the same steps, in the same order
+    assert all(s.trial.status == "ok" for s in on_ray)
+    node = ray.get_runtime_context().get_node_id()
+    assert all(s.trial.environment["placement"]["node"] == node for s in on_ray)
+    saved = (tmp_path / "ray" / "results.jsonl").read_text()
+    assert '"placement"' in saved  # the run directory says where each trial ran
+
+
+def test_cli_refuses_a_bad_cluster_in_one_line(tmp_path):
+    from tests.cli.test_bad_input import invoke
+
+    how, code, err = invoke("tune", "--model", "x", "--cluster", "dask", cwd=tmp_path)
+    assert (how, code) == ("exit", 2)
+    assert err.strip().count("\n") == 0 and "--cluster must be 'ray' or 'ray=ADDRESS'" in err
