@@ -22,27 +22,20 @@ from pathlib import Path
 import tomllib
 
 sys.path.insert(0, str(Path(__file__).parent))
+from infertune.estimate.bands import kind_of
 from published_gpu import predicted
 
 HERE = Path(__file__).parent
 CORPUS = HERE / "corpora" / "published-gpu-2" / "rows.csv"
 OLD = HERE / "published_gpu.csv"
 OUT = HERE.parent / "src" / "infertune" / "data" / "speed_bands.toml"
-LONG = 16384
 
 
 def kind(row: dict) -> str:
-    """device class / phase / regime: a handful of kinds with enough rows each."""
+    """device class / phase / regime, as the estimate classifies a workload (estimate/bands.py)."""
     phase = "ttft" if row["metric"] == "ttft_s" else "decode"
-    if "moe" in row["model"].lower():
-        regime = "moe"
-    elif row["quantization"] != "none":
-        regime = "quantized"
-    elif phase == "decode" and int(row["input_len"]) >= LONG:  # prefill at long prompts holds: one kind
-        regime = "long"
-    else:
-        regime = "dense"
-    return f"gpu/{phase}/{regime}"
+    moe = "moe" in row["model"].lower()
+    return kind_of("cuda", phase, row["quantization"] != "none", moe, int(row["input_len"]))
 
 
 def multipliers(rows: list[dict]) -> list[tuple[str, float]]:
