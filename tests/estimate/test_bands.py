@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import tomllib
 from importlib import resources
+
+import tomllib
 
 from infertune.estimate import bands, estimate
 from infertune.estimate.accelerators import find_accelerator
