@@ -464,3 +464,12 @@ def test_help_at_80_columns_shows_every_option_name_whole():
             for opt in param.opts + param.secondary_opts:
                 if opt.startswith("--"):
                     assert opt in r.stdout, (name, opt)
+
+
+def test_estimate_text_prints_each_expected_figures_band(tiny_model):
+    r = run("estimate", "--model", str(tiny_model), "--gpu", "A100 80GB", "--input-len", "512")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "published rows of this kind (gpu/decode/dense)" in text and "(gpu/ttft/dense)" in text
+    d = json.loads(run("estimate", "--model", str(tiny_model), "--gpu", "A100 80GB", "--format", "json").stdout)
+    assert d["speed"]["band_tpot"]["kind"] == "gpu/decode/dense" and d["speed"]["band_tpot"]["rows"] > 0
