@@ -25,6 +25,7 @@ def test_an_observed_10x_tpot_is_a_major_speed_finding_first(llama8b):
     f = facts(llama8b, "A100 80GB")
     base = advise(f, Setup(dtype="bfloat16"))
     expected = base.diagnosis.evidence["expected_tpot_s"]
+    assert "rows of this kind (gpu/decode/dense)" in str(base.diagnosis.evidence["expected_tpot_band"])
     f.observed = Observed(tpot_s=10 * expected, peak_bytes=2 * base.diagnosis.evidence["peak_bytes"])
     a = advise(f, Setup(dtype="bfloat16"))
     assert a.diagnosis.evidence["observed_vs_expected_peak"] == pytest.approx(2)

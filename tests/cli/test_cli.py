@@ -86,6 +86,7 @@ def test_measure_json_and_output_file(tiny_model, tmp_path):
     assert est["tpot_fraction_of_roofline"] > 0 and est["predicted_peak_memory_bytes"] > 0
     assert est["expected_tpot_s"] > 0 and est["expected_ttft_s"] > 0
     assert est["tpot_expected_over_measured"] == pytest.approx(est["expected_tpot_s"] / m["tpot_s"])
+    assert est["expected_tpot_band"].startswith("no validation rows")  # no CPU kind has validation rows yet
 
 
 def test_measure_table_and_timeout_is_exit_0(tiny_model):
@@ -463,3 +464,12 @@ def test_help_at_80_columns_shows_every_option_name_whole():
             for opt in param.opts + param.secondary_opts:
                 if opt.startswith("--"):
                     assert opt in r.stdout, (name, opt)
+
+
+def test_estimate_text_prints_each_expected_figures_band(tiny_model):
+    r = run("estimate", "--model", str(tiny_model), "--gpu", "A100 80GB", "--input-len", "512")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "published rows of this kind (gpu/decode/dense)" in text and "(gpu/ttft/dense)" in text
+    d = json.loads(run("estimate", "--model", str(tiny_model), "--gpu", "A100 80GB", "--format", "json").stdout)
+    assert d["speed"]["band_tpot"]["kind"] == "gpu/decode/dense" and d["speed"]["band_tpot"]["rows"] > 0

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from infertune.advisor.observed import Finding, GiB, Severity, host_ram_finding, observed_findings
 from infertune.estimate import Estimate
+from infertune.estimate.bands import describe
 from infertune.measure.results import TrialResult
 from infertune.techniques.base import Category, Facts, Setup
 
@@ -268,6 +269,8 @@ def diagnose(
         "max_input_len": e.max_input_len,
         "expected_ttft_s": e.speed.expected.ttft_s if e.speed.expected else None,
         "expected_tpot_s": e.speed.expected.tpot_s if e.speed.expected else None,
+        "expected_ttft_band": describe(e.speed.band_ttft, e.speed.kind_ttft) if e.speed.expected else None,
+        "expected_tpot_band": describe(e.speed.band_tpot, e.speed.kind_tpot) if e.speed.expected else None,
         "max_concurrency": e.max_concurrency,
         **times,
         **extra,

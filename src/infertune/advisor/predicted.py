@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from infertune.estimate import estimate, tp_rank_bytes
 from infertune.estimate.accelerators import Accelerator, from_detected_gpu, probe_cpu
+from infertune.estimate.bands import describe
 from infertune.estimate.memory import EstimateSettings, resolve_dtype
 from infertune.estimate.placement import parse_max_memory
 from infertune.measure.results import TrialResult, device_of
@@ -34,6 +35,8 @@ class EstimateVsMeasured(BaseModel):
     tpot_expected_over_measured: float | None = None  # 1.0: the estimate was exact; > 1: the run was faster
     ttft_expected_over_measured: float | None = None
     expected_basis: str | None = None  # calibrated on this host, or datasheet x published factors
+    expected_ttft_band: str | None = None  # the band its validation measured for this kind (estimate/bands.py)
+    expected_tpot_band: str | None = None
     # CUDA: the other two memory conventions, predicted beside measured (allocated is the pair above)
     predicted_reserved_bytes: int | None = None  # + allocator reserve: torch.cuda.max_memory_reserved
     measured_reserved_bytes: int | None = None
@@ -118,6 +121,8 @@ def compare(result: TrialResult, accelerator: Accelerator | None = None) -> Esti
         tpot_expected_over_measured=x.tpot_s / m.tpot_s if x and m.tpot_s else None,
         ttft_expected_over_measured=x.ttft_s / m.ttft_s if x and m.ttft_s else None,
         expected_basis=x.basis if x else None,
+        expected_ttft_band=describe(e.speed.band_ttft, e.speed.kind_ttft) if x else None,
+        expected_tpot_band=describe(e.speed.band_tpot, e.speed.kind_tpot) if x else None,
         predicted_reserved_bytes=predicted + e.memory.allocator_reserve_bytes if on_cuda else None,
         measured_reserved_bytes=m.peak_memory_reserved_bytes if on_cuda else None,
         predicted_device_bytes=predicted + e.memory.allocator_reserve_bytes + e.memory.cuda_context_bytes

@@ -172,6 +172,8 @@ def print_trial(r: TrialResult, comparison: EstimateVsMeasured | None = None) ->
                 ms(c.roofline_tpot_s),
             )
             out.print(x)
+            if c.expected_tpot_band:
+                out.print(f"expected TTFT: {c.expected_ttft_band}; expected time per token: {c.expected_tpot_band}")
         if c.predicted_layers is not None and c.measured_layers is not None:
             out.print(
                 f"[dim]decoder layers per device:[/dim] estimate {_pairs(c.predicted_layers)}; "

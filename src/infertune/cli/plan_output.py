@@ -13,6 +13,7 @@ from rich.text import Text
 
 from infertune.cli.output import gib, mib, ms, out
 from infertune.core import human
+from infertune.estimate.bands import describe
 
 if TYPE_CHECKING:
     from infertune.advisor.advise import Advice
@@ -142,6 +143,9 @@ def print_estimate(e: Estimate) -> None:
     out.print(st)
     if sp.expected:
         out.print(f"expected: {sp.expected.basis}")
+        x = sp.expected
+        out.print(f"expected TTFT {ms(x.ttft_s)}: {describe(sp.band_ttft, sp.kind_ttft)}")
+        out.print(f"expected {ms(x.tpot_s)}/token: {describe(sp.band_tpot, sp.kind_tpot)}")
 
 
 def print_sweep(results: Sequence[Estimate]) -> None:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
 from infertune.estimate.accelerators import Accelerator
+from infertune.estimate.bands import band, kind_of
 from infertune.estimate.expected import expected_speed
 from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
 from infertune.estimate.placement import Placement, place
@@ -157,6 +158,10 @@ def estimate(
     speed = estimate_speed(p, mem, s, acc, host, disk)
     extra = host / HOST_LINK_Bps + disk / DISK_OFFLOAD_Bps + allreduce_s(p, s, acc, s.batch * s.concurrency)
     speed.expected = expected_speed(p, mem, s, acc, acc.calibration, extra)
+    moe, quantized = bool(p.expert_params), s.quantization.method not in ("none", "auto")
+    speed.kind_ttft = kind_of(s.platform, "ttft", quantized, moe, s.input_len)
+    speed.kind_tpot = kind_of(s.platform, "decode", quantized, moe, s.input_len)
+    speed.band_ttft, speed.band_tpot = band(speed.kind_ttft), band(speed.kind_tpot)
     cap = _capacity(acc, s)
     fit_details = [
         Fit(device=dev, capacity_bytes=cap, needed_bytes=need, fits=need <= cap, headroom_bytes=cap - need)

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from infertune.estimate.accelerators import Accelerator
+from infertune.estimate.bands import Band
 from infertune.estimate.expected import ExpectedSpeed
 from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, mlp_share
 from infertune.probe.model import ModelProfile
@@ -87,6 +88,14 @@ class SpeedEstimate(BaseModel):
         description="what a run is expected to measure: the roofline plus fixed per-step costs and kernel "
         "efficiencies (estimate/expected.py)",
     )
+    kind_ttft: str = Field("", description="the kind of row expected.ttft_s belongs to (estimate/bands.py)")
+    kind_tpot: str = Field("", description="the kind of row expected.tpot_s belongs to")
+    band_ttft: Band | None = Field(
+        None,
+        description="measured/expected time its validation measured for this kind (10th-90th pct.); None: "
+        "no validation rows of this kind",
+    )
+    band_tpot: Band | None = Field(None, description="as band_ttft, for expected.tpot_s")
 
 
 def _flops_rate(s: EstimateSettings, acc: Accelerator) -> float:
