@@ -24,13 +24,9 @@ def run(*args, cwd=None):
 
 
 def sarif_schema() -> dict:
-    """The offline SARIF 2.1.0 subset, plus the two standard properties it does not list yet: a run's
-    originalUriBaseIds (a map of artifactLocation) and an artifactLocation's uriBaseId (SARIF 2.1.0 3.4.4, 3.14.14)."""
-    schema = json.loads((DATA / "sarif-2.1.0-subset.schema.json").read_text())
-    loc = schema["definitions"]["physicalLocation"]["properties"]["artifactLocation"]
-    loc["properties"]["uriBaseId"] = {"type": "string"}
-    schema["definitions"]["run"]["properties"]["originalUriBaseIds"] = {"type": "object", "additionalProperties": loc}
-    return schema
+    """The offline SARIF 2.1.0 subset (with a run's originalUriBaseIds and an artifactLocation's uriBaseId,
+    SARIF 2.1.0 3.14.14 and 3.4.4)."""
+    return json.loads((DATA / "sarif-2.1.0-subset.schema.json").read_text())
 
 
 def one_line_refusal(r, needle):
