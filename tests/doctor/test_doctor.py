@@ -27,8 +27,8 @@ CASES = {
         'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto")',
     ),
     "IT002": (
-        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto")\nmodel.eval()\n' + GEN,
-        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto")\nmodel.to("cuda")\n' + GEN,
+        'model = AutoModelForCausalLM.from_pretrained("org/m-7b", dtype="auto")\nmodel.eval()\n' + GEN,
+        'model = AutoModelForCausalLM.from_pretrained("org/m-7b", dtype="auto")\nmodel.to("cuda")\n' + GEN,
     ),
     "IT003": (
         LOAD + 'tok = AutoTokenizer.from_pretrained("m")\n'
@@ -135,7 +135,7 @@ CASES = {
 def _check(tmp_path, code: str, name: str = "s.py", target: Target | None = None):
     f = tmp_path / name
     f.write_text(HEAD + textwrap.dedent(code) + "\n")
-    return doctor.check([f], target)
+    return doctor.check([f], target, select=["ALL"])  # every rule, the advisory ones off by default too
 
 
 def test_every_rule_has_a_case_and_a_doc_section():
@@ -185,7 +185,7 @@ def test_suppression_by_id_or_name_on_any_line_of_the_call(tmp_path):
 
 
 def test_sample_scripts_from_the_docs():
-    bad = doctor.check([DATA / "bad_server.py"])
+    bad = doctor.check([DATA / "bad_server.py"], select=["ALL"])
     assert {f.rule for f in bad.findings} >= {
         "IT002",
         "IT003",
@@ -458,3 +458,22 @@ def test_folders_are_walked_without_tool_and_hidden_folders(tmp_path):
     (tmp_path / "pkg" / "notes.txt").write_text("x")
     files, errors = doctor.python_files([tmp_path])
     assert sorted(f.relative_to(tmp_path).as_posix() for f in files) == ["pkg/a.py", "pkg/sub/b.py"] and not errors
+
+
+def test_advisory_rules_are_off_unless_selected(tmp_path):
+    """IT010-IT012 were wrong more often than right on real scripts: they speak only when selected."""
+    code = CASES["IT012"][0]
+    f = tmp_path / "s.py"
+    f.write_text(HEAD + textwrap.dedent(code) + "\n")
+    assert "IT012" not in {x.rule for x in doctor.check([f]).findings}
+    for select in (["IT012"], ["IT01"], ["trust-remote-code"], ["ALL"]):
+        assert "IT012" in {x.rule for x in doctor.check([f], select=select).findings}, select
+
+
+def test_a_small_model_on_a_cpu_script_is_a_choice_a_7b_is_not(tmp_path):
+    small = 'model = AutoModelForCausalLM.from_pretrained("distilgpt2")\n' + GEN
+    assert "IT002" not in {x.rule for x in _check(tmp_path, small).findings}
+    big = 'model = AutoModelForCausalLM.from_pretrained("mistralai/Mixtral-8x7B-v0.1")\n' + GEN
+    assert "IT002" in {x.rule for x in _check(tmp_path, big).findings}
+    meant_for_gpu = small + '\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
+    assert "IT002" in {x.rule for x in _check(tmp_path, meant_for_gpu).findings}

@@ -23,6 +23,9 @@ class Rule:
     summary: str
     fix: str
     check: Callable[[Script], Iterator[tuple[ast.AST, str]]]
+    # off unless selected (--select ID, a prefix or ALL): advisory rules that were wrong more often than right on
+    # real public scripts (benchmarks/README.md, doctor-real-1); docs/doctor.md says why for each
+    default: bool = True
 
     @property
     def doc_url(self) -> str:
@@ -100,6 +103,7 @@ RULES: list[Rule] = [
         "sampling parameters hard-coded in generate or a pipeline",
         "drop them to use the model's generation_config.json, or set them once in a GenerationConfig on purpose",
         generation.hardcoded_sampling,
+        default=False,
     ),
     Rule(
         "IT011",
@@ -107,6 +111,7 @@ RULES: list[Rule] = [
         "a web handler runs generate per request",
         "serve with `transformers serve --continuous-batching`, batch with generate_batch, or use vLLM",
         serving.generate_in_handler,
+        default=False,
     ),
     Rule(
         "IT012",
@@ -114,6 +119,7 @@ RULES: list[Rule] = [
         "trust_remote_code=True",
         "use a model supported natively, or review its code and pin revision=<commit>",
         loading.trust_remote_code,
+        default=False,
     ),
     Rule(
         "IT013",
@@ -192,7 +198,8 @@ SUPPRESS = re.compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)
 
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
-    """Rules chosen like ruff's --select/--ignore: ids, names or id prefixes (IT0, IT01). Raises ValueError."""
+    """Rules chosen like ruff's --select/--ignore: ids, names or id prefixes (IT0, IT01); without --select the
+    rules on by default (IT010-IT012 only when selected, by id, prefix or ALL). Raises ValueError."""
 
     def match(keys: list[str]) -> set[str]:
         out: set[str] = set()
@@ -205,7 +212,7 @@ def select_rules(select: list[str] | None = None, ignore: list[str] | None = Non
             out |= hit
         return out
 
-    chosen = match(select) if select else {r.id for r in RULES}
+    chosen = match(select) if select else {r.id for r in RULES if r.default}
     chosen -= match(ignore or [])
     return [r for r in RULES if r.id in chosen]
 

@@ -185,8 +185,35 @@ def model_on_cpu(s: Script):
         uses = s.uses(c)
         if any(moved(s, u, explicit_cpu=True) for u in uses) or not _used_for_generation(s, c, uses):
             continue
+        if _cpu_on_purpose(s, s.model_id(c)):
+            continue
         name = next((dotted(u) for u in uses), "the model")
         yield (c, f"`{name}` is loaded without device_map and never moved: it runs on the CPU (seconds per token)")
+
+
+# a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
+PARAMS_IN_ID = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
+CPU_SIZED = 2e9  # below this a CPU generates at a usable pace (tens of tokens/s for a few hundred M parameters)
+GPU_INTENT = re.compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", re.I)
+
+
+def params_in_id(model: str | None) -> float | None:
+    """Parameters as a model id names them (the largest count it writes), or None when it names none."""
+    counts = [
+        (int(m.group(1) or 1)) * float(m.group(2)) * (1e9 if m.group(3).lower() == "b" else 1e6)
+        for m in PARAMS_IN_ID.finditer(model or "")
+    ]
+    return max(counts) if counts else None
+
+
+def _cpu_on_purpose(s: Script, model: str | None) -> bool:
+    """A script that never mentions a GPU, on a model small enough for a CPU (no size in its id: gpt2,
+    distilgpt2, opus-mt, bart-large...; or under 2B by its id): running on the CPU is the author's choice.
+    Real scripts run that way on purpose (toy demos, data-preparation helpers); a 7B or an 8x7B is not."""
+    if GPU_INTENT.search(s.source):
+        return False
+    n = params_in_id(model)
+    return n is None or n < CPU_SIZED
 
 
 def _size(text: str) -> tuple[float, float] | None:
