@@ -22,6 +22,14 @@ GEN = "out = model.generate(**inputs, max_new_tokens=32)\n"
 CHAT = 'tok = AutoTokenizer.from_pretrained("m")\nmsgs = [{"role": "user", "content": q}]\n'
 # rule -> (code with the mistake, the same code done right); HEAD is prepended to both
 CASES = {
+    "IT023": (
+        "for q in questions:\n"
+        '    model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
+        "    model.generate(**tok(q, return_tensors='pt').to(model.device), max_new_tokens=8)\n",
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
+        "for q in questions:\n"
+        "    model.generate(**tok(q, return_tensors='pt').to(model.device), max_new_tokens=8)\n",
+    ),
     "IT001": (
         'm = AutoModelForCausalLM.from_pretrained("m", device_map="auto")',
         'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto")',

@@ -192,6 +192,13 @@ RULES: list[Rule] = [
         "await asyncio.to_thread(...) / run_in_executor, or a def (threadpool) route; better, a batching server",
         serving.blocking_async_handler,
     ),
+    Rule(
+        "IT023",
+        "model-load-per-request",
+        "a model loaded per request, per UI event or on every pass of a loop",
+        "load it once at start-up (module level, a lifespan hook, or @st.cache_resource / functools.cache)",
+        serving.model_load_per_request,
+    ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}
 SUPPRESS = re.compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)

@@ -192,3 +192,83 @@ def blocking_async_handler(s: Script):
 
 def _is_generator(fn) -> bool:
     return fn is not None and any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
+
+
+# --- IT023: a model loaded per request, per UI event or per loop pass ----------------------------------------
+
+CACHED = {"lru_cache", "cache", "cache_resource", "cache_data", "cached_property"}
+UI_CALLBACK = {"Interface", "ChatInterface"}  # gr.Interface(fn, ...) / gr.ChatInterface(fn)
+UI_EVENTS = {"click", "submit", "change", "input", "upload", "select"}  # component.click(fn, ...)
+
+
+def _enclosing(s: Script, node: ast.AST) -> list[ast.AST]:
+    """The node's ancestors up to (and with) its function, innermost first."""
+    out = []
+    while node in s.parents:
+        node = s.parents[node]
+        out.append(node)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            break
+    return out
+
+
+def _callbacks(s: Script) -> set[str]:
+    """Functions a Gradio UI calls on every event."""
+    out = set()
+    for c in s.calls:
+        if callee(c) in UI_CALLBACK or (isinstance(c.func, ast.Attribute) and c.func.attr in UI_EVENTS):
+            fn = kw(c, "fn") or (c.args[0] if c.args else None)
+            if isinstance(fn, ast.Name):
+                out.add(fn.id)
+    return out
+
+
+def _loaded_weights(s: Script, c: ast.Call) -> bool:
+    """A model load, or a pipeline given a checkpoint name (a pipeline around a model object is cheap)."""
+    if c in s.loads:
+        return True
+    if isinstance(c.func, ast.Name) and c.func.id in s.assigns:  # `pipeline = pipeline(...)`, then pipeline(text)
+        return False
+    model = kw(c, "model") or (c.args[1] if len(c.args) > 1 else None)
+    return model is None or bool(s.strings(model)) or isinstance(model, ast.JoinedStr)
+
+
+def _decorator(d: ast.expr) -> str:
+    return dotted(d.func if isinstance(d, ast.Call) else d).split(".")[-1]
+
+
+def _repeats(n: ast.AST, args: set[str]) -> bool:
+    """A loop that runs the load again with the same arguments (a `for` over model names loads each once)."""
+    if isinstance(n, ast.While):
+        return True
+    return isinstance(n, ast.For | ast.AsyncFor) and not (_names(n.target) & args)
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def model_load_per_request(s: Script):
+    routes, callbacks = {id(f) for f in _routes(s)}, _callbacks(s)
+    for c in [*s.loads, *s.pipelines]:
+        if not _loaded_weights(s, c):
+            continue
+        up = _enclosing(s, c)
+        fn = up[-1] if up and isinstance(up[-1], ast.FunctionDef | ast.AsyncFunctionDef) else None
+        if any(isinstance(n, ast.If | ast.Try) for n in up):  # loaded once behind a check, or a fallback
+            continue
+        if fn is not None and any(_decorator(d) in CACHED for d in fn.decorator_list):
+            continue
+        args = set().union(set(), *(_names(a) for a in [*c.args, *(k.value for k in c.keywords)]))
+        loop = next((n for n in up if _repeats(n, args)), None)
+        if loop is not None:
+            at = getattr(loop, "lineno", 0)
+            yield (
+                c,
+                f"the model is loaded again on every pass of the loop at line {at} (nothing it loads changes "
+                "between passes): load it once, before the loop",
+            )
+        elif fn is not None and id(fn) in routes:
+            yield (c, f"web handler `{fn.name}` loads the model on every request: load it once at start-up")
+        elif fn is not None and fn.name in callbacks:
+            yield (c, f"UI callback `{fn.name}` loads the model on every event: load it once at start-up")
