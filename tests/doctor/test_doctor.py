@@ -22,6 +22,10 @@ GEN = "out = model.generate(**inputs, max_new_tokens=32)\n"
 CHAT = 'tok = AutoTokenizer.from_pretrained("m")\nmsgs = [{"role": "user", "content": q}]\n'
 # rule -> (code with the mistake, the same code done right); HEAD is prepended to both
 CASES = {
+    "IT031": (
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float16, device_map="cpu")\n' + GEN,
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="cpu")\n' + GEN,
+    ),
     "IT023": (
         "for q in questions:\n"
         '    model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from infertune.doctor.nodes import Finding
-from infertune.doctor.rules import generation, loading, outputs, prompts, serving
+from infertune.doctor.rules import devices, generation, loading, outputs, prompts, serving
 from infertune.doctor.script import Script
 
 DOCS = "https://github.com/infertune/infertune/blob/main/docs/doctor.md"
@@ -198,6 +198,13 @@ RULES: list[Rule] = [
         "a model loaded per request, per UI event or on every pass of a loop",
         "load it once at start-up (module level, a lifespan hook, or @st.cache_resource / functools.cache)",
         serving.model_load_per_request,
+    ),
+    Rule(
+        "IT031",
+        "fp16-on-cpu",
+        "float16 weights on a CPU",
+        "on a CPU load in torch.bfloat16 (CPUs with AVX512-BF16/AMX) or float32; keep float16 for the GPU",
+        devices.fp16_on_cpu,
     ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}
