@@ -22,6 +22,14 @@ GEN = "out = model.generate(**inputs, max_new_tokens=32)\n"
 CHAT = 'tok = AutoTokenizer.from_pretrained("m")\nmsgs = [{"role": "user", "content": q}]\n'
 # rule -> (code with the mistake, the same code done right); HEAD is prepended to both
 CASES = {
+    "IT025": (
+        'tok = AutoTokenizer.from_pretrained("google/gemma-2-2b-it")\n'
+        'text = tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)\n'
+        'ids = tok(text, return_tensors="pt")\n',
+        'tok = AutoTokenizer.from_pretrained("google/gemma-2-2b-it")\n'
+        'text = tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)\n'
+        'ids = tok(text, add_special_tokens=False, return_tensors="pt")\n',
+    ),
     "IT031": (
         'model = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float16, device_map="cpu")\n' + GEN,
         'model = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="cpu")\n' + GEN,

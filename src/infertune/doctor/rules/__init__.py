@@ -200,6 +200,13 @@ RULES: list[Rule] = [
         serving.model_load_per_request,
     ),
     Rule(
+        "IT025",
+        "double-bos",
+        "chat-template text tokenized again with special tokens",
+        "tokenize=True in apply_chat_template (return_dict=True), or add_special_tokens=False when tokenizing its text",
+        prompts.double_bos,
+    ),
+    Rule(
         "IT031",
         "fp16-on-cpu",
         "float16 weights on a CPU",

@@ -131,3 +131,36 @@ def no_generation_prompt(s: Script):
                     "assistant's turn, so the model may continue the user's message"
                 ),
             )
+
+
+# --- IT025: BOS twice ------------------------------------------------------------------------------------------
+
+# chat templates that write the BOS token into their text (Llama 2 and 3, Mistral/Mixtral, Gemma); others (Qwen,
+# TinyLlama, Phi-3, ...) write none, so re-tokenizing their text adds exactly one
+BOS_IN_TEMPLATE = re.compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma", re.I)
+
+
+def _templated_text(s: Script, value: ast.AST | None) -> ast.Call | None:
+    """The apply_chat_template(..., tokenize=False) call a value's text comes from."""
+    for o in s.origins(value) if value is not None else []:
+        if isinstance(o, ast.Call) and method(o) == "apply_chat_template" and const(kw(o, "tokenize")) is False:
+            return o
+    return None
+
+
+def double_bos(s: Script):
+    ids = [s.model_id(c) for c in [*s.loads, *s.tokenizers]]
+    ids += [t for p in s.pipelines for _, t in s.strings(kw(p, "model") or (p.args[1] if len(p.args) > 1 else None))]
+    model = next((m for m in ids if m and BOS_IN_TEMPLATE.search(m)), None)
+    if model is None:
+        return
+    for c in s.calls:
+        if not (s.is_tokenizer_call(c) or s.is_pipeline_call(c)) or not c.args:
+            continue
+        if const(kw(c, "add_special_tokens")) is False or _templated_text(s, c.args[0]) is None:
+            continue
+        yield (
+            c,
+            f"{model}'s chat template already writes the BOS token into the text; tokenizing that text again adds "
+            "a second one (the model sees <bos><bos>)",
+        )
