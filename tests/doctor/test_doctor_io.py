@@ -14,7 +14,7 @@ from infertune import doctor
 from infertune.doctor.rules import RULES
 
 DATA = Path(__file__).parents[1] / "data" / "doctor"
-BAD = "from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+BAD = "from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-2-7b-hf')\n"
 
 
 def run(*args, cwd=None):

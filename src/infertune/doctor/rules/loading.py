@@ -87,6 +87,7 @@ def dtype_rule(s: Script):
             or has_star_kwargs(c)
             or s.quantized(c)
             or _saved_only(s, c)
+            or _stays_on_cpu(s, c)
         ):
             continue  # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs
         dtype, torch_dtype = _dtype_keywords(c)
@@ -214,6 +215,13 @@ def _cpu_on_purpose(s: Script, model: str | None) -> bool:
         return False
     n = params_in_id(model)
     return n is None or n < CPU_SIZED
+
+
+def _stays_on_cpu(s: Script, c: ast.Call) -> bool:
+    """A CPU-sized model in a script that never mentions a GPU, never placed on one: fp32 is the CPU's own
+    precision there, so a missing dtype is the author's choice (as IT002's silence says)."""
+    stays = not placed_at_load(s, c) and not any(moved(s, u) for u in s.uses(c))
+    return stays and _cpu_on_purpose(s, s.model_id(c))
 
 
 def _size(text: str) -> tuple[float, float] | None:
