@@ -102,7 +102,7 @@ def recommend(f: Facts, c: Candidate) -> Recommendation:
         **dict(c),
         family=t.family,
         title=t.title,
-        tradeoffs=list(t.tradeoffs),
+        tradeoffs=t.tradeoffs_for(f, c.setup),
         docs=list(t.docs),
         validate_cmd=cmd,
         run_file=run_file,

@@ -152,7 +152,12 @@ def build(
     ]
     evidence = serve_table.engine_evidence(rows, spec.objective, spec.workload.concurrency)
     accepted = [REGISTRY[s.technique] for s in steps if s.accepted and s.technique]
-    tradeoffs = [t for technique in accepted for t in technique.tradeoffs]
+    shipped = best.setup if best is not None else None  # what applies to the setup that ships
+    tradeoffs = [
+        t
+        for technique in accepted
+        for t in (technique.tradeoffs_for(facts, shipped) if shipped else technique.tradeoffs)
+    ]
     docs = sorted({d for technique in accepted for d in technique.docs})
     open_q: list[str] = []
     unverified: list[dict[str, Any]] = []

@@ -259,6 +259,10 @@ class Technique:
         """The quality risk this move adds (a move back to full precision adds none)."""
         return self.quality_risk
 
+    def tradeoffs_for(self, f: Facts, s: Setup) -> list[str]:
+        """The trade-offs that apply to this setup on this target (default: all of them)."""
+        return list(self.tradeoffs)
+
     def check(self, f: Facts, s: Setup) -> Check:
         return Check()
 

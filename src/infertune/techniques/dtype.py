@@ -39,6 +39,15 @@ class Dtype(Technique):
     )
     docs = (HF + "models#model-data-type", OVERVIEW)
 
+    def tradeoffs_for(self, f: Facts, s: Setup) -> list[str]:
+        """Rounding always; float16 overflow and its CPU emulation only for float16; bf16's CPU prefill cost
+        only for bf16 on a CPU."""
+        a, fp16_overflow, bf16_cpu, fp16_cpu = self.tradeoffs
+        if s.dtype not in ("bfloat16", "float16"):
+            return []
+        fp16, cpu = s.dtype == "float16", f.platform == "cpu"
+        return [a] + [fp16_overflow] * fp16 + [bf16_cpu] * (cpu and s.dtype == "bfloat16") + [fp16_cpu] * (fp16 and cpu)
+
     def applied(self, s: Setup) -> bool:
         """Half precision already (what the tuner skips); the advisor still weighs every other dtype."""
         return s.dtype in ("bfloat16", "float16")
