@@ -114,3 +114,13 @@ def test_report_prints_to_pdf(browser, tmp_path):
     browser._run("--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri())
     data = pdf.read_bytes()
     assert data.startswith(b"%PDF") and data.count(b"/Type /Page") - data.count(b"/Type /Pages") >= 2
+
+
+def test_how_each_step_stopped_is_said_under_the_table():
+    r = copy.deepcopy(DEMO)
+    r["steps"][1]["stopped"] = "stopped after 1 pair(s): a clear loser"
+    md, page = markdown(r), tune_page(r)
+    assert "How each step stopped:" in md and "- step 1: stopped after 1 pair(s): a clear loser" in md
+    assert "How each step stopped</h3>" in page and "step 1: stopped after 1 pair(s): a clear loser" in _text(page)
+    del r["steps"][1]["stopped"]
+    assert "How each step stopped" not in markdown(r)

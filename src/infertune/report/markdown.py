@@ -98,6 +98,9 @@ def markdown(r: dict[str, Any]) -> str:
             for x in rows
         ],
     )
+    stops = [x for x in rows if x["stopped"]]
+    if stops:  # under the table, not in it: the table stays readable at 1280 px
+        lines += ["", "How each step stopped:", ""] + [f"- step {x['index']}: {x['stopped']}" for x in stops]
     expected = [x for x in rows if x["expected"] != "-"]
     if expected:
         lines += ["", "Each change was chosen on an estimate (before → after, *estimate*, not measured):", ""]

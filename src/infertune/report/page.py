@@ -87,9 +87,12 @@ def _steps(r: dict[str, Any]) -> str:
         "configuration kept before that step. Quality: greedy outputs equal to the baseline's, and the change "
         "of the reference NLL (nats/token).</p>"
     )
+    stops = [f"step {x['index']}: {x['stopped']}" for x in rows if x.get("stopped")]
+    stopped = "<h3>How each step stopped</h3>" + bullets(stops) if stops else ""
     return (
         "<section id='steps'><h2>Steps</h2>"
         + table(headers, cells, num={0, 3, 4, 5, 6, 7, 8, 9}, raw=set(range(11)), cls={1: "step", 10: "why"})
+        + stopped
         + legend
         + "</section>"
     )

@@ -125,6 +125,8 @@ def _step_row(s: Step) -> dict[str, Any]:
         "objective": s.objective,
         "repeats": len(s.pairs) if s.technique else 1,
         "confirm_pairs": s.confirm_pairs,
+        "stopped": s.stopped,  # how many pairs the step needed and why it stopped there
+        "noise_floor": s.noise_floor,
         "busy": bool(busy and busy.busy),
         "pairs": [p.model_dump() for p in s.pairs],
         "tie": s.tie.model_dump() if s.tie else None,

@@ -251,6 +251,7 @@ def step_rows(r: dict[str, Any]) -> list[dict[str, str]]:
                 "noise": f"±{human.share(s['noise'])}" if s.get("noise") is not None else "-",
                 "pairs": str(s.get("repeats", 1)),
                 "busy": "busy" if s.get("busy") else "",
+                "stopped": s.get("stopped") or "",
                 "peak": human.size(m.get("peak_memory_bytes")),
                 "ttft": human.duration(m.get("ttft_s")),
                 "tpot": human.duration(m.get("tpot_s")),
