@@ -102,6 +102,11 @@ def kw(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
+def pipeline_model(pipe: ast.Call) -> ast.expr | None:
+    """What `pipeline(task, model, ...)` was given as its model (keyword or second argument)."""
+    return kw(pipe, "model") or (pipe.args[1] if len(pipe.args) > 1 else None)
+
+
 def has_star_kwargs(call: ast.Call) -> bool:
     return any(k.arg is None for k in call.keywords)
 

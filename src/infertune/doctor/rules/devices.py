@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from infertune.doctor.nodes import const, dotted, kw
-from infertune.doctor.rules.loading import GPU_INTENT, moved, placed_at_load
+from infertune.doctor.rules.loading import GPU_INTENT, stays_on_cpu
 from infertune.doctor.script import Script
 
 FP16 = {"torch.float16", "torch.half", "float16", "fp16", "half"}
@@ -27,8 +27,7 @@ def fp16_on_cpu(s: Script):
         value = kw(c, "dtype") or kw(c, "torch_dtype")
         if not _fp16(s, value):
             continue
-        stays = c in s.loads and not placed_at_load(s, c) and not any(moved(s, u) for u in s.uses(c))
-        if _on_cpu(c) or (not gpu and stays):
+        if _on_cpu(c) or (not gpu and c in s.loads and stays_on_cpu(s, c)):
             yield (
                 value or c,
                 "float16 weights on a CPU: most CPUs have no fp16 arithmetic (emulated, often slower than fp32, "

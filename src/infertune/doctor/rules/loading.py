@@ -87,7 +87,7 @@ def dtype_rule(s: Script):
             or has_star_kwargs(c)
             or s.quantized(c)
             or _saved_only(s, c)
-            or _stays_on_cpu(s, c)
+            or _cpu_by_choice(s, c)
         ):
             continue  # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs
         dtype, torch_dtype = _dtype_keywords(c)
@@ -217,11 +217,15 @@ def _cpu_on_purpose(s: Script, model: str | None) -> bool:
     return n is None or n < CPU_SIZED
 
 
-def _stays_on_cpu(s: Script, c: ast.Call) -> bool:
+def stays_on_cpu(s: Script, c: ast.Call) -> bool:
+    """Never placed on an accelerator: not at the load, and no later move or hand-over to a device."""
+    return not placed_at_load(s, c) and not any(moved(s, u) for u in s.uses(c))
+
+
+def _cpu_by_choice(s: Script, c: ast.Call) -> bool:
     """A CPU-sized model in a script that never mentions a GPU, never placed on one: fp32 is the CPU's own
     precision there, so a missing dtype is the author's choice (as IT002's silence says)."""
-    stays = not placed_at_load(s, c) and not any(moved(s, u) for u in s.uses(c))
-    return stays and _cpu_on_purpose(s, s.model_id(c))
+    return stays_on_cpu(s, c) and _cpu_on_purpose(s, s.model_id(c))
 
 
 def _size(text: str) -> tuple[float, float] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.nodes import const, dotted, kw, method, receiver
+from infertune.doctor.nodes import const, dotted, kw, method, pipeline_model, receiver
 from infertune.doctor.script import Script
 
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
@@ -71,7 +71,7 @@ def hand_built_chat_prompt(s: Script):
 
 
 def _pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
-    m = kw(pipe, "model") or (pipe.args[1] if len(pipe.args) > 1 else None)
+    m = pipeline_model(pipe)
     if m is None:
         return None
     loads = s.models_of(m)
@@ -150,7 +150,7 @@ def _templated_text(s: Script, value: ast.AST | None) -> ast.Call | None:
 
 def double_bos(s: Script):
     ids = [s.model_id(c) for c in [*s.loads, *s.tokenizers]]
-    ids += [t for p in s.pipelines for _, t in s.strings(kw(p, "model") or (p.args[1] if len(p.args) > 1 else None))]
+    ids += [_pipeline_model_id(s, p) for p in s.pipelines]
     model = next((m for m in ids if m and BOS_IN_TEMPLATE.search(m)), None)
     if model is None:
         return

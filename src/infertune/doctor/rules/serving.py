@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, kw, method
+from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, kw, method, pipeline_model
 from infertune.doctor.script import Script
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
@@ -229,7 +229,7 @@ def _loaded_weights(s: Script, c: ast.Call) -> bool:
         return True
     if isinstance(c.func, ast.Name) and c.func.id in s.assigns:  # `pipeline = pipeline(...)`, then pipeline(text)
         return False
-    model = kw(c, "model") or (c.args[1] if len(c.args) > 1 else None)
+    model = pipeline_model(c)
     return model is None or bool(s.strings(model)) or isinstance(model, ast.JoinedStr)
 
 
@@ -259,7 +259,7 @@ def model_load_per_request(s: Script):
             continue
         if fn is not None and any(_decorator(d) in CACHED for d in fn.decorator_list):
             continue
-        args = set().union(set(), *(_names(a) for a in [*c.args, *(k.value for k in c.keywords)]))
+        args = set().union(*(_names(a) for a in [*c.args, *(k.value for k in c.keywords)]))
         loop = next((n for n in up if _repeats(n, args)), None)
         if loop is not None:
             at = getattr(loop, "lineno", 0)
