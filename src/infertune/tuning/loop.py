@@ -106,10 +106,10 @@ def tune(
     if not steps:
         t = trial(0, spec.start, role="baseline")
         ok = t.status == "ok"
-        floor = None
+        floor, pilot = None, [t]
         if ok:  # the pilot: the baseline once more, its repeat-to-repeat spread is the run's noise floor
-            again = trial(0, spec.start, role="baseline", repeat=2, scored=False)
-            first, second = objective_value(spec.objective, t), objective_value(spec.objective, again)
+            pilot.append(trial(0, spec.start, role="baseline", repeat=2, scored=False))
+            first, second = (objective_value(spec.objective, x) for x in pilot)
             if first and second is not None:
                 floor = abs(second / first - 1)
         base = Step(
@@ -123,8 +123,8 @@ def tune(
             objective=objective_value(spec.objective, t),
             accepted=ok,
             reason="baseline" if ok else f"baseline failed ({t.status}): {t.error}",
-            machine=t.machine if floor is None else combine([t.machine, again.machine]),
-            duration_s=t.duration_s if floor is None else (t.duration_s or 0) + (again.duration_s or 0),
+            machine=t.machine if len(pilot) == 1 else combine([x.machine for x in pilot]),
+            duration_s=t.duration_s if len(pilot) == 1 else sum(x.duration_s or 0 for x in pilot),
             noise_floor=floor,
         )
         run.append(base)
