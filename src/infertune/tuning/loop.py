@@ -165,6 +165,7 @@ def tune(
 LOSER_FLOORS = 3.0
 LOSER_MIN = 0.20
 FLOOR_MIN = 0.02  # a pilot of two equal numbers does not make a noise-free machine
+CLEAR_LOSER = "a clear loser"  # how _interleave says it stopped on the loser rule (what _step reads back)
 
 
 def loser_threshold(floor: float | None) -> float | None:
@@ -261,7 +262,7 @@ def _interleave(
             continue
         pairs.append(_pair(spec, runs["incumbent"], runs["candidate"]))
         if loser is not None and not prior and all(_loss(spec, p) > loser and not p.busy for p in pairs):
-            return pairs, trials, None, f"stopped after {len(pairs)} pair(s): a clear loser (each lost > {loser:.0%})"
+            return pairs, trials, None, f"stopped after {len(pairs)} pair(s): {CLEAR_LOSER} (each lost > {loser:.0%})"
         if len(pairs) >= spec.min_pairs and decide(spec.objective, [*prior, *pairs]).verdict != "inconclusive":
             return pairs, trials, None, f"stopped after {len(pairs)} pairs: the verdict is clear"
     return pairs, trials, None, f"{len(pairs)} pairs: the budget of {spec.max_pairs} spent on a close call"
@@ -335,7 +336,7 @@ def _step(
         "duration_s": sum(t.duration_s or 0 for t in trials),
         "stopped": stopped,
     }
-    if len(pairs) == 1 and refused is None and stopped.startswith("stopped after 1 pair(s): a clear loser"):
+    if len(pairs) == 1 and refused is None and CLEAR_LOSER in stopped:
         delta = pairs[0].candidate / pairs[0].incumbent - 1
         return Step(
             **common,
