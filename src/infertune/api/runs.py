@@ -12,7 +12,7 @@ from infertune.core import validate
 from infertune.core.errors import UserError, flag
 from infertune.core.paths import check_output
 from infertune.core.schema import SCHEMA_VERSION
-from infertune.measure.cluster import TrialFn, executor_for
+from infertune.measure.cluster import TrialFn, check_cluster, executor_for
 from infertune.models.hub import REVISION_DOC, hub_id, revision_of
 from infertune.tuning.run import Constraints, Run, ServeStep, Step, TuneSpec
 
@@ -361,7 +361,7 @@ def tune(
 
     check_output(output, "dir")
     check_output(resume, "run", "resume")
-    executor = executor_for(cluster)  # `ray` or `ray=ADDRESS`: trials on a Ray cluster (measure/cluster.py)
+    check_cluster(cluster)  # `ray` or `ray=ADDRESS`: trials on a Ray cluster (measure/cluster.py)
     if resume is not None:
         resume_only(resume, workload=workload, output=output, **options)
         spec = (run := Run(Path(resume))).spec()
@@ -371,7 +371,7 @@ def tune(
         run = Run.create(Path(output) if output else default_run_dir("tune"), spec)
     say(f"run directory: {run.path}")
     (on_event or (lambda e: None))({"event": "run", "path": str(run.path)})
-    return run_tune(run, facts, on_event, executor)
+    return run_tune(run, facts, on_event, executor_for(cluster))
 
 
 def report(run_dir: str | Path, rebuild: bool = False) -> dict[str, Any]:

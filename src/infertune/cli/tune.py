@@ -95,11 +95,11 @@ def tune(
     """Measure the baseline, then one change at a time; keep what helps without hurting quality; report."""
     from infertune import api
     from infertune.core.paths import check_output
-    from infertune.measure.cluster import executor_for
+    from infertune.measure.cluster import check_cluster, executor_for
 
     check_output(output, "dir")
     check_output(resume, "run", "--resume")
-    executor = executor_for(cluster)  # refused in one line before anything runs (no Ray, a bad value)
+    check_cluster(cluster)  # refused in one line before anything runs (no Ray, a bad value)
 
     if resume is not None:  # the run goes on as specified: a flag that would change it is refused
         from infertune.tuning.run import Run
@@ -170,7 +170,7 @@ def tune(
         trial_memory_limit,
         say=say,
     )
-    _start_run(spec, facts, output, "tune", fmt, executor)
+    _start_run(spec, facts, output, "tune", fmt, executor_for(cluster))
 
 
 def _start_run(

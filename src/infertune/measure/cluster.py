@@ -131,6 +131,13 @@ class RayExecutor:
         self.pending = []
 
 
+def check_cluster(cluster: str | None) -> None:
+    """Refuse a bad `--cluster` (or a missing Ray) in one line, before anything runs or connects."""
+    if cluster is not None:
+        parse_cluster(cluster)
+        require_ray()
+
+
 def executor_for(cluster: str | None) -> TrialFn:
     """What runs the trials: this machine (`None`) or a Ray cluster (`ray`, `ray=ADDRESS`); bad input refused."""
     return run_trial if cluster is None else RayExecutor(parse_cluster(cluster))

@@ -42,11 +42,15 @@ class Dtype(Technique):
     def tradeoffs_for(self, f: Facts, s: Setup) -> list[str]:
         """Rounding always; float16 overflow and its CPU emulation only for float16; bf16's CPU prefill cost
         only for bf16 on a CPU."""
-        a, fp16_overflow, bf16_cpu, fp16_cpu = self.tradeoffs
-        if s.dtype not in ("bfloat16", "float16"):
+        rounding, fp16_overflow, bf16_cpu, fp16_cpu = self.tradeoffs
+        if not self.applied(s):  # full precision: none of them
             return []
-        fp16, cpu = s.dtype == "float16", f.platform == "cpu"
-        return [a] + [fp16_overflow] * fp16 + [bf16_cpu] * (cpu and s.dtype == "bfloat16") + [fp16_cpu] * (fp16 and cpu)
+        out = [rounding]
+        if s.dtype == "float16":
+            out += [fp16_overflow, fp16_cpu] if f.platform == "cpu" else [fp16_overflow]
+        elif f.platform == "cpu":
+            out.append(bf16_cpu)
+        return out
 
     def applied(self, s: Setup) -> bool:
         """Half precision already (what the tuner skips); the advisor still weighs every other dtype."""
