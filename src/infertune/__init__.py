@@ -43,18 +43,11 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version  # lazily: 40 ms, and `doctor` must start fast
-
-    try:
-        return version("infertune")
-    except PackageNotFoundError:  # running from a source tree that was not installed
-        return "0.0.0+unknown"
-
-
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        return _version()
+        from infertune.probe.versions import own_version  # lazily: 40 ms, and `doctor` must start fast
+
+        return own_version()
     if name in FUNCTIONS:
         from infertune import api
 

@@ -71,7 +71,9 @@ def main(argv: list[str]) -> int | None:
     if args.fmt == "json":
         sys.stdout.write(output.as_json(report.findings, report.files, report.errors) + "\n")
     elif args.fmt == "sarif":
-        sarif = output.sarif(report.findings, report.errors, output.tool_version())
+        from infertune.probe.versions import own_version  # lazily: only SARIF names the tool's version
+
+        sarif = output.sarif(report.findings, report.errors, own_version())
         sys.stdout.write(json.dumps(sarif, indent=2) + "\n")
     else:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")

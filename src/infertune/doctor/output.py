@@ -57,16 +57,6 @@ def _location(path: str) -> dict[str, str]:
         return {"uri": p.as_uri()}
 
 
-def tool_version() -> str:
-    """infertune's own version (as `infertune.__version__`, without importing the package's verbs)."""
-    from importlib.metadata import PackageNotFoundError, version  # lazily: only SARIF needs it
-
-    try:
-        return version("infertune")
-    except PackageNotFoundError:  # a source tree that was not installed
-        return "0.0.0+unknown"
-
-
 def sarif(findings: list[Finding], errors: list[str], version: str | None = None) -> dict:
     """One SARIF 2.1.0 log: every rule in the driver, each finding a result with its location."""
     index = {r.id: i for i, r in enumerate(RULES)}
@@ -122,4 +112,4 @@ def rule_table() -> str:
     return "".join(f"{r.id} {r.name}: {r.summary}\n" for r in RULES)
 
 
-__all__ = ["BY_KEY", "as_json", "rule_table", "sarif", "summary", "text", "tool_version"]
+__all__ = ["BY_KEY", "as_json", "rule_table", "sarif", "summary", "text"]

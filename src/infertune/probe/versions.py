@@ -34,6 +34,11 @@ def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None
     return found
 
 
+def own_version() -> str:
+    """infertune's own version from its package metadata ("0.0.0+unknown" in a source tree never installed)."""
+    return library_versions(("infertune",))["infertune"] or "0.0.0+unknown"
+
+
 def torch_version_file() -> str:
     """torch's installed version file (path, size, modification time), found without importing torch or
     reading package metadata: a fingerprint of the torch a cached measurement was taken with."""
