@@ -91,12 +91,16 @@ def show_run(start: Callable[[OnEvent], TuneOutcome], fmt: Format = Format.table
             state["rows"].append(e["step"])
         elif e.get("event") == "trial":
             state["now"] = f"trial {e['index']}: {e['setup'].dtype}, {e['setup'].attn}, {e['setup'].kv_cache} KV" + (
-                f" ({e['role']}, pair {e['repeat']})" if e.get("role") in ("candidate", "incumbent") else ""
+                f" ({e['role']}, pair {e['repeat']})" if e.get("role") not in (None, "baseline", "pilot") else ""
             )
         elif e.get("event") == "phase":
             state["now"] = state["now"].split(" [")[0] + f" [{e['phase']}]"
         elif e.get("event") == "progress":
             state["now"] = state["now"].split(" [")[0] + f" [generate {e['done']}/{e['total']}]"
+        elif e.get("event") == "confirm":
+            c = e["confirmation"]
+            state["now"] = f"confirmed at the end: {c.reason} ({c.stopped})"
+            say(state["now"])
         elif e.get("event") == "serve":
             state["now"] = (
                 f"{e['label']}: start-up and load test (an engine compiles first: minutes)"

@@ -101,6 +101,8 @@ def markdown(r: dict[str, Any]) -> str:
     stops = [x for x in rows if x["stopped"]]
     if stops:  # under the table, not in it: the table stays readable at 1280 px
         lines += ["", "How each step stopped:", ""] + [f"- step {x['index']}: {x['stopped']}" for x in stops]
+    if c := r.get("confirmation"):
+        lines += ["", f"Confirmed at the end (measured): {c['reason']} ({c['stopped']})."]
     expected = [x for x in rows if x["expected"] != "-"]
     if expected:
         lines += ["", "Each change was chosen on an estimate (before → after, *estimate*, not measured):", ""]

@@ -89,6 +89,8 @@ def _steps(r: dict[str, Any]) -> str:
     )
     stops = [f"step {x['index']}: {x['stopped']}" for x in rows if x.get("stopped")]
     stopped = "<h3>How each step stopped</h3>" + bullets(stops) if stops else ""
+    if c := r.get("confirmation"):
+        stopped += "<h3>Confirmed at the end</h3>" + bullets([f"{c['reason']} ({c['stopped']})"])
     return (
         "<section id='steps'><h2>Steps</h2>"
         + table(headers, cells, num={0, 3, 4, 5, 6, 7, 8, 9}, raw=set(range(11)), cls={1: "step", 10: "why"})

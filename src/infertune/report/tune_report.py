@@ -19,7 +19,7 @@ from infertune.techniques import REGISTRY, Facts
 from infertune.techniques.render import config_for, estimate_setup, serve_command
 from infertune.techniques.serving import vllm_command
 from infertune.tuning.loop import measurable
-from infertune.tuning.run import ServeStep, Step, TuneSpec, best_step
+from infertune.tuning.run import Confirmation, Run, ServeStep, Step, TuneSpec, best_step
 from infertune.tuning.serve_stage import choose, latest
 
 CONTEXT_LENGTHS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -124,7 +124,6 @@ def _step_row(s: Step) -> dict[str, Any]:
         "reason": s.reason,
         "objective": s.objective,
         "repeats": len(s.pairs) if s.technique else 1,
-        "confirm_pairs": s.confirm_pairs,
         "stopped": s.stopped,  # how many pairs the step needed and why it stopped there
         "noise_floor": s.noise_floor,
         "busy": bool(busy and busy.busy),
@@ -143,6 +142,7 @@ def build(
     warnings: list[str] | None = None,
     run_dir: Path | None = None,
     served: list[ServeStep] | None = None,
+    confirmation: Confirmation | None = None,
 ) -> dict[str, Any]:
     best = best_step(steps)
     served = latest(served or [])  # serve.jsonl as written: a variant measured on resume replaces its old row
@@ -195,6 +195,7 @@ def build(
         "constraints": spec.constraints.model_dump(),
         "tolerance": spec.tolerance.model_dump(),
         "steps": [_step_row(s) for s in steps],
+        "confirmation": confirmation.model_dump(mode="json") if confirmation else None,
         "best": None
         if best is None
         else {
@@ -252,7 +253,7 @@ def write(
 ) -> dict:
     import yaml
 
-    r = build(spec, steps, facts, warnings, run_dir, served)
+    r = build(spec, steps, facts, warnings, run_dir, served, Run(run_dir).confirmation())
     best = best_step(steps)
     if best is not None:  # the accepted configuration on the same workload, for `infertune measure --workload`
         run_file = {

@@ -135,6 +135,9 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
     if base.get("objective") and shipped.get("objective") is not None:
         gain = shipped["objective"] / base["objective"] - 1
     noise = shipped.get("noise")
+    confirmed = r.get("confirmation")
+    if confirmed and confirmed.get("winner") == shipped["index"] and confirmed.get("delta") is not None:
+        gain, noise = confirmed["delta"], confirmed.get("noise")  # the fresh pairs at the end, not the lucky draw
     what = human.OBJECTIVE.get(obj, obj)
     if not changes:
         headline = (
@@ -143,10 +146,15 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         band = f", noise band ±{human.share(noise)}" if noise is not None else ""
+        how = (
+            f"paired against the baseline in {len(confirmed['pairs'])} fresh pairs at the end ({confirmed['outcome']})"
+            if confirmed and confirmed.get("winner") == shipped["index"]
+            else "against the baseline"
+        )
         headline = (
             f"Ship {human.settings(changes)}: {what} {human.objective(obj, base.get('objective'))} → "
             f"{human.objective(obj, shipped.get('objective'))} ({human.change(gain)}{band}), measured "
-            "against the baseline on this machine."
+            f"{how} on this machine."
         )
     costs = [f"{x['metric']} {x['baseline']} → {x['shipped']} ({x['change']})" for x in rows if x["better"] is False]
     q = shipped.get("quality") or {}
@@ -189,6 +197,11 @@ def _certainty(r: dict[str, Any], shipped: dict, gain: float | None, noise: floa
     elif gain is not None and noise is not None and abs(gain) > 2 * noise:
         level = "high"
         why.append(f"the gain ({human.change(gain)}) is more than twice its noise band (±{human.share(noise)})")
+    confirmed = r.get("confirmation")
+    if confirmed and confirmed.get("winner") == shipped["index"]:
+        why.append(f"end-of-run confirmation: {confirmed['outcome']} ({confirmed.get('stopped') or ''})")
+        if confirmed["outcome"] != "confirmed":
+            level = "low"
     if "inconclusive" in verdicts:
         n = verdicts.count("inconclusive")
         why.append(f"{n} step{'s' * (n != 1)} stayed inconclusive: the difference was inside the noise")

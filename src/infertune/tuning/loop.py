@@ -7,7 +7,7 @@ directory (tuning/run.py) before the next trial starts, so `--resume` re-runs no
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,8 +21,11 @@ from infertune.measure.quality import REFERENCE_TEXT, Quality, compare
 from infertune.measure.results import TrialResult
 from infertune.techniques import Facts, Setup
 from infertune.techniques.render import config_for
+from infertune.tuning.confirm import confirm, undone
+from infertune.tuning.interleave import interleave
 from infertune.tuning.run import Constraints, Run, Step, TuneSpec
-from infertune.tuning.verdict import TIE_AXIS, Pair, decide, objective_value
+from infertune.tuning.sequential import CLEAR_LOSER, CLEAR_MIN, LOSER_FLOORS, clear_threshold
+from infertune.tuning.verdict import decide, objective_value
 
 
 def violations(c: Constraints, t: TrialResult) -> list[str]:
@@ -103,15 +106,16 @@ def tune(
             memory_limit_bytes=spec.trial_memory_limit_bytes,
         )
 
+    def pilot(index: int, setup: Setup, first: TrialResult) -> tuple[float | None, list[TrialResult]]:
+        """`first` and one more trial of `setup`: their repeat-to-repeat spread is the run's noise floor."""
+        second = trial(index, setup, role="pilot", repeat=2, scored=False)
+        a, b = (objective_value(spec.objective, x) for x in (first, second))
+        return (abs(b / a - 1) if a and b is not None else None), [first, second]
+
     if not steps:
         t = trial(0, spec.start, role="baseline")
         ok = t.status == "ok"
-        floor, pilot = None, [t]
-        if ok:  # the pilot: the baseline once more, its repeat-to-repeat spread is the run's noise floor
-            pilot.append(trial(0, spec.start, role="baseline", repeat=2, scored=False))
-            first, second = (objective_value(spec.objective, x) for x in pilot)
-            if first and second is not None:
-                floor = abs(second / first - 1)
+        floor, piloted = pilot(0, spec.start, t) if ok else (None, [t])
         base = Step(
             index=0,
             technique=None,
@@ -123,8 +127,8 @@ def tune(
             objective=objective_value(spec.objective, t),
             accepted=ok,
             reason="baseline" if ok else f"baseline failed ({t.status}): {t.error}",
-            machine=t.machine if len(pilot) == 1 else combine([x.machine for x in pilot]),
-            duration_s=t.duration_s if len(pilot) == 1 else sum(x.duration_s or 0 for x in pilot),
+            machine=combine([x.machine for x in piloted]),
+            duration_s=sum(x.duration_s or 0 for x in piloted),
             noise_floor=floor,
         )
         run.append(base)
@@ -146,149 +150,36 @@ def tune(
             break
         move = pool[0]
         tried.add(move.technique)
-        step = _step(spec, len(steps), move, best, baseline, run, trial, floor=baseline.noise_floor)
+        floored = [s for s in steps if s.noise_floor is not None]
+        floor = floored[-1].noise_floor if floored else None
+        extra: list[TrialResult] = []
+        if floored and _busy(steps[-1]) != _busy(floored[-1]):  # the machine's load changed: measure it again
+            first = trial(len(steps), best.setup, role="pilot", scored=False)
+            if first.status == "ok":
+                floor, extra = pilot(len(steps), best.setup, first)
+        step = _step(spec, len(steps), move, best, baseline, run, trial, floor=floor, pilot=extra)
         run.append(step)
         steps.append(step)
         emit({"event": "step", "step": step})
         if step.accepted:
             best = step
-    if spec.confirm and not out_of_time and (checked := _confirm(spec, steps, trial)) is not None:
-        run.append(checked)
-        steps = [checked if s.index == checked.index else s for s in steps]
-        emit({"event": "step", "step": checked})
+    if spec.confirm and not out_of_time and run.confirmation() is None:
+        floors = [s.noise_floor for s in steps if s.noise_floor is not None]
+        c = confirm(spec, steps, trial, floors[-1] if floors else None)
+        if c is not None:
+            run.save_confirmation(c)
+            emit({"event": "confirm", "confirmation": c})
+            if c.outcome == "reversed":
+                for u in undone(steps, c):
+                    run.append(u)
+                    steps = [u if s.index == u.index else s for s in steps]
+                    emit({"event": "step", "step": u})
     return steps
 
 
-# Sequential stopping: a candidate whose every pair so far loses by more than LOSER_FLOORS times the run's
-# noise floor (the baseline pilot), and by at least LOSER_MIN, is rejected at once, from the first pair on;
-# everything else runs min_pairs and, while unclear, up to max_pairs (docs/tuning.md, "When a step stops").
-LOSER_FLOORS = 3.0
-LOSER_MIN = 0.20
-FLOOR_MIN = 0.02  # a pilot of two equal numbers does not make a noise-free machine
-CLEAR_LOSER = "a clear loser"  # how _interleave says it stopped on the loser rule (what _step reads back)
-
-
-def loser_threshold(floor: float | None) -> float | None:
-    """The loss on the objective beyond which one pair rejects a candidate (None: no pilot, no early stop)."""
-    return None if floor is None else max(LOSER_FLOORS * max(floor, FLOOR_MIN), LOSER_MIN)
-
-
-CONFIRM_MARGIN = 0.10  # a kept change whose band's near edge gains less than this is re-checked at the end
-
-
-def _confirm(spec: TuneSpec, steps: list[Step], trial: Callable[..., TrialResult]) -> Step | None:
-    """The last kept change, measured again against the setup before it in new interleaved pairs (the order
-    reversed from its step), pooled with its step's pairs and decided again: minutes can pass between a step
-    and the end of the run, and a drift the step's own band did not see shows here. None when there is
-    nothing to re-check: the last adopted change was kept on the tie rule, by a wide margin, or checked already."""
-    accepted = [s for s in steps if s.accepted]
-    best = accepted[-1]
-    if (
-        len(accepted) < 2
-        or best.verdict != "kept"
-        or best.confirm_pairs
-        or best.delta is None
-        or best.noise is None
-        or abs(best.delta) - best.noise >= CONFIRM_MARGIN
-    ):
-        return None
-    before = accepted[-2]
-    new, trials, _, _ = _interleave(
-        spec, trial, best.index, best.setup, before.setup, prior=best.pairs, candidate_first=False
-    )
-    if len(new) < 2:
-        return None
-    pairs = best.pairs + new
-    d = decide(spec.objective, pairs)
-    why = (
-        f"re-checked at the end of the run: {len(new)} more pairs against {_label(before)}, pooled with the "
-        f"step's {len(best.pairs)}: "
-    ) + d.reason
-    return best.model_copy(
-        update={
-            "pairs": pairs,
-            "confirm_pairs": len(new),
-            "accepted": d.accepted,
-            "verdict": d.verdict,
-            "delta": d.delta,
-            "noise": d.noise,
-            "tie": d.tie,
-            "objective": float(np.median([p.candidate for p in pairs])),
-            "reason": why + ("" if d.accepted else f"; the change is undone: {_label(before)} stays"),
-            "machine": combine([best.machine, *(t.machine for t in trials)]),
-            "duration_s": (best.duration_s or 0) + sum(t.duration_s or 0 for t in trials),
-        }
-    )
-
-
-def _label(step: Step) -> str:
-    return f"step {step.index} ({step.technique or 'baseline'})"
-
-
-def _interleave(
-    spec: TuneSpec,
-    trial: Callable[..., TrialResult],
-    index: int,
-    candidate: Setup,
-    incumbent: Setup,
-    prior: Sequence[Pair] = (),
-    candidate_first: bool = True,
-    gate: Callable[[TrialResult, bool], str | None] | None = None,
-    loser: float | None = None,
-) -> tuple[list[Pair], list[TrialResult], str | None, str]:
-    """Interleaved pairs of the candidate and the incumbent, the order alternating from `candidate_first`, until
-    the objective's difference over `prior` and the new pairs is clear of its noise (from min_pairs new ones)
-    or max_pairs are spent. A pair with a failed trial is lost, its budget spent. `gate` sees each candidate
-    trial (and whether it is the first, the one scored for quality) and may refuse the candidate at once: then
-    (the pairs so far, every trial, why). With `loser` (a loss threshold), pairs that all lose by more than it
-    stop at once. Last: why the pairs stopped."""
-    pairs: list[Pair] = []
-    trials: list[TrialResult] = []
-    for k in range(spec.max_pairs):
-        runs: dict[str, TrialResult] = {}
-        for role in ("candidate", "incumbent") if (k % 2 == 0) == candidate_first else ("incumbent", "candidate"):
-            t = trial(
-                index,
-                candidate if role == "candidate" else incumbent,
-                role,
-                len(prior) + k + 1,
-                scored=gate is not None and role == "candidate" and k == 0,
-            )
-            trials.append(t)
-            runs[role] = t
-            if gate is not None and role == "candidate" and (refused := gate(t, k == 0)):
-                return pairs, trials, refused, f"refused after {len(pairs) + 1} pair(s)"
-        if any(t.status != "ok" for t in runs.values()):
-            continue
-        pairs.append(_pair(spec, runs["incumbent"], runs["candidate"]))
-        if loser is not None and not prior and all(_loss(spec, p) > loser and not p.busy for p in pairs):
-            return pairs, trials, None, f"stopped after {len(pairs)} pair(s): {CLEAR_LOSER} (each lost > {loser:.0%})"
-        if len(pairs) >= spec.min_pairs and decide(spec.objective, [*prior, *pairs]).verdict != "inconclusive":
-            return pairs, trials, None, f"stopped after {len(pairs)} pairs: the verdict is clear"
-    return pairs, trials, None, f"{len(pairs)} pairs: the budget of {spec.max_pairs} spent on a close call"
-
-
-def _loss(spec: TuneSpec, p: Pair) -> float:
-    """How much worse the candidate is than the incumbent in one pair (negative: better)."""
-    if p.incumbent <= 0:
-        return 0.0
-    r = p.candidate / p.incumbent - 1
-    return -r if spec.objective == "throughput" else r
-
-
-def _pair(spec: TuneSpec, inc: TrialResult, cand: TrialResult) -> Pair:
-    """Two finished trials as a pair (a failed trial has no objective and makes no pair)."""
-    axis = TIE_AXIS[spec.objective]
-    incumbent, candidate = objective_value(spec.objective, inc), objective_value(spec.objective, cand)
-    if incumbent is None or candidate is None:
-        raise ValueError("a pair needs two finished trials")
-    return Pair(
-        incumbent=incumbent,
-        candidate=candidate,
-        incumbent_tie=objective_value(axis, inc),
-        candidate_tie=objective_value(axis, cand),
-        busy=any(x.machine is not None and x.machine.busy for x in (inc, cand)),
-    )
+def _busy(step: Step) -> bool:
+    load = step.machine or step.trial.machine
+    return bool(load and load.busy)
 
 
 def _step(
@@ -300,6 +191,7 @@ def _step(
     run: Run,
     trial: Callable[..., TrialResult],
     floor: float | None = None,
+    pilot: list[TrialResult] | None = None,
 ) -> Step:
     """One candidate against the incumbent in interleaved pairs (candidate first in odd pairs, incumbent
     first in even ones), until the objective's difference is clear of its noise or max_pairs are spent.
@@ -320,8 +212,10 @@ def _step(
         return "constraint: " + "; ".join(broken) if broken else None
 
     # refused: why it was rejected other than on the objective (a failed candidate trial, quality, a constraint)
-    loser = loser_threshold(floor)
-    pairs, trials, refused, stopped = _interleave(spec, trial, index, move.setup, best.setup, gate=gate, loser=loser)
+    threshold = clear_threshold(floor)
+    pairs, trials, refused, stopped = interleave(
+        spec, trial, index, move.setup, best.setup, gate=gate, threshold=threshold
+    )
     first = trials[0]  # the candidate's first, quality-checked trial (pair 1 runs the candidate first)
     common: dict[str, Any] = {
         "index": index,
@@ -332,9 +226,10 @@ def _step(
         "trial": first,
         "quality": quality,
         "pairs": pairs,
-        "machine": combine([t.machine for t in trials]),
-        "duration_s": sum(t.duration_s or 0 for t in trials),
+        "machine": combine([t.machine for t in [*(pilot or []), *trials]]),
+        "duration_s": sum(t.duration_s or 0 for t in [*(pilot or []), *trials]),
         "stopped": stopped,
+        "noise_floor": floor if pilot else None,  # measured again for this step (the machine's load changed)
     }
     if len(pairs) == 1 and refused is None and CLEAR_LOSER in stopped:
         delta = pairs[0].candidate / pairs[0].incumbent - 1
@@ -345,8 +240,8 @@ def _step(
             verdict="rejected",
             delta=delta,
             noise=floor,
-            reason=f"{spec.objective} {delta:+.1%} in 1 interleaved pair, a loss beyond {loser:.0%} "
-            f"({LOSER_FLOORS:g}x the run's noise floor ±{floor or 0:.1%}, at least {LOSER_MIN:.0%}): "
+            reason=f"{spec.objective} {delta:+.1%} in 1 interleaved pair, a loss beyond {threshold:.0%} "
+            f"({LOSER_FLOORS:g}x the run's noise floor ±{floor or 0:.1%}, at least {CLEAR_MIN:.0%}): "
             "rejected as a clear loser after one pair",
         )
     if refused is not None:

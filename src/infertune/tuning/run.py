@@ -52,8 +52,8 @@ class TuneSpec(BaseModel):
     serve: bool = False  # after the loop, serve the accepted setup (both batching modes, installed engines): served.py
     confirm: bool = Field(
         True,
-        description="re-check the last kept change against the setup before it at the end "
-        "of the run when its margin over the noise is thin (CONFIRM_MARGIN)",
+        description="at the end of the run, measure the pick against the baseline again in fresh interleaved "
+        "pairs (tuning/confirm.py): the gain reported is that one, not the draw that made it win",
     )
 
 
@@ -76,9 +76,25 @@ class Step(BaseModel):
     tie: Paired | None = None  # the other axis, when the tie rule was weighed
     machine: MachineLoad | None = None  # how busy the machine was over this step's trials
     duration_s: float | None = None  # all of this step's trials
-    confirm_pairs: int = 0  # how many of `pairs` the end-of-run re-check added (the verdict is on all of them)
     noise_floor: float | None = None  # the baseline's pilot: |repeat / first - 1| of the objective (measured)
     stopped: str | None = None  # why the step's pairs stopped where they did
+
+
+class Confirmation(BaseModel):
+    """The run's pick measured again against the baseline at the end, in fresh interleaved pairs (measured)."""
+
+    kind: Literal["tune-confirmation"] = "tune-confirmation"
+    winner: int  # the index of the step whose setup was the pick
+    outcome: Literal["confirmed", "not confirmed", "reversed"]
+    reason: str
+    verdict: Verdict | None = None  # the verdict rule on the fresh pairs (None: fewer than two)
+    delta: float | None = None  # the pick against the baseline: median paired change of the objective
+    noise: float | None = None
+    tie: Paired | None = None
+    pairs: list[Pair] = Field(default_factory=list)
+    stopped: str | None = None
+    machine: MachineLoad | None = None
+    duration_s: float | None = None
 
 
 class ServeStep(BaseModel):
@@ -133,6 +149,20 @@ class Run:
         for step in self._read(self.results, Step):
             latest[step.index] = step
         return list(latest.values())
+
+    def confirmation(self) -> Confirmation | None:
+        """The end-of-run confirmation (confirm.json), None before it ran (or when it is unreadable)."""
+        path = self.path / "confirm.json"
+        if not path.exists():
+            return None
+        try:
+            return Confirmation.model_validate_json(path.read_text(encoding="utf-8"))
+        except ValueError:
+            self.warnings.append("confirm.json is incomplete (interrupted write): the confirmation runs again")
+            return None
+
+    def save_confirmation(self, c: Confirmation) -> None:
+        write_json_atomic(self.path / "confirm.json", c.model_dump(mode="json"))
 
     def serve_steps(self) -> list[ServeStep]:
         return self._read(self.path / "serve.jsonl", ServeStep)

@@ -1,0 +1,81 @@
+"""When a step's interleaved pairs stop (docs/tuning.md, "When a step stops"): as soon as the verdict is settled,
+either way, or can no longer change; the pair budget is spent only on close calls. The verdict rule itself
+(tuning/verdict.py) does not change: these rules only decide how many pairs it is given.
+
+After each pair, in this order (`stop_after`):
+1. a clear loser: every pair so far, none on a busy machine, loses by more than the run's threshold
+   (`clear_threshold`: LOSER_FLOORS x the noise floor, at least CLEAR_MIN): rejected, from the first pair;
+2. a clear winner: at least two pairs (one in each order, so a drift cancels), none busy, every one gaining
+   by more than the same threshold, and the verdict rule agrees (kept);
+3. decided: from min_pairs on, the verdict rule keeps (on the objective or on the tie) or rejects;
+4. futile: the remaining budget cannot change an inconclusive verdict (`futile`): up to 7 pairs the band is
+   the range of the ratios, so once the pairs disagree on the direction, on the objective and on the tie
+   axis alike, no later pair can make either clear; the step stops, inconclusive, where the budget would
+   have ended inconclusive too.
+"""
+
+from __future__ import annotations
+
+from infertune.measure.stats import band_rank
+from infertune.tuning.verdict import Objective, Pair, decide
+
+LOSER_FLOORS = 3.0  # the clear-loser/winner threshold, in noise floors
+CLEAR_MIN = 0.20  # ... and never under this
+FLOOR_MIN = 0.02  # a pilot of two equal numbers does not make a noise-free machine
+CLEAR_LOSER = "a clear loser"  # how stop_after says it stopped on rule 1 (what the step reads back)
+CLEAR_WINNER = "a clear winner"
+FUTILE = "the verdict cannot change"
+
+
+def clear_threshold(floor: float | None) -> float | None:
+    """The loss (or gain) on the objective beyond which a pair counts as clear on its own (None: no pilot,
+    no early stop on rules 1-2)."""
+    return None if floor is None else max(LOSER_FLOORS * max(floor, FLOOR_MIN), CLEAR_MIN)
+
+
+def loss(objective: Objective, p: Pair) -> float:
+    """How much worse the candidate is than the incumbent in one pair (negative: better)."""
+    if p.incumbent <= 0:
+        return 0.0
+    r = p.candidate / p.incumbent - 1
+    return -r if objective == "throughput" else r
+
+
+def _both_sides(values: list[tuple[float | None, float | None]]) -> bool:
+    """Pairs (incumbent, candidate) on both sides of "no change" (a missing value: no axis to decide on)."""
+    known = [(a, b) for a, b in values if a is not None and b is not None]
+    if len(known) < len(values):
+        return True
+    return any(b <= a for a, b in known) and any(b >= a for a, b in known)
+
+
+def futile(pairs: list[Pair], max_pairs: int) -> bool:
+    """True when no further pair within `max_pairs` can change an inconclusive verdict. While the band is the
+    range of the ratios (band_rank 1: up to 7 pairs), pairs on both sides of "no change" keep the band across
+    it whatever comes next; so the step cannot be kept or rejected on the objective once its pairs disagree on
+    the direction, nor on the tie once the tie axis's pairs do. Exact, not a guess: it stops only where the
+    budget would have ended inconclusive too."""
+    if len(pairs) < 2 or len(pairs) >= max_pairs or band_rank(max_pairs) != 1:
+        return False
+    return _both_sides([(p.incumbent, p.candidate) for p in pairs]) and _both_sides(
+        [(p.incumbent_tie, p.candidate_tie) for p in pairs]
+    )
+
+
+def stop_after(
+    objective: Objective, pairs: list[Pair], min_pairs: int, max_pairs: int, threshold: float | None
+) -> str | None:
+    """Why the pairs so far are enough (None: measure another pair)."""
+    n = len(pairs)
+    if threshold is not None and not any(p.busy for p in pairs):  # a busy pair never stops a step early
+        if all(loss(objective, p) > threshold for p in pairs):
+            return f"stopped after {n} pair(s): {CLEAR_LOSER} (each lost > {threshold:.0%})"
+        if n >= 2 and all(-loss(objective, p) > threshold for p in pairs) and decide(objective, pairs).accepted:
+            return f"stopped after {n} pairs: {CLEAR_WINNER} (each gained > {threshold:.0%})"
+    if n >= min_pairs:
+        d = decide(objective, pairs)
+        if d.verdict != "inconclusive" or d.accepted:
+            return f"stopped after {n} pairs: the verdict is clear"
+    if futile(pairs, max_pairs):
+        return f"stopped after {n} pairs: {FUTILE} within the budget of {max_pairs}"
+    return None
