@@ -124,3 +124,26 @@ def test_how_each_step_stopped_is_said_under_the_table():
     assert "How each step stopped</h3>" in page and "step 1: stopped after 1 pair(s): a clear loser" in _text(page)
     del r["steps"][1]["stopped"]
     assert "How each step stopped" not in markdown(r)
+
+
+def test_the_end_of_run_confirmation_is_the_headline_gain_and_shows_under_the_steps():
+    """The pick measured again against the baseline at the end: its fresh pairs give the headline's gain and band;
+    a pick the fresh pairs did not confirm lowers the certainty."""
+    r = copy.deepcopy(DEMO)
+    best = r["best"]["index"]
+    pairs = [
+        {"incumbent": 1.5, "candidate": 1.05, "busy": False},
+        {"incumbent": 1.48, "candidate": 1.02, "busy": False},
+    ]
+    r["confirmation"] = {
+        "winner": best, "outcome": "confirmed", "reason": "the pick against the baseline, 2 fresh pairs: confirmed",
+        "verdict": "kept", "delta": -0.305, "noise": 0.006, "pairs": pairs, "stopped": "stopped after 2 pairs",
+    }  # fmt: skip
+    v = summary(r)
+    assert f"1.49 s → 1.04 s ({human.change(-0.305)}, noise band ±0.6%)" in v["headline"]
+    assert "2 fresh pairs at the end" in v["headline"]
+    assert any("confirmation: confirmed" in w for w in v["why_sure"])
+    assert "Confirmed at the end (measured): the pick against the baseline" in markdown(r)
+    assert "<h3>Confirmed at the end</h3>" in tune_page(r)
+    r["confirmation"].update(outcome="not confirmed", verdict="inconclusive", delta=-0.02, noise=0.08)
+    assert summary(r)["sure"] == "low"

@@ -8,6 +8,7 @@ objective, and the report says that no noise band was measured."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from infertune.core import human
@@ -135,9 +136,13 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
     if base.get("objective") and shipped.get("objective") is not None:
         gain = shipped["objective"] / base["objective"] - 1
     noise = shipped.get("noise")
+    before, after = base.get("objective"), shipped.get("objective")
     confirmed = r.get("confirmation")
     if confirmed and confirmed.get("winner") == shipped["index"] and confirmed.get("delta") is not None:
-        gain, noise = confirmed["delta"], confirmed.get("noise")  # the fresh pairs at the end, not the lucky draw
+        # the fresh pairs at the end, not the draw that made the pick win
+        gain, noise = confirmed["delta"], confirmed.get("noise")
+        before = statistics.median(p["incumbent"] for p in confirmed["pairs"])
+        after = statistics.median(p["candidate"] for p in confirmed["pairs"])
     what = human.OBJECTIVE.get(obj, obj)
     if not changes:
         headline = (
@@ -152,8 +157,8 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
             else "against the baseline"
         )
         headline = (
-            f"Ship {human.settings(changes)}: {what} {human.objective(obj, base.get('objective'))} → "
-            f"{human.objective(obj, shipped.get('objective'))} ({human.change(gain)}{band}), measured "
+            f"Ship {human.settings(changes)}: {what} {human.objective(obj, before)} → "
+            f"{human.objective(obj, after)} ({human.change(gain)}{band}), measured "
             f"{how} on this machine."
         )
     costs = [f"{x['metric']} {x['baseline']} → {x['shipped']} ({x['change']})" for x in rows if x["better"] is False]
