@@ -13,7 +13,8 @@ round, as the tuner compares): the median ratio and its band (measure/stats.py).
 median; "sure" says whether the band's pessimistic edge also clears the 95 % target. The grid's best is
 also compared with its runner-up: when they are within each other's noise, "the grid's best" is itself a
 tie. The machine's load over the run is printed (a busy machine widens every band).
-Target: >= 95 % of the grid's best with <= 40 % of its configurations.
+Target: >= 95 % of the grid's best with <= 50 % of its trials (issue 33; every tuner trial counted: the
+baseline's pilot, the steps' pairs and the end-of-run confirmation).
 
     .venv/bin/python benchmarks/tuner_vs_grid.py [--objective latency|memory|throughput] [--repeats 3]
         [--attn eager,sdpa,flex_attention] [--max-new-tokens 32]     (~40 min on 2 quiet cores with the defaults)
@@ -73,6 +74,7 @@ def main() -> int:
         run = Run.create(Path(tmp) / "run", spec)
         events: list[dict] = []
         steps = tune(run, host_facts(spec, profile_model(path)), events.append)
+        confirmation = run.confirmation()
     best = best_step(steps)
     tuner_trials = sum(e["event"] == "trial" for e in events)
     loads += [s.machine or s.trial.machine for s in steps]
@@ -81,9 +83,12 @@ def main() -> int:
         band = "" if s.delta is None else f" {s.delta:+.1%} ± {s.noise:.1%} over {len(s.pairs)} pairs"
         print(
             f"  {s.index} {s.technique or 'baseline':15} {s.verdict or '-':12}{band}"
-            f"{' (adopted)' if s.accepted and s.technique else ''}: {s.reason}",
+            f"{' (adopted)' if s.accepted and s.technique else ''}: {s.reason}"
+            + (f" [{s.stopped}]" if s.stopped else ""),
             flush=True,
         )
+    if confirmation is not None:
+        print(f"  confirmation: {confirmation.reason} [{confirmation.stopped}]", flush=True)
 
     cells = [
         Setup(dtype=d, attn=a, kv_cache=k)
@@ -131,7 +136,7 @@ def main() -> int:
     )
     print(
         f"tuner reaches {reached:.1%} of the grid's best (band down to {worst:.1%}) with {len(steps) / grid_cells:.0%} "
-        f"of its configurations ({tuner_trials / grid_trials:.0%} of its trials); targets: >= 95 %, <= 40 %; "
+        f"of its configurations ({tuner_trials / grid_trials:.0%} of its trials); targets: >= 95 %, <= 50 % of trials; "
         f"sure: {'yes' if worst >= 0.95 else 'no (the band reaches below 95 %)'}"
     )
     load = combine(loads)
