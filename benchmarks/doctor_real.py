@@ -5,9 +5,10 @@ doctor ran: each real problem with its line and kind (a rule id from VOCABULARY.
 covers), and the tempting patterns that are *not* problems there (`silent`). The scripts' text is never committed; it
 is read from `scripts/<id>.py` (git-ignored), saved at the labelled commit.
 
-Matching: a finding is right when an unmatched labelled problem of the same rule id lies within LINES lines of it
-(a multi-line call is labelled at its first line; the doctor may point inside it); each problem takes at most one
-finding, so a problem reported twice counts one right and one wrong. Every other finding is a false positive.
+Matching: a finding is right when an unmatched labelled problem of the same rule id lies within LINES lines of it,
+or when the finding lies anywhere inside the statement the problem is labelled at (a multi-line call is labelled at
+its first line; the doctor may point at an argument further down); each problem takes at most one finding, so a
+problem reported twice counts one right and one wrong. Every other finding is a false positive.
 
 - precision = right findings / findings
 - recall    = problems found / problems labelled (all of them: `other:` kinds count as misses)
@@ -20,6 +21,7 @@ Prints the test part first when `all`. A case whose script is missing is listed 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import shutil
 import sys
@@ -60,17 +62,39 @@ def findings(path: Path, select: list[str] | None) -> tuple[list[tuple[int, str,
     return [(f.line, f.rule, f.message) for f in report.findings], None
 
 
-def judge(case: dict[str, Any], found: list[tuple[int, str, str]]) -> dict[str, Any]:
+def statement_ends(source: str) -> dict[int, int]:
+    """The last line of the widest statement starting at each line (a call spread over lines), for matching."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    ends: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body"):  # simple statements, not a whole loop or def
+            ends[node.lineno] = max(ends.get(node.lineno, 0), node.end_lineno or node.lineno)
+    return ends
+
+
+def _near(p: dict[str, Any], line: int, ends: dict[int, int]) -> bool:
+    return abs(p["line"] - line) <= LINES or p["line"] <= line <= ends.get(p["line"], 0)
+
+
+def judge(
+    case: dict[str, Any], found: list[tuple[int, str, str]], ends: dict[int, int] | None = None
+) -> dict[str, Any]:
+    """Right and wrong findings; `ends` (statement_ends of the script) lets a finding inside a labelled statement
+    match it."""
+    ends = ends or {}
     problems = [dict(p, found=False) for p in case.get("problems", [])]
     right, wrong = [], []
     for line, rule, message in sorted(found):
-        near = [p for p in problems if not p["found"] and p["kind"] == rule and abs(p["line"] - line) <= LINES]
+        near = [p for p in problems if not p["found"] and p["kind"] == rule and _near(p, line, ends)]
         if near:
             best = min(near, key=lambda p: abs(p["line"] - line))
             best["found"] = True
             right.append((line, rule))
         else:
-            silent = any(s["kind"] == rule and abs(s["line"] - line) <= LINES for s in case.get("silent", []))
+            silent = any(s["kind"] == rule and _near(s, line, ends) for s in case.get("silent", []))
             wrong.append((line, rule, message, silent))
     return {"right": right, "wrong": wrong, "problems": problems}
 
@@ -89,7 +113,7 @@ def report(
         if error:
             errors.append(f"{case['id']}: {error}")
         n_cases += 1
-        j = judge(case, found)
+        j = judge(case, found, statement_ends(path.read_text(encoding="utf-8", errors="replace")))
         for _, rule in j["right"]:
             rules_right[rule] += 1
         for _, rule, _, _ in j["wrong"]:

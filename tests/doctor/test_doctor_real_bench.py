@@ -57,3 +57,14 @@ def test_report_runs_the_real_doctor_on_a_labelled_script(tmp_path, capsys):
     out = b.report("dev", b.load(tmp_path, "dev"), tmp_path, None, verbose=False)
     assert out["scripts"] == 1 and out["precision"] == 1.0 and out["recall"] == 0.5
     assert "missing script: z02" in capsys.readouterr().out
+
+
+def test_a_finding_inside_the_labelled_statement_matches_it():
+    source = "x = 1\nout = pipe(\n    text,\n    a=1,\n    b=2,\n    max_length=100,\n)\ny = 2\n"
+    b = bench()
+    ends = b.statement_ends(source)
+    assert ends[2] == 7
+    case = {"problems": [{"line": 2, "kind": "IT014", "what": "max_length"}], "silent": []}
+    assert b.judge(case, [(6, "IT014", "m")], ends)["right"] == [(6, "IT014")]
+    assert b.judge(case, [(6, "IT014", "m")])["right"] == []  # 4 lines away, without the statement's span
+    assert b.judge(case, [(8, "IT014", "m")], ends)["right"] == []  # after the statement
