@@ -121,9 +121,8 @@ def no_generation_prompt(s: Script):
         if any(k.arg is None for k in c.keywords):
             continue
         sinks = s.sinks_of(c)
-        if any(
-            x in s.generates or s.is_pipeline_call(x) or any(g in s.generates for g in s.sinks_of(x)) for x in sinks
-        ):
+        runs = {*s.generates, *s.thread_generates}  # Thread(target=model.generate, kwargs=...) too
+        if any(x in runs or s.is_pipeline_call(x) or any(g in runs for g in s.sinks_of(x)) for x in sinks):
             yield (
                 c,
                 (
