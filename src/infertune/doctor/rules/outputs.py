@@ -25,6 +25,10 @@ STRIPS_PROMPT = {
 }
 
 
+# calls that take the decoded text apart: a length, a processor's own parser (Florence-2's task output)
+PARSERS = {"len", "post_process_generation"}
+
+
 def _has_slice(node: ast.AST) -> bool:
     return isinstance(node, ast.Slice) or (
         isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts)
@@ -76,9 +80,9 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0) -> bool:
     if isinstance(parent, ast.Attribute) and parent.attr in ("strip", "rstrip", "lower"):
         return _prompt_removed(s, up, depth + 1) if isinstance(up := s.parents.get(parent), ast.Call) else False
     if isinstance(parent, ast.Call) and (
-        dotted(parent.func).startswith("re.") or callee(parent) in ("len",) or s.defined(parent)
+        dotted(parent.func).startswith("re.") or callee(parent) in PARSERS or s.defined(parent)
     ):
-        return True  # searched, measured, or handed to a helper of the file (which may cut it)
+        return True  # searched, measured, parsed, or handed to a helper of the file (which may cut it)
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         names = {dotted(t) for t in targets} - {""}
