@@ -24,3 +24,6 @@ streamer = TextIteratorStreamer(tok)
 model.generate(**tok("hi", return_tensors="pt"), streamer=streamer)
 for piece in streamer:
     print(piece)
+
+# a draft for assisted generation (generate(..., assistant_model=draft))
+draft = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct", device_map="cuda")

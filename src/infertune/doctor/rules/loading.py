@@ -88,8 +88,11 @@ def dtype_rule(s: Script):
             or s.quantized(c)
             or _saved_only(s, c)
             or _cpu_by_choice(s, c)
+            or left_on_cpu(s, c)
         ):
-            continue  # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs
+            # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs; a model
+            # run on the CPU computes in fp32 there (a choice, or IT002's finding on this load: one per problem)
+            continue
         dtype, torch_dtype = _dtype_keywords(c)
         if dtype is None and torch_dtype is None:
             if major is not None and major >= 5:
@@ -172,24 +175,27 @@ def _used_for_generation(s: Script, c: ast.Call, uses: list[ast.AST]) -> bool:
     )
 
 
-def model_on_cpu(s: Script):
+def left_on_cpu(s: Script, c: ast.Call) -> bool:
+    """IT002's subject: a generative model run for generation, never placed (not even on the CPU on purpose), in a
+    script that neither trains nor sets a default device, and not a CPU-sized model in a script without a GPU."""
     default_device = any(
-        dotted(c.func) == "torch.set_default_device"
-        or (dotted(c.func) == "torch.device" and isinstance(s.parents.get(c), ast.withitem))
-        for c in s.calls
+        dotted(x.func) == "torch.set_default_device"
+        or (dotted(x.func) == "torch.device" and isinstance(s.parents.get(x), ast.withitem))
+        for x in s.calls
     )
-    if s.trains or default_device:
-        return
+    if s.trains or default_device or not s.torch_generative(c) or placed_at_load(s, c, explicit_cpu=True):
+        return False  # a device_map='cpu' or .to('cpu') is a choice, not an oversight
+    uses = s.uses(c)
+    if any(moved(s, u, explicit_cpu=True) for u in uses) or not _used_for_generation(s, c, uses):
+        return False
+    return not _cpu_on_purpose(s, s.model_id(c))
+
+
+def model_on_cpu(s: Script):
     for c in s.loads:
-        if not s.torch_generative(c) or placed_at_load(s, c, explicit_cpu=True):
-            continue  # a device_map='cpu' or .to('cpu') is a choice, not an oversight
-        uses = s.uses(c)
-        if any(moved(s, u, explicit_cpu=True) for u in uses) or not _used_for_generation(s, c, uses):
-            continue
-        if _cpu_on_purpose(s, s.model_id(c)):
-            continue
-        name = next((dotted(u) for u in uses), "the model")
-        yield (c, f"`{name}` is loaded without device_map and never moved: it runs on the CPU (seconds per token)")
+        if left_on_cpu(s, c):
+            name = next((dotted(u) for u in s.uses(c)), "the model")
+            yield (c, f"`{name}` is loaded without device_map and never moved: it runs on the CPU (seconds per token)")
 
 
 # a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
