@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+import re
 
-from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, kw, method, pipeline_model
+from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, kw, method, pipeline_model, receiver
 from infertune.doctor.script import Script
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
@@ -248,6 +249,56 @@ def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+def _behind_a_check(s: Script, up: list[ast.AST]) -> bool:
+    """Loaded once behind an `if`, or one of two loads of a try/except fallback (a `try` around a whole function
+    body that only reports its error is no check)."""
+    for n in up:
+        if isinstance(n, ast.If):
+            return True
+        if isinstance(n, ast.Try) and any(
+            x in s.loads or x in s.pipelines for h in n.handlers for x in ast.walk(h) if isinstance(x, ast.Call)
+        ):
+            return True
+    return False
+
+
+SETUP = re.compile(r"^(_*(main|init|setup|load|get|build|create|make|download|prepare)|__\w+__$)", re.I)
+
+
+def _runs_on_argument(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, c: ast.Call) -> bool:
+    """Does fn run what c loads on (something built from) one of its own parameters?"""
+    derived = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} - {"self", "cls"}
+    if not derived:
+        return False
+    body = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Assign)), key=lambda n: n.lineno)
+    for a in body:
+        if _names(a.value) & derived:
+            derived |= set().union(*(_names(t) for t in a.targets))
+    derived |= {n for f in ast.walk(fn) if isinstance(f, ast.For | ast.comprehension) for n in _names(f.target)}
+    if set().union(*(_names(a) for a in [*c.args, *(k.value for k in c.keywords)])) & derived:
+        return False  # which model depends on the call (one per model name): not the same weights again
+    for x in ast.walk(fn):
+        if not isinstance(x, ast.Call) or s.enclosing_function(x) is not fn:
+            continue
+        runs = (s.is_pipeline_call(x) and c in s.origins(x.func)) or (
+            x in s.generates and c in s.models_of(receiver(x))
+        )
+        if runs and set().union(*(_names(a) for a in [*x.args, *(k.value for k in x.keywords)])) & derived:
+            return True
+    return False
+
+
+def _called_per_use(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A function of the file's API that loads and runs a model on its argument: called from nowhere here (a
+    server or UI calls it per request), or from a loop."""
+    if SETUP.match(fn.name):
+        return False
+    sites = [x for x in s.calls if fn in s.defined(x)]
+    return not sites or any(
+        isinstance(n, ast.For | ast.AsyncFor | ast.While | ast.comprehension) for x in sites for n in _enclosing(s, x)
+    )
+
+
 def model_load_per_request(s: Script):
     routes, callbacks = {id(f) for f in _routes(s)}, _callbacks(s)
     for c in [*s.loads, *s.pipelines]:
@@ -255,7 +306,7 @@ def model_load_per_request(s: Script):
             continue
         up = _enclosing(s, c)
         fn = up[-1] if up and isinstance(up[-1], ast.FunctionDef | ast.AsyncFunctionDef) else None
-        if any(isinstance(n, ast.If | ast.Try) for n in up):  # loaded once behind a check, or a fallback
+        if _behind_a_check(s, up):
             continue
         if fn is not None and any(_decorator(d) in CACHED for d in fn.decorator_list):
             continue
@@ -272,3 +323,9 @@ def model_load_per_request(s: Script):
             yield (c, f"web handler `{fn.name}` loads the model on every request: load it once at start-up")
         elif fn is not None and fn.name in callbacks:
             yield (c, f"UI callback `{fn.name}` loads the model on every event: load it once at start-up")
+        elif fn is not None and _runs_on_argument(s, fn, c) and _called_per_use(s, fn):
+            yield (
+                c,
+                f"`{fn.name}` loads the model on every call and runs it on its argument: load it once, outside "
+                "the function (module level or a cached loader)",
+            )
