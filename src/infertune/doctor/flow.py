@@ -95,6 +95,18 @@ class Flow:
                 for k in c.keywords:
                     if k.arg in params or k.arg in [a.arg for a in fn.args.kwonlyargs]:
                         self.assigns.setdefault(k.arg, []).append(k.value)
+        self.arg_defaults: dict[str, ast.expr] = {}  # argparse: args.<dest> -> its default=
+        for c in self.calls:
+            if method(c) == "add_argument" and (default := kw(c, "default")) is not None:
+                names = [a.value for a in c.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                dest = kw(c, "dest")
+                name = (
+                    dest.value
+                    if isinstance(dest, ast.Constant)
+                    else next((n for n in names if n.startswith("--")), names[0] if names else "")
+                )
+                if isinstance(name, str) and name:
+                    self.arg_defaults.setdefault(name.lstrip("-").replace("-", "_"), default)
         self._memo: dict[int, list] = {}
         self.loads = [c for c in self.calls if self.is_model_load(c)]
         self.tokenizers = [c for c in self.calls if self.is_tokenizer_load(c)]
@@ -151,6 +163,8 @@ class Flow:
             return out
         if isinstance(node, (ast.Name, ast.Attribute)) and (name := dotted(node)) in self.assigns:
             return [o for v in self.reaching(name, node) for o in self.origins(v, d)]
+        if isinstance(node, ast.Attribute) and node.attr in self.arg_defaults and self._parsed_args(node.value, d):
+            return self.origins(self.arg_defaults[node.attr], d)  # args.model: the argparse default
         if isinstance(node, ast.Attribute) and node.attr == "model":  # pipe.model, self.pipe.model
             pipes = [o for o in self.origins(node.value, d) if o in self.pipelines]
             if pipes:
@@ -172,6 +186,14 @@ class Flow:
         if isinstance(node, ast.Await):
             return self.origins(node.value, d)
         return [node]
+
+    def _parsed_args(self, node: ast.AST, depth: int) -> bool:
+        """Is this value argparse's namespace (parser.parse_args(), or the first of parse_known_args())?"""
+        parse = ("parse_args", "parse_known_args")
+        for v in self.assigns.get(dotted(node), []) if isinstance(node, ast.Name | ast.Attribute) else []:
+            if isinstance(v, Unpack) and v.index == 0 and isinstance(v.value, ast.Call) and method(v.value) in parse:
+                return True  # args, rest = parser.parse_known_args()
+        return any(isinstance(o, ast.Call) and method(o) in parse for o in self.origins(node, depth))
 
     def reaching(self, name: str, use: ast.AST) -> list:
         """The assignments of `name` that reach this use: the last one above it in the same function (or
