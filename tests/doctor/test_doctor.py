@@ -101,8 +101,8 @@ CASES = {
         'async def health():\n    return {"ok": True}',
     ),
     "IT012": (
-        'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", trust_remote_code=True)',
-        'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", trust_remote_code=False)',
+        'm = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-v0.1", dtype="auto", device_map="auto", trust_remote_code=True)',
+        'm = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-v0.1", dtype="auto", device_map="auto", trust_remote_code=False)',
     ),
     "IT013": (
         'tok = AutoTokenizer.from_pretrained("org/Model-7B-Instruct")\n'
@@ -481,13 +481,31 @@ def test_folders_are_walked_without_tool_and_hidden_folders(tmp_path):
 
 
 def test_advisory_rules_are_off_unless_selected(tmp_path):
-    """IT010-IT012 were wrong more often than right on real scripts: they speak only when selected."""
-    code = CASES["IT012"][0]
+    """IT010 and IT011 were wrong more often than right on real scripts: they speak only when selected."""
+    code = CASES["IT010"][0]
     f = tmp_path / "s.py"
     f.write_text(HEAD + textwrap.dedent(code) + "\n")
-    assert "IT012" not in {x.rule for x in doctor.check([f]).findings}
-    for select in (["IT012"], ["IT01"], ["trust-remote-code"], ["ALL"]):
-        assert "IT012" in {x.rule for x in doctor.check([f], select=select).findings}, select
+    assert "IT010" not in {x.rule for x in doctor.check([f]).findings}
+    for select in (["IT010"], ["IT01"], ["hardcoded-sampling"], ["ALL"]):
+        assert "IT010" in {x.rule for x in doctor.check([f], select=select).findings}, select
+
+
+def test_trust_remote_code_only_on_transformers_loaders_of_native_checkpoints(tmp_path):
+    def rules(code: str) -> list[str]:
+        return [x.rule for x in _check(tmp_path, code).findings if x.rule == "IT012"]
+
+    assert rules('tok = AutoTokenizer.from_pretrained("Qwen/Qwen2.5-7B-Instruct", trust_remote_code=True)') == ["IT012"]
+    assert rules('tok = AutoTokenizer.from_pretrained("Qwen/Qwen-7B-Chat", trust_remote_code=True)') == []  # Qwen 1
+    assert rules('m = AutoModelForCausalLM.from_pretrained("microsoft/Florence-2-base", trust_remote_code=True)') == []
+    assert rules("tok = AutoTokenizer.from_pretrained(path, trust_remote_code=True)") == []  # unknown checkpoint
+    assert rules('import datasets\nd = datasets.load_dataset("x/y", trust_remote_code=True)') == []
+    argparse_default = (
+        "import argparse\np = argparse.ArgumentParser()\n"
+        'p.add_argument("--model", default="meta-llama/Meta-Llama-3-8B-Instruct")\n'
+        'p.add_argument("--trust-remote-code", action="store_true", default=True)\nargs = p.parse_args()\n'
+        "tok = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)"
+    )
+    assert rules(argparse_default) == ["IT012"]
 
 
 def test_a_small_model_on_a_cpu_script_is_a_choice_a_7b_is_not(tmp_path):

@@ -116,10 +116,9 @@ RULES: list[Rule] = [
     Rule(
         "IT012",
         "trust-remote-code",
-        "trust_remote_code=True",
-        "use a model supported natively, or review its code and pin revision=<commit>",
+        "trust_remote_code=True on a checkpoint transformers implements natively",
+        "drop trust_remote_code=True: the architecture is built into transformers",
         loading.trust_remote_code,
-        default=False,
     ),
     Rule(
         "IT013",
@@ -220,7 +219,7 @@ SUPPRESS = re.compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
     """Rules chosen like ruff's --select/--ignore: ids, names or id prefixes (IT0, IT01); without --select the
-    rules on by default (IT010-IT012 only when selected, by id, prefix or ALL). Raises ValueError."""
+    rules on by default (IT010 and IT011 only when selected, by id, prefix or ALL). Raises ValueError."""
 
     def match(keys: list[str]) -> set[str]:
         out: set[str] = set()

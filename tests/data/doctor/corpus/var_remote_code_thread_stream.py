@@ -4,9 +4,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from threading import Thread
 from transformers import TextIteratorStreamer
-tk = AutoTokenizer.from_pretrained("Qwen/Qwen-7B-Chat", trust_remote_code=True)  # expect: IT012
+tk = AutoTokenizer.from_pretrained("Qwen/Qwen-7B-Chat", trust_remote_code=True)  # Qwen 1 ships its own code
 lm = AutoModelForCausalLM.from_pretrained("Qwen/Qwen-7B-Chat", device_map="auto", dtype="auto",
-                                          trust_remote_code=True).eval()  # expect: IT012
+                                          trust_remote_code=True).eval()
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 lm.to(dev)  # expect: IT020
 enc = tk(["introduce suzhou"], return_tensors="pt").to(dev)  # expect: IT013
