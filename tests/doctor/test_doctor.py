@@ -34,6 +34,11 @@ CASES = {
         'model = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float16, device_map="cpu")\n' + GEN,
         'model = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="cpu")\n' + GEN,
     ),
+    "IT029": (
+        LOAD + "answers = [model.generate(**inputs, do_sample=True, max_new_tokens=32) for _ in range(5)]\n",
+        LOAD + "out = model.generate(**inputs, do_sample=True, num_return_sequences=5, max_new_tokens=32)\n"
+        "for i in range(5):\n    out = model.generate(**batches[i], do_sample=True, max_new_tokens=32)\n",
+    ),
     "IT023": (
         "for q in questions:\n"
         '    model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'

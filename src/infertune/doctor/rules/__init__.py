@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from infertune.doctor.nodes import Finding
-from infertune.doctor.rules import devices, generation, loading, outputs, prompts, serving
+from infertune.doctor.rules import devices, generation, loading, outputs, prompts, repeats, serving
 from infertune.doctor.script import Script
 
 DOCS = "https://github.com/infertune/infertune/blob/main/docs/doctor.md"
@@ -204,6 +204,13 @@ RULES: list[Rule] = [
         "chat-template text tokenized again with special tokens",
         "tokenize=True in apply_chat_template (return_dict=True), or add_special_tokens=False when tokenizing its text",
         prompts.double_bos,
+    ),
+    Rule(
+        "IT029",
+        "repeated-sampling-calls",
+        "one input generated N times in a loop",
+        "one call with num_return_sequences=N (do_sample=True): the N answers come in one batch",
+        repeats.repeated_sampling_calls,
     ),
     Rule(
         "IT031",

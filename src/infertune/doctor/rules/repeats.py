@@ -1,0 +1,79 @@
+"""Rules about work done again for nothing: one prompt generated N times in a loop (IT029)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from infertune.doctor.nodes import callee, const, dotted
+from infertune.doctor.rules.generation import generation_calls
+from infertune.doctor.script import Script
+
+# a loop that repeats on purpose: timing, warm-up, a benchmark, a retry until the output is valid
+MEASURES = re.compile(r"time|perf_counter|bench|warm|latency|throughput|retry|attempt|valid|tries", re.I)
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {dotted(n) for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)} - {""}
+
+
+def _changed_in(loop: ast.AST) -> set[str]:
+    """Names (re)bound inside the loop's body: its target, assignments, `+=`, inner loops' targets."""
+    out = set().union(*(_names(g.target) for g in _generators(loop)))
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Assign):
+            out |= set().union(*(_names(t) for t in n.targets))
+        elif isinstance(n, ast.AugAssign | ast.AnnAssign | ast.For | ast.comprehension) and n is not loop:
+            out |= _names(n.target)
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend"):
+            out.add(dotted(n.func.value))  # messages.append(...): the conversation grows
+    return out
+
+
+def _generators(loop: ast.AST) -> list[ast.For | ast.comprehension]:
+    if isinstance(loop, ast.For):
+        return [loop]
+    return list(loop.generators) if isinstance(loop, ast.ListComp | ast.GeneratorExp) else []
+
+
+def _range_count(loop: ast.AST) -> int | str | None:
+    """`for _ in range(N)` (a statement or a comprehension's one loop): N as written (a number or a name)."""
+    gens = _generators(loop)
+    if len(gens) != 1 or not (isinstance(it := gens[0].iter, ast.Call) and callee(it) == "range"):
+        return None
+    args = it.args
+    if len(args) != 1:
+        return None
+    n = const(args[0])
+    return n if isinstance(n, int) else (dotted(args[0]) or None)
+
+
+def repeated_sampling_calls(s: Script):
+    for c, kws, hf, _ in generation_calls(s):
+        if not hf or "num_return_sequences" in kws:
+            continue
+        loop = next((p for p in _ancestors(s, c) if _range_count(p) is not None), None)
+        if loop is None or MEASURES.search(ast.unparse(loop)):
+            continue
+        count = _range_count(loop)
+        if isinstance(count, int) and count < 2:
+            continue
+        inputs = set().union(*(_names(a) for a in [*c.args, *(k.value for k in c.keywords)]))
+        if inputs & _changed_in(loop):
+            continue  # the input changes between passes (the loop variable, a growing text, a new batch)
+        yield (
+            c,
+            f"the same input generated {count} times, one call per pass of the loop at line {loop.lineno}: one "
+            f"call with num_return_sequences={count} (and do_sample=True) returns them all in one batch",
+        )
+
+
+def _ancestors(s: Script, node: ast.AST) -> list[ast.AST]:
+    """The loops around a node, innermost first, up to its function."""
+    out = []
+    while node in s.parents:
+        node = s.parents[node]
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            break
+        out.append(node)
+    return out
