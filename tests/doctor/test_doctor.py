@@ -34,6 +34,48 @@ CASES = {
         'model = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float16, device_map="cpu")\n' + GEN,
         'model = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="cpu")\n' + GEN,
     ),
+    "IT024": (
+        'tok = AutoTokenizer.from_pretrained("m")\ntok.padding_side = "right"\n'
+        + LOAD
+        + 'enc = tok(prompts, padding=True, return_tensors="pt").to("cuda")\n'
+        "out = model.generate(**enc, max_new_tokens=8)\n",
+        'tok = AutoTokenizer.from_pretrained("m")\ntok.padding_side = "left"\n'
+        + LOAD
+        + 'enc = tok(prompts, padding=True, return_tensors="pt").to("cuda")\n'
+        "out = model.generate(**enc, max_new_tokens=8)\n",
+    ),
+    "IT026": (
+        'enc = tok(texts, padding=True, return_tensors="pt")\nvec = model(**enc).last_hidden_state.mean(dim=1)\n',
+        'enc = tok(texts, padding=True, return_tensors="pt")\nh = model(**enc).last_hidden_state\n'
+        'm = enc["attention_mask"].unsqueeze(-1)\nvec = (h * m).sum(1) / m.sum(1)\n',
+    ),
+    "IT027": (
+        LOAD + "while True:\n    ids = model.generate(ids, max_new_tokens=2)\n    print(ids)\n",
+        LOAD + "while True:\n    ids = model.generate(ids, max_new_tokens=200)\n    print(ids)\n",
+    ),
+    "IT028": (
+        'clf = pipeline("text-classification", model="m", device=0)\nprint(clf([a, b, c]))\n',
+        'clf = pipeline("text-classification", model="m", device=0)\nprint(clf([a, b, c], batch_size=8))\n',
+    ),
+    "IT030": (
+        'model = AutoModelForCausalLM.from_pretrained("m")\nlogits = model(**enc).logits\n',
+        'model = AutoModelForCausalLM.from_pretrained("m")\nwith torch.inference_mode():\n'
+        "    logits = model(**enc).logits\n",
+    ),
+    "IT032": (
+        'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"\n'
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto").to("cuda:1")\n',
+        'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"\n'
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto").to("cuda:0")\n',
+    ),
+    "IT033": (
+        'tok = AutoTokenizer.from_pretrained("org/m-chat")\n'
+        + LOAD
+        + "out = model.generate(**inputs, num_beams=4, no_repeat_ngram_size=2, max_new_tokens=9)\n",
+        'tok = AutoTokenizer.from_pretrained("org/m-chat")\n'
+        + LOAD
+        + "out = model.generate(**inputs, num_beams=4, max_new_tokens=9)\n",
+    ),
     "IT029": (
         LOAD + "answers = [model.generate(**inputs, do_sample=True, max_new_tokens=32) for _ in range(5)]\n",
         LOAD + "out = model.generate(**inputs, do_sample=True, num_return_sequences=5, max_new_tokens=32)\n"
@@ -106,8 +148,10 @@ CASES = {
         'async def health():\n    return {"ok": True}',
     ),
     "IT012": (
-        'm = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-v0.1", dtype="auto", device_map="auto", trust_remote_code=True)',
-        'm = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-v0.1", dtype="auto", device_map="auto", trust_remote_code=False)',
+        'm = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-v0.1", dtype="auto", trust_remote_code=True,\n'
+        '                                         device_map="auto")',
+        'm = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-v0.1", dtype="auto", trust_remote_code=False,\n'
+        '                                         device_map="auto")',
     ),
     "IT013": (
         'tok = AutoTokenizer.from_pretrained("org/Model-7B-Instruct")\n'

@@ -10,7 +10,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from infertune.doctor.nodes import Finding
-from infertune.doctor.rules import devices, generation, loading, outputs, prompts, repeats, serving
+from infertune.doctor.rules import (
+    batches,
+    devices,
+    forward,
+    generation,
+    loading,
+    outputs,
+    prompts,
+    remote_code,
+    repeats,
+    serving,
+)
 from infertune.doctor.script import Script
 
 DOCS = "https://github.com/infertune/infertune/blob/main/docs/doctor.md"
@@ -118,7 +129,7 @@ RULES: list[Rule] = [
         "trust-remote-code",
         "trust_remote_code=True on a checkpoint transformers implements natively",
         "drop trust_remote_code=True: the architecture is built into transformers",
-        loading.trust_remote_code,
+        remote_code.trust_remote_code,
     ),
     Rule(
         "IT013",
@@ -199,11 +210,39 @@ RULES: list[Rule] = [
         serving.model_load_per_request,
     ),
     Rule(
+        "IT024",
+        "right-padding-batch",
+        "batched generation with a decoder-only model padded on the right",
+        "tokenizer.padding_side = 'left' before tokenizing the batch (the attribute's exact name)",
+        batches.right_padding_batch,
+    ),
+    Rule(
         "IT025",
         "double-bos",
         "chat-template text tokenized again with special tokens",
         "tokenize=True in apply_chat_template (return_dict=True), or add_special_tokens=False when tokenizing its text",
         prompts.double_bos,
+    ),
+    Rule(
+        "IT026",
+        "mean-pool-padding",
+        "embeddings mean-pooled over pad tokens, or mean pooling on a CLS-pooled model",
+        "weight the mean by attention_mask (sum(h * m) / sum(m)); for CLS-pooled models take h[:, 0]",
+        forward.mean_pool_padding,
+    ),
+    Rule(
+        "IT027",
+        "regenerate-to-stream",
+        "streaming by calling generate a few tokens at a time on the growing text",
+        "one generate call with a TextIteratorStreamer (in a Thread) streams with the KV cache kept",
+        repeats.regenerate_to_stream,
+    ),
+    Rule(
+        "IT028",
+        "pipeline-list-unbatched",
+        "a GPU pipeline given a list with no batch_size",
+        "pass batch_size= (8-64) to the pipeline or the call",
+        batches.pipeline_list_unbatched,
     ),
     Rule(
         "IT029",
@@ -213,11 +252,32 @@ RULES: list[Rule] = [
         repeats.repeated_sampling_calls,
     ),
     Rule(
+        "IT030",
+        "no-grad-missing",
+        "a forward pass for inference with autograd on",
+        "wrap inference in `with torch.inference_mode():` (or torch.no_grad())",
+        forward.no_grad_missing,
+    ),
+    Rule(
         "IT031",
         "fp16-on-cpu",
         "float16 weights on a CPU",
         "on a CPU load in torch.bfloat16 (CPUs with AVX512-BF16/AMX) or float32; keep float16 for the GPU",
         devices.fp16_on_cpu,
+    ),
+    Rule(
+        "IT032",
+        "visible-devices-index",
+        "CUDA_VISIBLE_DEVICES=<id> followed by cuda:<id>",
+        "after masking, the one visible GPU is cuda:0",
+        devices.visible_devices_index,
+    ),
+    Rule(
+        "IT033",
+        "beam-no-repeat-ngram-chat",
+        "beam search with no_repeat_ngram_size on a chat model",
+        "drop no_repeat_ngram_size (use repetition_penalty lightly if needed)",
+        generation.beam_no_repeat_ngram_chat,
     ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}

@@ -1,10 +1,12 @@
-"""Rules about where the weights live and what that device can compute: fp16 on a CPU (IT031)."""
+"""Rules about where the weights live and what that device can compute: fp16 on a CPU (IT031), a masked GPU
+named by its old index (IT032)."""
 
 from __future__ import annotations
 
 import ast
+import re
 
-from infertune.doctor.nodes import const, dotted, kw
+from infertune.doctor.nodes import callee, const, dotted, kw, method
 from infertune.doctor.rules.loading import GPU_INTENT, stays_on_cpu
 from infertune.doctor.script import Script
 
@@ -33,3 +35,76 @@ def fp16_on_cpu(s: Script):
                 "float16 weights on a CPU: most CPUs have no fp16 arithmetic (emulated, often slower than fp32, "
                 "some ops unsupported); on a CPU use bfloat16 (AVX512-BF16/AMX) or float32",
             )
+
+
+# --- IT032: CUDA_VISIBLE_DEVICES=<id>, then cuda:<id> --------------------------------------------------------
+
+
+def _visible_devices(s: Script) -> list[tuple[ast.AST, str]]:
+    """`os.environ["CUDA_VISIBLE_DEVICES"] = "3"` (or setdefault / putenv): (node, the single id)."""
+    out = []
+    for n in ast.walk(s.tree):
+        value = None
+        if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and const(t.slice) == "CUDA_VISIBLE_DEVICES" for t in n.targets
+        ):
+            value = n.value
+        elif (
+            isinstance(n, ast.Call)
+            and callee(n) in ("setdefault", "putenv")
+            and len(n.args) > 1
+            and const(n.args[0]) == "CUDA_VISIBLE_DEVICES"
+        ):
+            value = n.args[1]
+        v = const(value) if value is not None else None
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = str(v)
+        if isinstance(v, str) and v.strip().isdigit():
+            out.append((n, v.strip()))
+    return out
+
+
+def _device_index(node: ast.AST) -> str | None:
+    """The CUDA index a device value names: "cuda:3", torch.device("cuda", 3), .cuda(3), device=3."""
+    v = const(node)
+    if isinstance(v, str) and (m := re.fullmatch(r"cuda:(\d+)", v.strip())):
+        return m.group(1)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if isinstance(node, ast.Call) and dotted(node.func) == "torch.device" and len(node.args) == 2:
+        i = const(node.args[1])
+        return str(i) if const(node.args[0]) == "cuda" and isinstance(i, int) else None
+    return None
+
+
+def _placements(s: Script) -> list[ast.AST]:
+    """Values that name a device: .to(x) / .cuda(x), torch.device(...), device= and device_map= (a dict's values)."""
+    out: list[ast.AST] = []
+    for c in s.calls:
+        if method(c) in ("to", "cuda") and c.args:
+            out.append(c.args[0])
+        if dotted(c.func) == "torch.device":
+            out.append(c if len(c.args) == 2 else (c.args[0] if c.args else c))
+        if (d := kw(c, "device")) is not None:
+            out.append(d)
+        if isinstance(dm := kw(c, "device_map"), ast.Dict):
+            out += dm.values
+        elif dm is not None:
+            out.append(dm)
+    return out
+
+
+def visible_devices_index(s: Script):
+    masked = _visible_devices(s)
+    if len({i for _, i in masked}) != 1 or masked[0][1] == "0":
+        return
+    index = masked[0][1]
+    for p in _placements(s):
+        named = next((o for o in s.origins(p) if _device_index(o) == index), None)
+        if named is not None:
+            yield (
+                named if hasattr(named, "lineno") else p,  # the literal that names the old index
+                f"CUDA_VISIBLE_DEVICES={index} leaves one GPU visible, numbered 0 in this process: cuda:{index} does "
+                "not exist here (invalid device ordinal); use cuda:0",
+            )
+            return

@@ -18,6 +18,7 @@ from infertune.doctor.nodes import (
     receiver,
 )
 from infertune.doctor.rules.loading import moved, placed_at_load
+from infertune.doctor.rules.prompts import CHAT_MODEL
 from infertune.doctor.script import Script
 
 SAMPLING = ("temperature", "top_p", "top_k", "repetition_penalty", "typical_p", "min_p")
@@ -313,4 +314,24 @@ def openai_args(s: Script):
                     f"{', '.join(bad)}: OpenAI API arguments, not generate's; transformers raises 'model_kwargs are "
                     "not used'" + (f" ({'; '.join(fixes)})" if fixes else "")
                 ),
+            )
+
+
+# --- IT033 ----------------------------------------------------------------------------------------------
+
+
+def beam_no_repeat_ngram_chat(s: Script):
+    """Beam search with no_repeat_ngram_size on a chat/instruct model: code, lists, names and markup repeat n-grams
+    on purpose, and the ban bends the answer around them."""
+    ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
+    chat = next((i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1])), None)
+    if chat is None:
+        return
+    for _, kws, hf, _ in generation_calls(s):
+        beams, ngram = const(kws.get("num_beams")), const(kws.get("no_repeat_ngram_size"))
+        if hf and isinstance(beams, int) and beams > 1 and isinstance(ngram, int) and ngram > 0:
+            yield (
+                kws["no_repeat_ngram_size"],
+                f"no_repeat_ngram_size={ngram} with beam search on {chat}, a chat model: it forbids every repeated "
+                f"{ngram}-gram (code, lists, names, markup repeat them), so answers get bent or cut; drop it",
             )

@@ -61,9 +61,10 @@ def repeated_sampling_calls(s: Script):
         inputs = set().union(*(_names(a) for a in [*c.args, *(k.value for k in c.keywords)]))
         if inputs & _changed_in(loop):
             continue  # the input changes between passes (the loop variable, a growing text, a new batch)
+        at = getattr(loop, "lineno", 0)
         yield (
             c,
-            f"the same input generated {count} times, one call per pass of the loop at line {loop.lineno}: one "
+            f"the same input generated {count} times, one call per pass of the loop at line {at}: one "
             f"call with num_return_sequences={count} (and do_sample=True) returns them all in one batch",
         )
 
@@ -77,3 +78,36 @@ def _ancestors(s: Script, node: ast.AST) -> list[ast.AST]:
             break
         out.append(node)
     return out
+
+
+# --- IT027: "streaming" by calling generate again on the growing text ----------------------------------------
+
+SHOWS = {"print", "write", "markdown", "yield", "send", "put", "emit"}
+
+
+def _shows_each_pass(loop: ast.AST) -> bool:
+    """The loop hands something out on every pass: yield, print, st.write, a queue or socket send."""
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Yield | ast.YieldFrom):
+            return True
+        if isinstance(n, ast.Call) and callee(n) in SHOWS:
+            return True
+    return False
+
+
+def regenerate_to_stream(s: Script):
+    for g in s.generates:
+        n = const(next((k.value for k in g.keywords if k.arg == "max_new_tokens"), None))
+        if not isinstance(n, int) or isinstance(n, bool) or n > 16:
+            continue
+        loop = next((p for p in _ancestors(s, g) if isinstance(p, ast.While | ast.For)), None)
+        if loop is None or not _shows_each_pass(loop):
+            continue
+        inputs = set().union(*(_names(a) for a in [*g.args, *(k.value for k in g.keywords)]))
+        if inputs & _changed_in(loop) - (_names(loop.target) if isinstance(loop, ast.For) else set()):
+            yield (
+                g,
+                f"streaming by calling generate for {n} new tokens at a time on the growing text: every call "
+                "prefills the whole text again with no KV cache kept (quadratic); pass a TextIteratorStreamer "
+                "to one generate call instead",
+            )

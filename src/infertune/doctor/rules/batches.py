@@ -1,0 +1,103 @@
+"""Batch rules: padding on the wrong side for batched generation (IT024), a pipeline fed a list one item at a time
+(IT028)."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+
+from infertune.doctor.nodes import ENCODER_DECODER, const, dotted, kw, receiver
+from infertune.doctor.rules.generation import pipe_of, task_of
+from infertune.doctor.script import Script
+
+# tokenizers whose checkpoints pad on the right unless told otherwise (GPT-2's BPE: GPT-2, OPT, GPT-Neo/J, Pythia,
+# Phi, CodeGen, BLOOM, Falcon); others (Llama's, Qwen's...) vary by checkpoint, so only an explicit right is sure
+RIGHT_BY_DEFAULT = re.compile(r"gpt2|distilgpt2|opt-\d|gpt-neo|gpt-j|pythia|phi-[12]|codegen|bloom|falcon", re.I)
+
+
+def _padding_assignments(s: Script) -> list[tuple[ast.AST, str, object]]:
+    """`x.<attr> = value` where attr is padding_side or a misspelling of it: (node, attr, value)."""
+    out: list[tuple[ast.AST, str, object]] = []
+    for n in ast.walk(s.tree):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Attribute) and _like_padding_side(t.attr):
+                    out.append((t, t.attr, const(n.value)))
+    return out
+
+
+def _like_padding_side(attr: str) -> bool:
+    a = attr.lower()
+    return a == "padding_side" or (
+        difflib.SequenceMatcher(None, a, "padding_side").ratio() >= 0.8 and a.startswith("pad")
+    )
+
+
+def _batched_tokenizer_calls(s: Script) -> list[ast.Call]:
+    """Tokenizer calls that pad a batch (padding=True / 'longest' / 'max_length') and whose ids reach generate on a
+    decoder-only model of this file."""
+    out = []
+    for c in s.calls:
+        if not s.is_tokenizer_call(c) or const(kw(c, "padding")) in (None, False, "do_not_pad"):
+            continue
+        gens = [g for g in s.sinks_of(c) if g in s.generates]
+        models = [m for g in gens for m in s.models_of(receiver(g))]
+        if models and not any(ENCODER_DECODER.search(s.model_class(m)) for m in models):
+            out.append(c)
+    return out
+
+
+def right_padding_batch(s: Script):
+    batched = _batched_tokenizer_calls(s)
+    if not batched:
+        return
+    assigned = _padding_assignments(s)
+    for node, attr, _ in assigned:
+        if attr != "padding_side":
+            yield (
+                node,
+                f"`{attr}` is not a tokenizer setting (padding_side is): the tokenizer keeps padding on its default "
+                "side, the right for many decoder-only models, and batched generate then continues pad tokens",
+            )
+            return
+    sides = [v for _, a, v in assigned if a == "padding_side"]
+    sides += [const(kw(c, "padding_side")) for c in s.tokenizers]
+    if "left" in sides:
+        return
+    rights = "right" in sides
+    ids = [s.model_id(c) or "" for c in s.tokenizers]
+    if rights or (ids and all(RIGHT_BY_DEFAULT.search(i.rsplit("/", 1)[-1]) for i in ids)):
+        yield (
+            batched[0],
+            "a padded batch for a decoder-only model's generate with padding on the right: the shorter prompts "
+            "end in pad tokens and their answers continue after them (set tokenizer.padding_side = 'left')",
+        )
+
+
+def _listy(s: Script, node: ast.AST) -> bool:
+    """A list of inputs: a list literal or comprehension, a dataset column, KeyDataset(...)."""
+    for o in s.origins(node):
+        if isinstance(o, ast.List | ast.ListComp) and not (isinstance(o, ast.List) and len(o.elts) <= 1):
+            return True
+        if isinstance(o, ast.Call) and dotted(o.func).split(".")[-1] in ("KeyDataset", "load_dataset", "tolist"):
+            return True
+    return False
+
+
+def pipeline_list_unbatched(s: Script):
+    for c in s.calls:
+        pipe = pipe_of(s, c) if isinstance(c.func, ast.Name | ast.Attribute) else None
+        if pipe is None or not c.args or kw(c, "batch_size") is not None or kw(pipe, "batch_size") is not None:
+            continue
+        if any(k.arg is None for k in c.keywords) or any(k.arg is None for k in pipe.keywords):
+            continue
+        device = kw(pipe, "device")
+        on_gpu = kw(pipe, "device_map") is not None or (device is not None and const(device) not in ("cpu", -1))
+        if on_gpu and _listy(s, c.args[0]):
+            task = task_of(pipe) or "pipeline"
+            yield (
+                c,
+                f"a {task} pipeline given a list with no batch_size runs the items one at a time on the GPU: "
+                "pass batch_size= (8-64) to batch them",
+            )

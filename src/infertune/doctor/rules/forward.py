@@ -1,0 +1,101 @@
+"""Rules about a model's own forward pass run for inference: autograd left on (IT030), embeddings mean-pooled over
+padding (IT026)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from infertune.doctor.nodes import callee, const, dotted, kw
+from infertune.doctor.script import Script
+
+NO_GRAD = {"no_grad", "inference_mode", "set_grad_enabled", "enable_grad"}
+TRAINS = re.compile(r"\.backward\(|optimizer|\.train\(\)|\bloss\s*=|Trainer\(|requires_grad|autograd\.grad", re.I)
+
+
+def _forward_calls(s: Script) -> list[tuple[ast.Call, ast.Call]]:
+    """`model(...)` / `model.forward(...)` on a model loaded in this file: (call, the load)."""
+    out = []
+    for c in s.calls:
+        f = c.func
+        target = f.value if isinstance(f, ast.Attribute) and f.attr == "forward" else f
+        if not isinstance(target, ast.Name | ast.Attribute) or s.is_tokenizer(target):
+            continue
+        loads = s.models_of(target)
+        if loads and (c.args or c.keywords):
+            out.append((c, loads[0]))
+    return out
+
+
+def _grad_off(s: Script, node: ast.AST) -> bool:
+    """Inside `with torch.no_grad()` / `inference_mode()`, or a function decorated with them."""
+    while node in s.parents:
+        node = s.parents[node]
+        if isinstance(node, ast.With | ast.AsyncWith) and any(
+            isinstance(i.context_expr, ast.Call) and callee(i.context_expr) in NO_GRAD for i in node.items
+        ):
+            return True
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+            dotted(d.func if isinstance(d, ast.Call) else d).split(".")[-1] in NO_GRAD for d in node.decorator_list
+        ):
+            return True
+    return False
+
+
+def no_grad_missing(s: Script):
+    if (
+        s.trains
+        or TRAINS.search(s.source)
+        or any(
+            callee(c) == "set_grad_enabled"
+            and const(c.args[0] if c.args else None) is False
+            and isinstance(s.parents.get(c), ast.Expr)
+            for c in s.calls
+        )
+    ):
+        return  # training (gradients wanted), or autograd switched off for the whole script
+    for c, _ in _forward_calls(s):
+        if not _grad_off(s, c):
+            yield (
+                c,
+                "a forward pass for inference with autograd on: every activation is kept for a backward pass that "
+                "never comes (more memory, slower); wrap it in `with torch.inference_mode():`",
+            )
+
+
+# embedding checkpoints trained with CLS pooling: their first token is the sentence vector
+CLS_POOLED = re.compile(r"bge-|gte-(?!.*qwen)|e5-.*-v2-cls|snowflake-arctic-embed", re.I)
+
+
+def _mean_over_tokens(c: ast.Call) -> ast.AST | None:
+    """`x.mean(dim=1)` / `torch.mean(x, dim=1)` / `x.mean(1)` / `x.mean(axis=1)`: x."""
+    if not (isinstance(c.func, ast.Attribute) and c.func.attr == "mean"):
+        return None
+    if dotted(c.func) == "torch.mean":
+        x, rest = (c.args[0] if c.args else None), c.args[1:]
+    else:
+        x, rest = c.func.value, c.args
+    dim = kw(c, "dim") or kw(c, "axis") or (rest[0] if rest else None)
+    return x if const(dim) == 1 else None
+
+
+def mean_pool_padding(s: Script):
+    ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
+    cls_model = next((i for i in ids if CLS_POOLED.search(i.rsplit("/", 1)[-1])), None)
+    padded = any(s.is_tokenizer_call(c) and const(kw(c, "padding")) not in (None, False) for c in s.calls)
+    for c in s.calls:
+        x = _mean_over_tokens(c)
+        if x is None or "hidden" not in ast.unparse(x) or "mask" in ast.unparse(x).lower():
+            continue
+        if cls_model:
+            yield (
+                c,
+                f"{cls_model} is trained with CLS pooling (its first token's vector): a mean over tokens is "
+                "off its embedding space",
+            )
+        elif padded:
+            yield (
+                c,
+                "mean over every token of a padded batch: the pad positions are averaged in, so a sentence's vector "
+                "depends on the longest one beside it (weight by attention_mask)",
+            )
