@@ -18,6 +18,7 @@ from infertune.doctor.rules import (
     loading,
     outputs,
     prompts,
+    quantized,
     remote_code,
     repeats,
     serving,
@@ -99,7 +100,7 @@ RULES: list[Rule] = [
         "bnb-4bit",
         "bitsandbytes 4-bit without compute dtype or chosen for speed",
         "set bnb_4bit_compute_dtype=torch.bfloat16; for speed, use AWQ/GPTQ kernels, not bitsandbytes",
-        loading.bnb_4bit,
+        quantized.bnb_4bit,
     ),
     Rule(
         "IT009",

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ast
-import difflib
 import re
 
 from infertune.doctor.nodes import ENCODER_DECODER, const, dotted, kw, receiver
@@ -28,10 +27,19 @@ def _padding_assignments(s: Script) -> list[tuple[ast.AST, str, object]]:
 
 
 def _like_padding_side(attr: str) -> bool:
+    """padding_side, or a name a typo away from it (padding_size, pading_side, pad_side, padding_sides)."""
     a = attr.lower()
-    return a == "padding_side" or (
-        difflib.SequenceMatcher(None, a, "padding_side").ratio() >= 0.8 and a.startswith("pad")
-    )
+    return a.startswith("pad") and (a.endswith(("side", "sides", "size")) or _edits(a, "padding_side") <= 2)
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance (short strings; difflib would cost the doctor's start-up an import)."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
 
 
 def _batched_tokenizer_calls(s: Script) -> list[ast.Call]:

@@ -274,16 +274,6 @@ def max_memory_full_card(s: Script):
                 )
 
 
-def bnb_4bit(s: Script):
-    for c in s.calls_named("BitsAndBytesConfig"):
-        if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c):
-            continue
-        if kw(c, "bnb_4bit_compute_dtype") is None:
-            yield c, "4-bit bitsandbytes without bnb_4bit_compute_dtype computes in fp32: slow"
-        elif re.search(r"speed|fast|latency|throughput", s.comment_near(c.lineno)):
-            yield (c, "bitsandbytes 4-bit chosen for speed: it saves memory but dequantizes every matmul (slower)")
-
-
 def flash_attention(s: Script):
     major = s.target.pinned_major
     for c in s.loads:

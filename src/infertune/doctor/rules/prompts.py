@@ -11,7 +11,7 @@ from infertune.doctor.script import Script
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
 TEMPLATE_TOKENS = re.compile(
     r"<\|im_start\|>|\[INST\]|<\|user\|>|<\|assistant\|>|<start_of_turn>|<\|system\|>|"
-    r"<\|start_header_id\|>|<\|begin_of_text\|>"
+    r"<\|start_header_id\|>|<\|begin_of_text\|>|<\|eot_id\|>|<\|(start|end)_header|<<SYS>>"
 )
 # Plain transcripts: a base model's or a fine-tune's own format; wrong only for a chat model with a template.
 TRANSCRIPT = re.compile(r"(^|\n)\s*(User|Human|USER|Assistant|ASSISTANT|### Instruction|### Human|### Assistant)\s*:?")

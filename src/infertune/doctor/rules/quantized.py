@@ -1,0 +1,42 @@
+"""IT008: bitsandbytes 4-bit computing in fp32 (no compute dtype), or chosen for speed."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from infertune.doctor.nodes import const, has_star_kwargs, kw
+from infertune.doctor.script import Script
+
+
+def _plain_4bit_requests(s: Script) -> list[ast.AST]:
+    """4-bit asked for without a BitsAndBytesConfig: load_in_4bit=True on from_pretrained, or in a pipeline's
+    model_kwargs dict (also as a plain quantization_config dict), with no compute dtype beside it."""
+    out: list[ast.AST] = []
+    for c in s.loads:
+        v = kw(c, "load_in_4bit")
+        if v is not None and const(v) is True and kw(c, "quantization_config") is None:
+            out.append(v)
+    for p in s.pipelines:
+        mk = kw(p, "model_kwargs")
+        for d in [o for o in s.origins(mk) if isinstance(o, ast.Dict)] if mk is not None else []:
+            items = {const(k): v for k, v in zip(d.keys, d.values, strict=True)}
+            qc = items.get("quantization_config")
+            if isinstance(qc, ast.Dict):
+                items = {const(k): v for k, v in zip(qc.keys, qc.values, strict=True)}
+            four = items.get("load_in_4bit")
+            if four is not None and const(four) is True and "bnb_4bit_compute_dtype" not in items:
+                out.append(four)
+    return out
+
+
+def bnb_4bit(s: Script):
+    for v in _plain_4bit_requests(s):
+        yield v, "4-bit bitsandbytes asked for as load_in_4bit=True: its compute dtype stays fp32 (slow)"
+    for c in s.calls_named("BitsAndBytesConfig"):
+        if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c):
+            continue
+        if kw(c, "bnb_4bit_compute_dtype") is None:
+            yield c, "4-bit bitsandbytes without bnb_4bit_compute_dtype computes in fp32: slow"
+        elif re.search(r"speed|fast|latency|throughput", s.comment_near(c.lineno)):
+            yield (c, "bitsandbytes 4-bit chosen for speed: it saves memory but dequantizes every matmul (slower)")
