@@ -251,6 +251,13 @@ def _placed(s: Script, node, depth: int = 0) -> bool:
     if name and isinstance(node, (ast.Name, ast.Attribute)):
         if any(method(c) in PLACES and dotted(receiver(c)) == name for c in s.calls):
             return True  # inputs.to(device) as a statement: BatchEncoding.to moves in place
+        if any(
+            isinstance(a, ast.Assign)
+            and any(isinstance(t, ast.Subscript) and dotted(t.value) == name for t in a.targets)
+            and any(isinstance(c, ast.Call) and method(c) in PLACES for c in ast.walk(a.value))
+            for a in ast.walk(s.tree)
+        ):
+            return True  # for k in inputs: inputs[k] = inputs[k].to(device)
         return any(_placed(s, v, depth + 1) for v in s.assigns.get(name, []) if not isinstance(v, type(None)))
     return False
 
@@ -275,10 +282,53 @@ def _unplaced_tensors(s: Script, node) -> ast.Call | None:
     return None
 
 
+def _cuda_literal(s: Script, node: ast.AST) -> ast.Call | None:
+    """`x.cuda()` / `x.to("cuda")` / `x.to("cuda:0")` inside this argument: the move, when it names CUDA for sure."""
+    for c in ast.walk(node):
+        if isinstance(c, ast.Call) and (
+            (method(c) == "cuda" and not c.args)
+            or (method(c) == "to" and c.args and str(const(c.args[0]) or "").startswith("cuda"))
+        ):
+            return c
+    for o in s.origins(node) if isinstance(node, ast.Name | ast.Attribute) else []:
+        if isinstance(o, ast.AST) and o is not node and (hit := _cuda_literal(s, o)) is not None:
+            return hit
+    return None
+
+
+def _placed_maybe_cpu(s: Script, model: ast.Call) -> bool:
+    """Placed with a device chosen at run time that may be the CPU (`"cuda" if available else "cpu"`)."""
+    if kw(model, "device_map") is not None or has_star_kwargs(model) or s.quantized(model):
+        return False
+    node: ast.AST = model
+    moves: list[ast.Call] = []  # from_pretrained(...).eval().to(device), then model.to(device) later
+    while isinstance(attr := s.parents.get(node), ast.Attribute) and isinstance(call := s.parents.get(attr), ast.Call):
+        moves.append(call)
+        node = call
+    moves += [m for u in s.uses(model) if (m := s.called_method(u)) is not None]
+    places = [m for m in moves if method(m) in PLACES]
+    return (
+        bool(places)
+        and all(method(m) == "to" and m.args for m in places)
+        and all(any(const(o) == "cpu" for o in s.origins(m.args[0])) for m in places)
+    )
+
+
 def inputs_device(s: Script):
     if any(callee(c) == "set_default_device" for c in s.calls):
         return
     for g in s.generates:
+        models = s.models_of(receiver(g))
+        args = list(g.args[:1]) + [k.value for k in g.keywords if k.arg in (None, "input_ids", "inputs")]
+        if models and all(_placed_maybe_cpu(s, m) for m in models):
+            hit = next((h for a in args if (h := _cuda_literal(s, a)) is not None), None)
+            if hit is not None:
+                yield (
+                    hit,
+                    "inputs moved to CUDA unconditionally while the model's device is chosen at run time and may be "
+                    "the CPU: without a GPU this raises a device mismatch; move them with .to(model.device)",
+                )
+                continue
         models = s.models_of(receiver(g))
         if not models or not all(placed_at_load(s, m) or any(moved(s, u) for u in s.uses(m)) for m in models):
             continue
