@@ -564,3 +564,23 @@ def test_a_small_model_on_a_cpu_script_is_a_choice_a_7b_is_not(tmp_path):
     assert "IT002" in {x.rule for x in _check(tmp_path, big).findings}
     meant_for_gpu = small + '\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
     assert "IT002" in {x.rule for x in _check(tmp_path, meant_for_gpu).findings}
+
+
+def test_a_checkpoint_here_without_a_chat_template_silences_the_template_rules(tmp_path):
+    """A model whose only format is a hand-built prompt (no chat template shipped) is not told to use one."""
+    folder = tmp_path / "mesh-chat"
+    folder.mkdir()
+    code = (
+        f"tok = AutoTokenizer.from_pretrained({str(folder)!r})\n"
+        f'model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, dtype="auto", device_map="auto")\n'
+        'ids = tok(f"<|im_start|>user\\n{q}<|im_end|>\\n", return_tensors="pt").to("cuda")\n'
+        "out = model.generate(**ids, max_new_tokens=8)\n"
+    )
+    (folder / "tokenizer_config.json").write_text('{"model_max_length": 2048}')
+    assert [f.rule for f in _check(tmp_path, code).findings if f.rule in ("IT003", "IT013")] == []
+    from infertune.doctor.checkpoint import has_chat_template
+
+    has_chat_template.cache_clear()
+    (folder / "tokenizer_config.json").write_text('{"chat_template": "{% for m in messages %}{% endfor %}"}')
+    assert [f.rule for f in _check(tmp_path, code).findings if f.rule in ("IT003", "IT013")] == ["IT003"]
+    has_chat_template.cache_clear()

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infertune.doctor.checkpoint import folders, has_chat_template
 from infertune.doctor.nodes import Finding, Target, const, dotted, kw
 from infertune.doctor.rules import RULES, Rule, check_script, select_rules
 from infertune.doctor.rules.generation import SAMPLING
@@ -72,6 +73,7 @@ def check(
     Python file): every file is read and parsed before any rule runs, so bad input refuses the whole run."""
     rules = select_rules(select, ignore)
     pinned.cache_clear()  # one look per folder and run: pins may change between runs in one process
+    has_chat_template.cache_clear()  # (and checkpoints may arrive in the cache)
     if target_version and parse_version(target_version.lstrip("<>=!~^ ")) is None:
         raise ValueError(f"--target-version: not a version: {target_version!r} (e.g. 4.46, 5, '>=4.40,<5')")
     files, errors = python_files([Path(p) for p in paths])
@@ -88,22 +90,12 @@ def check(
     return report
 
 
-def _hf_cache() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    return Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
-
-
 def generation_defaults(model: str | None) -> dict | None:
     """The sampling fields of a model's generation_config.json when the model is here (a folder, or the HF
     cache); None when it is not (never downloads)."""
     if not model:
         return None
-    candidates = [Path(model) / "generation_config.json"]
-    snapshots = _hf_cache() / f"models--{model.replace('/', '--')}" / "snapshots"
-    if "/" in model and snapshots.is_dir():
-        candidates += sorted(snapshots.glob("*/generation_config.json"))
-    for f in candidates:
+    for f in (folder / "generation_config.json" for folder in folders(model)):
         try:
             data = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from infertune.doctor.checkpoint import has_chat_template
 from infertune.doctor.nodes import const, dotted, kw, method, pipeline_model, receiver
 from infertune.doctor.script import Script
 
@@ -57,8 +58,15 @@ def _template_source(s: Script, node: ast.AST, text: str, whole: bool) -> bool:
     return "{%" in text or (whole and lone) or (isinstance(parent, ast.Call) and dotted(parent.func).startswith("re."))
 
 
+def _no_template(s: Script) -> bool:
+    """Every checkpoint of the script is here and ships no chat template: a hand-built prompt is its only format."""
+    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [_pipeline_model_id(s, p) for p in s.pipelines]
+    known = [has_chat_template(i) for i in ids if i]
+    return bool(known) and all(k is False for k in known)
+
+
 def hand_built_chat_prompt(s: Script):
-    if s.calls_method("apply_chat_template") or s.trains or not (s.generates or s.pipelines):
+    if s.calls_method("apply_chat_template") or s.trains or not (s.generates or s.pipelines) or _no_template(s):
         return
     seen = set()
     markers = CHAT_MARKERS if _chat_ids(s) else TEMPLATE_TOKENS
@@ -86,7 +94,7 @@ def _chat_ids(s: Script) -> list[str]:
 
 
 def chat_model_raw_text(s: Script):
-    if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s):
+    if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s) or _no_template(s):
         return
     for c in _prompt_sinks(s):
         args = _text_args(c)

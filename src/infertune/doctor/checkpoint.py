@@ -1,0 +1,41 @@
+"""What a checkpoint is, when it is on this machine (a local folder, or the Hugging Face cache; never downloaded):
+standard library only, read lazily by the rules that need it."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from pathlib import Path
+
+
+def hf_cache() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    return Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+
+
+def folders(model: str) -> list[Path]:
+    """Where this checkpoint's files may be here: the path itself, and its cached snapshots."""
+    out = [Path(model)]
+    snapshots = hf_cache() / f"models--{model.replace('/', '--')}" / "snapshots"
+    if "/" in model and snapshots.is_dir():
+        out += sorted(p for p in snapshots.iterdir() if p.is_dir())
+    return out
+
+
+@cache
+def has_chat_template(model: str | None) -> bool | None:
+    """Does the checkpoint ship a chat template (tokenizer_config.json's chat_template, chat_template.jinja or
+    .json)? None when its tokenizer files are not here."""
+    if not model:
+        return None
+    for folder in folders(model):
+        if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
+            return True
+        try:
+            config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        return isinstance(config, dict) and bool(config.get("chat_template"))
+    return None
