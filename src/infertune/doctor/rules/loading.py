@@ -89,6 +89,7 @@ def dtype_rule(s: Script):
             or _saved_only(s, c)
             or _cpu_by_choice(s, c)
             or left_on_cpu(s, c)
+            or _cast_after_dispatch(s, c)
         ):
             # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs; a model
             # run on the CPU computes in fp32 there (a choice, or IT002's finding on this load: one per problem)
@@ -315,12 +316,28 @@ def _casts(m: ast.Call) -> bool:
     )
 
 
+def _dispatched(c: ast.Call) -> bool:
+    dm = kw(c, "device_map")
+    return dm is not None and (
+        const(dm) in DISPATCH_MAPS or (isinstance(dm, ast.Dict) and len({const(v) for v in dm.values}) > 1)
+    )  # {"": 0} is one device: no hooks
+
+
+def _cast_after_dispatch(s: Script, c: ast.Call) -> bool:
+    """`from_pretrained(..., device_map="auto").half()`: IT020's finding on the cast (one problem, one finding)."""
+    node: ast.AST = c
+    casts = []
+    while isinstance(dot := s.parents.get(node), ast.Attribute) and isinstance(call := s.parents.get(dot), ast.Call):
+        casts.append(call)
+        node = call
+    casts += [m for u in s.uses(c) if (m := s.called_method(u)) is not None]
+    return _dispatched(c) and any(_casts(m) for m in casts)
+
+
 def move_dispatched(s: Script):
     for c in s.loads:
         dm = kw(c, "device_map")
-        dispatched = dm is not None and (
-            const(dm) in DISPATCH_MAPS or (isinstance(dm, ast.Dict) and len({const(v) for v in dm.values}) > 1)
-        )  # {"": 0} is one device: no hooks
+        dispatched = _dispatched(c)
         bnb, quantized = _bnb(s, c), s.quantized(c) and kw(c, "gguf_file") is None  # GGUF loads dequantized
         if not (dispatched or quantized):
             continue
