@@ -299,6 +299,29 @@ def _called_per_use(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bo
     )
 
 
+def _streamlit(s: Script) -> bool:
+    return any(
+        (isinstance(n, ast.Import) and any(a.name == "streamlit" for a in n.names))
+        or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "streamlit")
+        for n in s.tree.body
+    )
+
+
+def _cached(fn: ast.AST | None) -> bool:
+    return isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+        _decorator(d) in CACHED or _decorator(d) == "experimental_singleton" for d in fn.decorator_list
+    )
+
+
+def _reruns(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef | None, depth: int = 0) -> bool:
+    """Runs on every Streamlit rerun: at module level, or in an uncached function called from a place that does."""
+    if fn is None:
+        return True
+    if _cached(fn) or depth > 3:
+        return False
+    return any(_reruns(s, s.enclosing_function(x), depth + 1) for x in s.calls if fn in s.defined(x))
+
+
 def model_load_per_request(s: Script):
     routes, callbacks = {id(f) for f in _routes(s)}, _callbacks(s)
     for c in [*s.loads, *s.pipelines]:
@@ -323,6 +346,12 @@ def model_load_per_request(s: Script):
             yield (c, f"web handler `{fn.name}` loads the model on every request: load it once at start-up")
         elif fn is not None and fn.name in callbacks:
             yield (c, f"UI callback `{fn.name}` loads the model on every event: load it once at start-up")
+        elif _streamlit(s) and _reruns(s, fn):
+            yield (
+                c,
+                "Streamlit reruns the whole script on every interaction, and this load with it: load it in a "
+                "function decorated with @st.cache_resource",
+            )
         elif fn is not None and _runs_on_argument(s, fn, c) and _called_per_use(s, fn):
             yield (
                 c,
