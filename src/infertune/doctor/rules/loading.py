@@ -202,6 +202,7 @@ def model_on_cpu(s: Script):
 # a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
 PARAMS_IN_ID = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
 CPU_SIZED = 2e9  # below this a CPU generates at a usable pace (tens of tokens/s for a few hundred M parameters)
+DATA_SETS = {"read_csv", "read_json", "read_parquet", "read_excel", "read_table", "load_dataset", "load_from_disk"}
 GPU_INTENT = re.compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", re.I)
 
 
@@ -218,8 +219,8 @@ def _cpu_on_purpose(s: Script, model: str | None) -> bool:
     """A script that never mentions a GPU, on a model small enough for a CPU (no size in its id: gpt2,
     distilgpt2, opus-mt, bart-large...; or under 2B by its id): running on the CPU is the author's choice.
     Real scripts run that way on purpose (toy demos, data-preparation helpers); a 7B or an 8x7B is not."""
-    if GPU_INTENT.search(s.source):
-        return False
+    if GPU_INTENT.search(s.source) or any(callee(c) in DATA_SETS for c in s.calls):
+        return False  # (a job over a whole data set is no toy demo: on a CPU it runs for hours)
     n = params_in_id(model)
     return n is None or n < CPU_SIZED
 
