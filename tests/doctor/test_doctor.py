@@ -578,9 +578,29 @@ def test_a_checkpoint_here_without_a_chat_template_silences_the_template_rules(t
     )
     (folder / "tokenizer_config.json").write_text('{"model_max_length": 2048}')
     assert [f.rule for f in _check(tmp_path, code).findings if f.rule in ("IT003", "IT013")] == []
-    from infertune.doctor.checkpoint import has_chat_template
+    from infertune.doctor.checkpoint import chat_template
 
-    has_chat_template.cache_clear()
+    chat_template.cache_clear()
     (folder / "tokenizer_config.json").write_text('{"chat_template": "{% for m in messages %}{% endfor %}"}')
     assert [f.rule for f in _check(tmp_path, code).findings if f.rule in ("IT003", "IT013")] == ["IT003"]
-    has_chat_template.cache_clear()
+    chat_template.cache_clear()
+
+
+def test_double_bos_reads_the_template_of_a_checkpoint_here(tmp_path):
+    from infertune.doctor.checkpoint import chat_template
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    code = (
+        f"tok = AutoTokenizer.from_pretrained({str(folder)!r})\n"
+        'text = tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)\n'
+        'ids = tok(text, return_tensors="pt")\n'
+    )
+    for template, want in (
+        ("{{ bos_token }}{% for m in messages %}{% endfor %}", ["IT025"]),
+        ("{% for m in messages %}{% endfor %}", []),
+    ):
+        chat_template.cache_clear()
+        (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+        assert [f.rule for f in _check(tmp_path, code).findings if f.rule == "IT025"] == want
+    chat_template.cache_clear()

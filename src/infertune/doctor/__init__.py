@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infertune.doctor.checkpoint import folders, has_chat_template
+from infertune.doctor.checkpoint import chat_template, folders
 from infertune.doctor.nodes import Finding, Target, const, dotted, kw
 from infertune.doctor.rules import RULES, Rule, check_script, select_rules
 from infertune.doctor.rules.generation import SAMPLING
@@ -73,7 +73,7 @@ def check(
     Python file): every file is read and parsed before any rule runs, so bad input refuses the whole run."""
     rules = select_rules(select, ignore)
     pinned.cache_clear()  # one look per folder and run: pins may change between runs in one process
-    has_chat_template.cache_clear()  # (and checkpoints may arrive in the cache)
+    chat_template.cache_clear()  # (and checkpoints may arrive in the cache)
     if target_version and parse_version(target_version.lstrip("<>=!~^ ")) is None:
         raise ValueError(f"--target-version: not a version: {target_version!r} (e.g. 4.46, 5, '>=4.40,<5')")
     files, errors = python_files([Path(p) for p in paths])

@@ -25,17 +25,26 @@ def folders(model: str) -> list[Path]:
 
 
 @cache
-def has_chat_template(model: str | None) -> bool | None:
-    """Does the checkpoint ship a chat template (tokenizer_config.json's chat_template, chat_template.jinja or
-    .json)? None when its tokenizer files are not here."""
+def chat_template(model: str | None) -> str | None:
+    """The checkpoint's chat template (chat_template.jinja, chat_template.json, tokenizer_config.json's
+    chat_template; '' when its tokenizer files are here without one); None when they are not here."""
     if not model:
         return None
     for folder in folders(model):
-        if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
-            return True
         try:
+            if (folder / "chat_template.jinja").is_file():
+                return (folder / "chat_template.jinja").read_text(encoding="utf-8")
+            if (folder / "chat_template.json").is_file():
+                return str(json.loads((folder / "chat_template.json").read_text(encoding="utf-8")))
             config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        return isinstance(config, dict) and bool(config.get("chat_template"))
+        found = config.get("chat_template") if isinstance(config, dict) else None
+        return str(found) if found else ""
     return None
+
+
+def has_chat_template(model: str | None) -> bool | None:
+    """Does the checkpoint ship a chat template? None when its tokenizer files are not here."""
+    text = chat_template(model)
+    return None if text is None else bool(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.checkpoint import has_chat_template
+from infertune.doctor.checkpoint import chat_template, has_chat_template
 from infertune.doctor.nodes import const, dotted, kw, method, pipeline_model, receiver
 from infertune.doctor.script import Script
 
@@ -144,7 +144,15 @@ def no_generation_prompt(s: Script):
 
 # chat templates that write the BOS token into their text (Llama 2 and 3, Mistral/Mixtral, Gemma); others (Qwen,
 # TinyLlama, Phi-3, ...) write none, so re-tokenizing their text adds exactly one
-BOS_IN_TEMPLATE = re.compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma", re.I)
+BOS_IN_TEMPLATE = re.compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma|deepseek", re.I)
+
+
+def _writes_bos(model: str | None) -> bool:
+    """Its template writes BOS: read from the checkpoint when it is here, else known by the id."""
+    text = chat_template(model)
+    if text is not None:
+        return "bos_token" in text
+    return bool(model and BOS_IN_TEMPLATE.search(model))
 
 
 def _templated_text(s: Script, value: ast.AST | None) -> ast.Call | None:
@@ -158,7 +166,7 @@ def _templated_text(s: Script, value: ast.AST | None) -> ast.Call | None:
 def double_bos(s: Script):
     ids = [s.model_id(c) for c in [*s.loads, *s.tokenizers]]
     ids += [_pipeline_model_id(s, p) for p in s.pipelines]
-    model = next((m for m in ids if m and BOS_IN_TEMPLATE.search(m)), None)
+    model = next((m for m in ids if m and _writes_bos(m)), None)
     if model is None:
         return
     for c in s.calls:
