@@ -34,7 +34,7 @@ from infertune.measure.results import TrialResult
 from infertune.models.hub import REVISION_DOC
 from infertune.techniques import REGISTRY, Facts, Setup, slow_paths
 from infertune.techniques.render import estimate_setup, python_snippet, serve_command, validation
-from infertune.techniques.upgrade import KNOWN_PROBLEMS
+from infertune.techniques.upgrade import KNOWN_PROBLEMS, Upgrade
 
 SEVERITY: tuple[Severity, ...] = ("blocking", "major", "minor")  # the gravest first
 
@@ -209,7 +209,7 @@ def _with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[G
     for g in gaps:
         if any(x.category == g.category for x in observed):
             continue  # the largest gap of a category speaks for it
-        causes = [p for p in slow_paths.matching(f, current, maybe=True) if g.category in p.symptoms]
+        causes = [p for p in slow_paths.matching(f, current, maybe=g.beyond) if g.category in p.symptoms]
         unknown = "no known slow path matches this setup: measure it (infertune measure) to see where the time goes"
         lines = [g.line] + ([f"candidate cause: {p.line()}" for p in causes] or ([unknown] if g.beyond else []))
         if g.category == "concurrency":
@@ -231,6 +231,21 @@ def _with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[G
         for x in out
     ]
     return observed + out
+
+
+def _unstated_unseen(f: Facts, current: Setup, c: Candidate, beyond: set[str]) -> bool:
+    """An upgrade past a known problem of a library version nobody stated, without the evidence that would make
+    it the cause: a speed problem needs an observed speed beyond GAP of the expected (within the speed model's
+    error the problem would crowd out what the estimate finds), a memory problem an observed out-of-memory."""
+    if c.technique != "upgrade":
+        return False
+    p = Upgrade().fixes(current, c.setup)
+    if p is None or p.affects(f, current) is not None:
+        return False
+    oom = f.observed is not None and f.observed.oom is not None
+    speed = bool(set(p.addresses) & beyond & {"decode-speed", "prefill-speed"})
+    memory = oom and bool(set(p.addresses) & {"load-memory", "kv-cache-growth", "long-input-attention"})
+    return not (speed or memory)
 
 
 def _evidenced(c: Candidate, category: str, severity: str, seen: set[str]) -> bool:
@@ -263,9 +278,11 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
     diag = diagnose(f, current, base, prompt_only, measured, weights_only)
     candidates, rejected = _moves(f, current, base, base_factors)
     gaps = observed_gaps(f, current, base)
+    beyond: set[str] = {g.category for g in gaps if g.beyond}  # ... far beyond the expected: evidence in itself
+    # an upgrade past a problem of an unstated version, without the symptom beyond the model's error: a last resort
+    unseen = {id(c) for c in candidates if _unstated_unseen(f, current, c, beyond)}
     findings = _with_observed(f, current, diag.ranked, gaps)
     seen: set[str] = {g.category for g in gaps}  # speeds the user saw: their cures come first
-    beyond: set[str] = {g.category for g in gaps if g.beyond}  # ... far beyond the expected: evidence in itself
 
     ordered: list[Candidate] = []
     kept = []
@@ -293,7 +310,7 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
         cat, sev = finding.category, finding.severity
         # a move that leaves a known slow path of the current setup with this symptom (any that may hold, when
         # the user saw the symptom) is evidence in itself; it comes first where the user saw the symptom
-        cured = {id(c): cures(f, current, c, cat, maybe=cat in seen) for c in candidates}
+        cured = {id(c): cures(f, current, c, cat, maybe=cat in beyond) for c in candidates}
         helping = sorted(
             (
                 c
@@ -303,7 +320,12 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
                 )
                 or (cured[id(c)] and c.expected.fits_after)
             ),
-            key=lambda c: (not c.measured_better, not (cat in seen and cured[id(c)]), rank_key(f, c, cat, sev)),
+            key=lambda c: (
+                not c.measured_better,
+                id(c) in unseen,
+                not (cat in seen and cured[id(c)]),
+                rank_key(f, c, cat, sev),
+            ),
         )
         for c in helping:
             for p in cured[id(c)]:
