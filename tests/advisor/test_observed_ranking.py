@@ -66,3 +66,28 @@ def test_an_unstated_version_problem_needs_a_speed_beyond_the_models_error(llama
     far = advise(f, Setup(dtype="bfloat16"))
     assert far.diagnosis.bottleneck == "decode-speed" and far.diagnosis.ranked[0].severity == "major"
     assert any("known-transformers-4.38.0" in e for e in far.diagnosis.ranked[0].evidence)
+
+
+def test_an_observed_speed_within_error_never_ranks_above_graver_queueing(llama8b):
+    """16 requests served one generate call at a time (a major queueing finding): a request time the user saw
+    within the speed model's error is a minor finding, after it; the move stays batching or an engine."""
+    f = facts(llama8b, "A100 80GB", concurrency=16)
+    base = advise(f, Setup(dtype="bfloat16"))
+    assert base.diagnosis.bottleneck == "concurrency"
+    e2e = base.diagnosis.evidence["e2e_s"] + base.diagnosis.evidence["queue_wait_mean_s"]
+    f.observed = Observed(e2e_s=e2e)
+    a = advise(f, Setup(dtype="bfloat16"))
+    assert [x.category for x in a.diagnosis.ranked[:2]] == ["concurrency", "decode-speed"]
+    assert a.next.technique in ("continuous-batching", "static-batching", "serving-engine")
+
+
+def test_requests_queueing_for_kv_room_get_a_move_that_lets_more_in(llama8b):
+    """256 requests under continuous batching on a 24 GB card: the KV cache of all of them never fits, and the
+    user saw a long first token; a move that frees memory for more sequences in flight helps, fitting all or not."""
+    f = facts(llama8b, "A10G", input_len=1024, max_new_tokens=256, concurrency=256)
+    f.observed = Observed(ttft_s=60.0)
+    a = advise(f, Setup(dtype="bfloat16", batching="continuous"))
+    assert a.diagnosis.bottleneck == "concurrency"
+    assert a.next is not None and a.next.family == "quantization"
+    x = a.next.expected
+    assert not x.fits_after and x.max_concurrency_after > x.max_concurrency_before

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from infertune.advisor.diagnose import Diagnosis, Finding, Severity, diagnose, worst_device
 from infertune.advisor.moves import (
     GAP,
+    MEMORY,
     REAL_GAIN,
     Candidate,
     Gap,
@@ -230,7 +231,18 @@ def _with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[G
         else x
         for x in out
     ]
-    return observed + out
+    # severity for severity, what the user saw first; an estimated memory item never above an observed speed
+    worst_seen = min(SEVERITY.index(x.severity) for x in observed)
+
+    seen = {id(x) for x in observed}
+
+    def key(x: Finding) -> tuple[int, bool]:
+        sev = SEVERITY.index(x.severity)
+        if id(x) not in seen and x.category in MEMORY:
+            sev = max(sev, worst_seen)
+        return sev, id(x) not in seen
+
+    return sorted(observed + out, key=key)
 
 
 def _unstated_unseen(f: Facts, current: Setup, c: Candidate, beyond: set[str]) -> bool:

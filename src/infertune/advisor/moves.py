@@ -49,6 +49,7 @@ class Expected(BaseModel):
     tokens_per_s_after: float
     max_input_len_after: int | None
     max_concurrency_after: int | None
+    max_concurrency_before: int | None = None  # sequences whose KV cache fits at once, before the move
     note: str | None = None  # what the estimate cannot show (kernel quality beyond its factors)
     # the roofline time per token: a bound a run never beats, kept beside the expected figures above
     tpot_bound_s_before: float | None = None
@@ -178,6 +179,7 @@ def expected(
         tokens_per_s_after=ta["tokens_per_s"],
         max_input_len_after=after.max_input_len,
         max_concurrency_after=after.max_concurrency,
+        max_concurrency_before=before.max_concurrency,
         weights_bytes_before=before.memory.weights_bytes,
         weights_bytes_after=after.memory.weights_bytes,
         note=note,
@@ -195,7 +197,11 @@ def relief(x: Expected, category: str) -> float:
     if category == "prefill-speed":
         return x.ttft_s_before / x.ttft_s_after
     if category == "concurrency":
-        return max(x.tokens_per_s_after / max(x.tokens_per_s_before, 1e-12), x.ttft_s_before / x.ttft_s_after)
+        gain = max(x.tokens_per_s_after / max(x.tokens_per_s_before, 1e-12), x.ttft_s_before / x.ttft_s_after)
+        if not x.fits_before and x.max_concurrency_before and x.max_concurrency_after:
+            # requests queue for KV room: more sequences in flight is the relief
+            gain = max(gain, x.max_concurrency_after / x.max_concurrency_before)
+        return gain
     return 1.0
 
 
@@ -206,8 +212,8 @@ def helps(c: Candidate, category: str, severity: str) -> bool:
         return x.tpot_s_after < x.tpot_s_before * 0.95 or x.fits_before
     if severity == "blocking" or category in MEMORY:
         return x.peak_bytes_after < x.peak_bytes_before or (x.fits_after and not x.fits_before)
-    if not x.fits_after:
-        return False
+    if not x.fits_after and not (category == "concurrency" and not x.fits_before):
+        return False  # (requests queueing for KV room: a move that lets more of them in helps, fitting all or not)
     return relief(x, category) > 1.05 or (x.note is not None and category in ("decode-speed", "prefill-speed"))
 
 
