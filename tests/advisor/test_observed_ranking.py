@@ -91,3 +91,40 @@ def test_requests_queueing_for_kv_room_get_a_move_that_lets_more_in(llama8b):
     assert a.next is not None and a.next.family == "quantization"
     x = a.next.expected
     assert not x.fits_after and x.max_concurrency_after > x.max_concurrency_before
+
+
+GEMMA2_9B = {  # https://huggingface.co/google/gemma-2-9b/blob/main/config.json (shape fields)
+    "model_type": "gemma2",
+    "hidden_size": 3584,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 42,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 256,
+    "vocab_size": 256000,
+    "sliding_window": 4096,
+    "max_position_embeddings": 8192,
+}
+
+
+def test_a_stated_vllm_that_caps_gemma2_at_its_window_is_cured_by_the_upgrade(tmp_path):
+    """vLLM 0.5.1 to 0.6.4 capped Gemma 2 at its 4096-token sliding window (vllm-project/vllm#10584): 7k + 1k
+    tokens are refused however much memory there is; the upgrade is the move. Below the window, or with no vLLM
+    stated, nothing is said."""
+    (tmp_path / "config.json").write_text(json.dumps(GEMMA2_9B))
+    gemma = profile_model(tmp_path)
+    f = facts(gemma, "A100 80GB", input_len=7168, max_new_tokens=1024)
+    f.stated = {"vllm": "0.5.1"}
+    a = advise(f, Setup(dtype="bfloat16", batching="continuous"))
+    assert a.diagnosis.bottleneck == "none" and a.diagnosis.ranked[0].severity == "blocking"
+    assert "known-vllm-0.5.1-0.6.5" in a.diagnosis.ranked[0].evidence[0]
+    assert a.next.technique == "upgrade" and a.next.setup.packages["vllm"] == ">=0.6.5"
+    short = facts(gemma, "A100 80GB", input_len=2048, max_new_tokens=1024)
+    short.stated = {"vllm": "0.5.1"}
+    assert all(
+        r.technique != "upgrade" for r in advise(short, Setup(dtype="bfloat16", batching="continuous")).recommendations
+    )
+    f.stated = {"vllm": "0.6.5"}
+    assert all(
+        r.technique != "upgrade" for r in advise(f, Setup(dtype="bfloat16", batching="continuous")).recommendations
+    )

@@ -20,6 +20,7 @@ class KnownProblem:
     addresses: tuple[Category, ...]
     factor: str | None  # the documented factor (techniques.factors) the upgrade removes, if any
     source: str
+    refuses: bool = False  # the setup does not run as stated (a request or a load refused), whatever the estimate
 
     def requirement(self) -> str:
         return f">={self.fixed}"
@@ -84,6 +85,22 @@ KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
         addresses=("kv-cache-growth", "long-input-attention"),
         factor=None,
         source="https://github.com/huggingface/transformers/pull/13491",
+    ),
+    KnownProblem(
+        package="vllm",
+        bad_from="0.5.1",
+        fixed="0.6.5",
+        when=lambda f, s: (
+            f.profile.model_type == "gemma2"
+            and ("vllm" in f.stated or s.engine == "vllm")
+            and f.input_len + f.max_new_tokens > (f.profile.sliding_window or 4096)
+        ),
+        what="vLLM ran Gemma 2's interleaved sliding-window layers as global attention and capped the context at "
+        "the 4096-token window (longer requests refused); 0.6.5 serves the full 8k context",
+        addresses=("long-input-attention", "kv-cache-growth"),
+        factor=None,
+        source="https://github.com/vllm-project/vllm/pull/10584",
+        refuses=True,
     ),
     KnownProblem(
         package="transformers",
