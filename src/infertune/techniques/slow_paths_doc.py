@@ -14,8 +14,8 @@ the current setup on the target (`slow_paths.matching`): an entry that holds fol
 expected speed (`advisor.moves.effective`); the moves that leave it are its cures, and they rank first where the
 user saw the symptom (`--observed`). An entry that holds but for a library version nobody stated is named as a
 candidate cause only where the observed speed is beyond 2x the expected (or an out-of-memory was observed), never
-priced; its upgrade otherwise ranks after every other move. A `crash` entry that holds is a blocking finding of its own (an incompatibility,
-not a resource limit), cured first.
+priced; its upgrade otherwise ranks after every other move. A `crash` entry that holds is a blocking finding of
+its own (an incompatibility, not a resource limit), cured first.
 """
 
 VERSIONS = """## Feature -> first version
