@@ -128,3 +128,42 @@ def test_a_stated_vllm_that_caps_gemma2_at_its_window_is_cured_by_the_upgrade(tm
     assert all(
         r.technique != "upgrade" for r in advise(f, Setup(dtype="bfloat16", batching="continuous")).recommendations
     )
+
+
+DEEPSEEK_V2_LITE = {  # https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json (shape fields)
+    "model_type": "deepseek_v2",
+    "hidden_size": 2048,
+    "intermediate_size": 10944,
+    "moe_intermediate_size": 1408,
+    "num_hidden_layers": 27,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "n_routed_experts": 64,
+    "n_shared_experts": 2,
+    "num_experts_per_tok": 6,
+    "first_k_dense_replace": 1,
+    "kv_lora_rank": 512,
+    "q_lora_rank": None,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "vocab_size": 102400,
+    "max_position_embeddings": 163840,
+}
+
+
+def test_slow_mla_decode_on_a_stated_old_sglang_gets_the_upgrade(tmp_path):
+    """SGLang 0.3.0 ran MLA's Triton kernels without CUDA graphs (sgl-project/sglang#1401: 4x at batch 1): a user
+    who saw slow decode on it is pointed at the upgrade; without an observed speed, or on 0.3.1, nothing is said."""
+    (tmp_path / "config.json").write_text(json.dumps(DEEPSEEK_V2_LITE))
+    mla = profile_model(tmp_path)
+    f = facts(mla, "A100 80GB")
+    f.stated = {"sglang": "0.3.0"}
+    f.observed = Observed(tpot_s=0.031)
+    a = advise(f, Setup(dtype="bfloat16", batching="continuous"))
+    assert a.diagnosis.bottleneck == "decode-speed"
+    assert a.next.technique == "upgrade" and a.next.setup.packages["sglang"] == ">=0.3.1"
+    for stated, observed in (({"sglang": "0.3.1"}, Observed(tpot_s=0.031)), ({"sglang": "0.3.0"}, None)):
+        f.stated, f.observed = stated, observed
+        recs = advise(f, Setup(dtype="bfloat16", batching="continuous")).recommendations
+        assert all("sglang" not in (r.setup.packages or {}) for r in recs)

@@ -103,6 +103,25 @@ KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
         refuses=True,
     ),
     KnownProblem(
+        package="sglang",
+        bad_from=None,
+        fixed="0.3.1",
+        # MLA was opt-in (--enable-mla) then, which intake cannot state: a cause only where the user saw slow decode
+        when=lambda f, s: (
+            bool(f.profile.kv_lora_rank)
+            and ("sglang" in f.stated or s.engine == "sglang")
+            and f.batch * f.concurrency <= 8
+            and f.observed is not None
+            and bool(f.observed.tpot_s or f.observed.tokens_per_s or f.observed.e2e_s)
+        ),
+        what="SGLang's MLA attention (--enable-mla) ran its Triton kernels without CUDA graphs, so decode at small "
+        "batches was launch-bound: DeepSeek-Coder-V2-Lite measured 4x faster per token once the Triton backend "
+        "captured CUDA graphs (after 0.3.0)",
+        addresses=("decode-speed",),
+        factor=None,
+        source="https://github.com/sgl-project/sglang/pull/1401",
+    ),
+    KnownProblem(
         package="transformers",
         bad_from=None,
         fixed="5.0.0",
