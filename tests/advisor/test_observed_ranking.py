@@ -167,3 +167,15 @@ def test_slow_mla_decode_on_a_stated_old_sglang_gets_the_upgrade(tmp_path):
         f.stated, f.observed = stated, observed
         recs = advise(f, Setup(dtype="bfloat16", batching="continuous")).recommendations
         assert all("sglang" not in (r.setup.packages or {}) for r in recs)
+
+
+def test_a_hundred_prompts_one_at_a_time_get_batching_even_where_all_of_them_never_fit(llama8b):
+    """100 requests served one generate call at a time on a 24 GB card: the KV cache of all 100 never fits at
+    once, yet a batching scheduler admits as many as fit and queues the rest: batching or an engine is the move,
+    not a faster single stream (before: a pre-quantized checkpoint, every batching move dropped as not fitting)."""
+    f = facts(llama8b, "A10G", concurrency=100)
+    f.observed = Observed(e2e_s=600.0)
+    a = advise(f, Setup(dtype="float16"))
+    assert a.diagnosis.bottleneck == "concurrency"
+    assert a.next.technique in ("continuous-batching", "serving-engine")
+    assert not a.next.expected.fits_after and a.next.expected.max_concurrency_after >= 2

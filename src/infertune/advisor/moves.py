@@ -10,7 +10,8 @@ for an effect (labelled as such). Ranking:
 - otherwise (speed, queueing, tight memory): moves on the stated hardware first, then the least doubt
   (quality risk, plus one notch for a gain only the roofline's blind spot can show: compile, fused
   kernels), real gains (>= 20 %) before unmodelled ones, fewer open questions, then the largest expected
-  gain on what hurts (gains within the same power of two tie), then the expert's order.
+  gain on what hurts (gains within the same power of two tie), then the expert's order. For queueing, a
+  batching scheduler that admits requests as their KV cache fits "runs" even where all of them never fit.
 
 A move that needs hardware the user has not stated (more machines) is therefore never `next` while a move
 on the stated hardware fits.
@@ -205,6 +206,21 @@ def relief(x: Expected, category: str) -> float:
     return 1.0
 
 
+def runs(c: Candidate, category: str) -> bool:
+    """The move runs this workload: it fits, or (queueing) it admits requests as their KV cache fits, the rest
+    waiting their turn: a batching scheduler that holds two or more sequences at once, or a move that lets more
+    in where they were queueing for KV room already."""
+    x = c.expected
+    if x.fits_after:
+        return True
+    if category != "concurrency":
+        return False
+    admitted = x.max_concurrency_after or 0
+    return (c.setup.batching == "continuous" and admitted >= 2) or (
+        not x.fits_before and admitted > (x.max_concurrency_before or 0)
+    )
+
+
 def helps(c: Candidate, category: str, severity: str) -> bool:
     x = c.expected
     if REGISTRY[c.technique].cures_known_problem:  # addresses a category only when its known problem is about it
@@ -212,8 +228,8 @@ def helps(c: Candidate, category: str, severity: str) -> bool:
         return x.tpot_s_after < x.tpot_s_before * 0.95 or x.fits_before
     if severity == "blocking" or category in MEMORY:
         return x.peak_bytes_after < x.peak_bytes_before or (x.fits_after and not x.fits_before)
-    if not x.fits_after and not (category == "concurrency" and not x.fits_before):
-        return False  # (requests queueing for KV room: a move that lets more of them in helps, fitting all or not)
+    if not runs(c, category):
+        return False
     return relief(x, category) > 1.05 or (x.note is not None and category in ("decode-speed", "prefill-speed"))
 
 
@@ -229,7 +245,7 @@ def rank_key(f: Facts, c: Candidate, category: str, severity: str) -> tuple:
     # a gain the roofline cannot show (compile, fused kernels) is as uncertain as a small quality risk
     doubt = RISK_ORDER[c.quality_risk] + (tier > 0)
     band = math.floor(math.log2(max(g, 1e-9)))  # gains within the same power of two tie: the cheaper move first
-    return (needs_hardware, not x.fits_after, doubt, tier, questions, -band, prio, -g)
+    return (needs_hardware, not runs(c, category), doubt, tier, questions, -band, prio, -g)
 
 
 # --- evidence: what the user saw against the expected, and the known slow paths a move leaves -------------------
