@@ -175,7 +175,7 @@ def observed_findings(
     for key, _, ratio, _ in gaps:
         ev[f"observed_vs_expected_{key}"] = round(ratio, 3)
     # the speed findings themselves (major beyond OBSERVED_GAP, with their candidate causes) are the advisor's
-    # (advise._with_observed): they need the known slow paths of the setup, which sit above the diagnosis
+    # (advisor.evidence.with_observed): they need the known slow paths of the setup, which sit above the diagnosis
     ran = o.oom is None and any(v is not None for v in (o.tpot_s, o.ttft_s, o.e2e_s, o.tokens_per_s))
     if ran:  # it loaded and ran: an estimated memory blocker is the estimate's error, not the user's problem
         for x in findings:
