@@ -92,11 +92,14 @@ def chdir(path: Path) -> Iterator[None]:
 
 
 # advisor-real-1's commands predate --observed, --oom, --lib and a stated placement: what each thread stated that
-# those flags say, added to its command (the judgement above is unchanged).
+# those flags say, added to its command (the judgement above is unchanged). C08 (the 6m55s its 4-bit run took) and
+# C09's --tp 4 (TGI --num-shard 4 shards by tensor parallelism; it was --device-map auto before) were set on
+# 2026-12-05 after the answers were seen (dev material).
 ADVISOR_REAL_1_STATED: dict[str, str] = {
     "C02-vicuna7b-fp16-16GB-stale": "--lib transformers=4.33.1",
     "C07-gptneo-maxlen-oom": "--oom decode --lib transformers=4.6.0",
-    "C09-falcon40b-bnb8-4xT4": "--device-map auto --observed tpot=190ms",
+    "C08-falcon7b-bnb4-3060": "--observed e2e=415s",
+    "C09-falcon40b-bnb8-4xT4": "--tp 4 --observed tpot=190ms",
     "C15-bloom176b-concurrency": "--device-map auto",
 }
 

@@ -13,20 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infertune.advisor.diagnose import Diagnosis, Finding, Severity, diagnose, worst_device
-from infertune.advisor.moves import (
-    GAP,
-    REAL_GAIN,
-    Candidate,
-    Gap,
-    candidate,
-    cures,
-    effective,
-    helps,
-    observed_gaps,
-    rank_key,
-    relief,
-)
+from infertune.advisor.diagnose import Diagnosis, Finding, diagnose, worst_device
+from infertune.advisor.evidence import evidenced, unstated_unseen, with_observed
+from infertune.advisor.moves import Candidate, candidate, cures, effective, helps, observed_gaps, rank_key
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
 from infertune.estimate import Estimate, _largest
@@ -35,8 +24,6 @@ from infertune.models.hub import REVISION_DOC
 from infertune.techniques import REGISTRY, Facts, Setup, slow_paths
 from infertune.techniques.render import estimate_setup, python_snippet, serve_command, validation
 from infertune.techniques.upgrade import KNOWN_PROBLEMS
-
-SEVERITY: tuple[Severity, ...] = ("blocking", "major", "minor")  # the gravest first
 
 
 class Snippet(BaseModel):
@@ -195,58 +182,6 @@ def _moves(f: Facts, current: Setup, base: Estimate, base_factors: list[str]) ->
     return candidates, rejected
 
 
-def _with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[Gap]) -> list[Finding]:
-    """The findings with the speeds the user saw: a major finding where far beyond the expected (minor within
-    the speed model's error), each with its candidate causes (the known slow paths of this setup with that
-    symptom). The user ran it: an observed speed comes before every estimated memory finding, and an estimated
-    blocking memory finding is no longer blocking (it loaded); only an out-of-memory they saw keeps memory
-    first."""
-    if not gaps:
-        return ranked
-    oom = f.observed is not None and f.observed.oom is not None
-    out = list(ranked)
-    observed: list[Finding] = []
-    for g in gaps:
-        if any(x.category == g.category for x in observed):
-            continue  # the largest gap of a category speaks for it
-        causes = [p for p in slow_paths.matching(f, current, maybe=True) if g.category in p.symptoms]
-        unknown = "no known slow path matches this setup: measure it (infertune measure) to see where the time goes"
-        lines = [g.line] + ([f"candidate cause: {p.line()}" for p in causes] or ([unknown] if g.beyond else []))
-        if g.category == "concurrency":
-            lines = [g.line]  # queueing: the estimate's own concurrency evidence says why
-        severity: Severity = "major" if g.beyond else "minor"
-        old = next((x for x in out if x.category == g.category), None)
-        if old is not None:
-            out.remove(old)
-            lines += [e for e in old.evidence if e not in lines]
-            severity = min(severity, old.severity, key=SEVERITY.index)  # the estimate's, where it is graver
-        observed.append(Finding(category=g.category, severity=severity, evidence=lines))
-    if oom:
-        return [x for x in out if x.severity == "blocking"] + observed + [x for x in out if x.severity != "blocking"]
-    ran = "the user ran this setup (an observed speed, no out-of-memory): the weights loaded, whatever the estimate"
-    out = [
-        x.model_copy(update={"severity": "major", "evidence": [ran, *x.evidence]})
-        if x.severity == "blocking" and x.category == "load-memory"
-        else x
-        for x in out
-    ]
-    return observed + out
-
-
-def _evidenced(c: Candidate, category: str, severity: str, seen: set[str]) -> bool:
-    """A move whose gain the estimate cannot show (fused kernels, a faster kernel at the same roofline) is worth
-    proposing for a minor speed finding only when something says that phase is slow beyond the roofline: the
-    user saw it (an observed gap), or a known slow path it leaves (handled by the caller). Without such evidence
-    a move that costs quality must promise a large gain (GAP); otherwise the answer is no change."""
-    if severity != "minor" or category not in ("decode-speed", "prefill-speed") or c.measured_better:
-        return True
-    if category in seen:
-        return True
-    g = relief(c.expected, category)
-    # nothing says this phase is slow beyond the roofline: only a real gain, and a lossy one only when large
-    return g >= REAL_GAIN and (c.quality_risk == "none" or g >= GAP)
-
-
 def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Assessment:
     """Diagnose the current setup, build every move once and rank those that help what hurts.
     `measured`: a trial of the current setup on this workload (from `infertune measure --output`)."""
@@ -263,9 +198,11 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
     diag = diagnose(f, current, base, prompt_only, measured, weights_only)
     candidates, rejected = _moves(f, current, base, base_factors)
     gaps = observed_gaps(f, current, base)
-    findings = _with_observed(f, current, diag.ranked, gaps)
-    seen: set[str] = {g.category for g in gaps}  # speeds the user saw: their cures come first
     beyond: set[str] = {g.category for g in gaps if g.beyond}  # ... far beyond the expected: evidence in itself
+    # an upgrade past a problem of an unstated version, without the symptom beyond the model's error: a last resort
+    unseen = {id(c) for c in candidates if unstated_unseen(f, current, c, beyond)}
+    findings = with_observed(f, current, diag.ranked, gaps)
+    seen: set[str] = {g.category for g in gaps}  # speeds the user saw: their cures come first
 
     ordered: list[Candidate] = []
     kept = []
@@ -293,17 +230,20 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
         cat, sev = finding.category, finding.severity
         # a move that leaves a known slow path of the current setup with this symptom (any that may hold, when
         # the user saw the symptom) is evidence in itself; it comes first where the user saw the symptom
-        cured = {id(c): cures(f, current, c, cat, maybe=cat in seen) for c in candidates}
+        cured = {id(c): cures(f, current, c, cat, maybe=cat in beyond) for c in candidates}
         helping = sorted(
             (
                 c
                 for c in candidates
-                if (
-                    cat in c.addresses and (c.measured_better or helps(c, cat, sev)) and _evidenced(c, cat, sev, beyond)
-                )
+                if (cat in c.addresses and (c.measured_better or helps(c, cat, sev)) and evidenced(c, cat, sev, beyond))
                 or (cured[id(c)] and c.expected.fits_after)
             ),
-            key=lambda c: (not c.measured_better, not (cat in seen and cured[id(c)]), rank_key(f, c, cat, sev)),
+            key=lambda c: (
+                not c.measured_better,
+                id(c) in unseen,
+                not (cat in seen and cured[id(c)]),
+                rank_key(f, c, cat, sev),
+            ),
         )
         for c in helping:
             for p in cured[id(c)]:

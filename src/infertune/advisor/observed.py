@@ -70,7 +70,19 @@ def _oom_finding(f: Facts, s: Setup, e: Estimate, findings: list[Finding]) -> Fi
     o, m = f.observed, e.memory
     assert o is not None and o.oom is not None
     cat: Category
-    if o.oom in ("load", "host-ram"):
+    # weights that do not fit the device (an estimated blocking load-memory finding): an out-of-memory seen in a
+    # later phase is still the load's (a device_map offload or a lazy first forward moves when it shows)
+    too_big = o.oom in ("prefill", "decode") and any(
+        x.category == "load-memory" and x.severity == "blocking" and not x.evidence[0].startswith("host RAM at load")
+        for x in findings
+    )
+    if too_big:
+        cat, nbytes = "load-memory", m.weights_bytes + m.overhead_bytes
+        line = (
+            f"observed: out of memory in the {o.oom} phase, and the weights alone do not fit (estimate: weights "
+            f"{_g(m.weights_bytes)} + runtime {_g(m.overhead_bytes)})"
+        )
+    elif o.oom in ("load", "host-ram"):
         cat, nbytes = "load-memory", m.weights_bytes + m.overhead_bytes
         if o.oom == "host-ram":
             line = "host RAM at load: observed out of host memory while loading"
@@ -163,7 +175,7 @@ def observed_findings(
     for key, _, ratio, _ in gaps:
         ev[f"observed_vs_expected_{key}"] = round(ratio, 3)
     # the speed findings themselves (major beyond OBSERVED_GAP, with their candidate causes) are the advisor's
-    # (advise._with_observed): they need the known slow paths of the setup, which sit above the diagnosis
+    # (advisor.evidence.with_observed): they need the known slow paths of the setup, which sit above the diagnosis
     ran = o.oom is None and any(v is not None for v in (o.tpot_s, o.ttft_s, o.e2e_s, o.tokens_per_s))
     if ran:  # it loaded and ran: an estimated memory blocker is the estimate's error, not the user's problem
         for x in findings:

@@ -59,6 +59,13 @@ class TensorParallel(Technique):
         c = Check().need(f.gpus > 1, "needs more than one GPU (--gpus N)")
         versions.need(c, f, "tensor-parallel-plan")
         c.need_platform(f, "cuda")
+        # transformers' continuous batching (generate_batch, serve --continuous-batching) does not run under
+        # torchrun's tp ranks: InferenceConfig refuses the pair; an engine's own tp is the serving-engine move
+        c.need(
+            s.batching != "continuous" or s.engine != "transformers",
+            "transformers' continuous batching does not run with tensor parallelism (an engine shards and batches: "
+            "serving-engine)",
+        )
         if f.profile.supports:
             c.need(f.profile.supports.get("tp_plan", False), f"{f.profile.architecture} has no tensor-parallel plan")
         if f.gpus > 1:

@@ -282,7 +282,9 @@ _SYMPTOM: dict[str, Symptom] = {"load-memory": "memory", "kv-cache-growth": "mem
 
 
 def _from_problem(p: KnownProblem) -> SlowPath:
-    symptoms = tuple(dict.fromkeys(_SYMPTOM.get(a, cast(Symptom, a)) for a in p.addresses))
+    symptoms = tuple(dict.fromkeys(_SYMPTOM.get(a, cast(Symptom, a)) for a in p.addresses)) + (
+        ("crash",) if p.refuses else ()
+    )
     span = f"{p.bad_from} to before {p.fixed}" if p.bad_from else f"before {p.fixed}"
     return SlowPath(
         id=f"known-{p.package}-{p.bad_from or 'old'}-{p.fixed}",

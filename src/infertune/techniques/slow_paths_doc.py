@@ -13,8 +13,10 @@ What the estimate has no term for, as data (`src/infertune/techniques/slow_paths
 the current setup on the target (`slow_paths.matching`): an entry that holds folds its measured factor into the
 expected speed (`advisor.moves.effective`); the moves that leave it are its cures, and they rank first where the
 user saw the symptom (`--observed`). An entry that holds but for a library version nobody stated is named as a
-candidate cause, never priced. A `crash` entry that holds is a blocking finding of its own (an incompatibility,
-not a resource limit), cured first.
+candidate cause only where the observed speed is beyond the speed model's error (2x the expected, or the validated
+band's top where wider: MoE decode) or an out-of-memory was observed, never priced; its upgrade otherwise ranks
+after every other move. A `crash` entry that holds is a blocking finding of its own (an incompatibility, not a
+resource limit), cured first.
 """
 
 VERSIONS = """## Feature -> first version

@@ -20,6 +20,7 @@ class KnownProblem:
     addresses: tuple[Category, ...]
     factor: str | None  # the documented factor (techniques.factors) the upgrade removes, if any
     source: str
+    refuses: bool = False  # the setup does not run as stated (a request or a load refused), whatever the estimate
 
     def requirement(self) -> str:
         return f">={self.fixed}"
@@ -84,6 +85,41 @@ KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
         addresses=("kv-cache-growth", "long-input-attention"),
         factor=None,
         source="https://github.com/huggingface/transformers/pull/13491",
+    ),
+    KnownProblem(
+        package="vllm",
+        bad_from="0.5.1",
+        fixed="0.6.5",
+        when=lambda f, s: (
+            f.profile.model_type == "gemma2"
+            and ("vllm" in f.stated or s.engine == "vllm")
+            and f.input_len + f.max_new_tokens > (f.profile.sliding_window or 4096)
+        ),
+        what="vLLM ran Gemma 2's interleaved sliding-window layers as global attention and capped the context at "
+        "the 4096-token window (longer requests refused); 0.6.5 serves the full 8k context",
+        addresses=("long-input-attention", "kv-cache-growth"),
+        factor=None,
+        source="https://github.com/vllm-project/vllm/pull/10584",
+        refuses=True,
+    ),
+    KnownProblem(
+        package="sglang",
+        bad_from=None,
+        fixed="0.3.1",
+        # MLA was opt-in (--enable-mla) then, which intake cannot state: a cause only where the user saw slow decode
+        when=lambda f, s: (
+            bool(f.profile.kv_lora_rank)
+            and ("sglang" in f.stated or s.engine == "sglang")
+            and f.batch * f.concurrency <= 8
+            and f.observed is not None
+            and bool(f.observed.tpot_s or f.observed.tokens_per_s or f.observed.e2e_s)
+        ),
+        what="SGLang's MLA attention (--enable-mla) ran its Triton kernels without CUDA graphs, so decode at small "
+        "batches was launch-bound: DeepSeek-Coder-V2-Lite measured 4x faster per token once the Triton backend "
+        "captured CUDA graphs (after 0.3.0)",
+        addresses=("decode-speed",),
+        factor=None,
+        source="https://github.com/sgl-project/sglang/pull/1401",
     ),
     KnownProblem(
         package="transformers",

@@ -1,0 +1,90 @@
+"""What says a phase is slow beyond the estimate, for the advisor's ranking: the speeds the user saw as findings
+(with their candidate causes, the known slow paths of the setup), whether a known problem of an unstated version
+counts, and whether a move's gain the estimate cannot show is worth proposing."""
+
+from __future__ import annotations
+
+from infertune.advisor.diagnose import Finding, Severity
+from infertune.advisor.moves import GAP, MEMORY, REAL_GAIN, Candidate, Gap, relief
+from infertune.techniques import Facts, Setup, slow_paths
+from infertune.techniques.upgrade import Upgrade
+
+SEVERITY: tuple[Severity, ...] = ("blocking", "major", "minor")  # the gravest first
+
+
+def with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[Gap]) -> list[Finding]:
+    """The findings with the speeds the user saw: a major finding where far beyond the expected (minor within
+    the speed model's error), each with its candidate causes (the known slow paths of this setup with that
+    symptom). The user ran it: an observed speed comes before every estimated memory finding, and an estimated
+    blocking memory finding is no longer blocking (it loaded); only an out-of-memory they saw keeps memory
+    first."""
+    if not gaps:
+        return ranked
+    oom = f.observed is not None and f.observed.oom is not None
+    out = list(ranked)
+    observed: list[Finding] = []
+    for g in gaps:
+        if any(x.category == g.category for x in observed):
+            continue  # the largest gap of a category speaks for it
+        causes = [p for p in slow_paths.matching(f, current, maybe=g.beyond) if g.category in p.symptoms]
+        unknown = "no known slow path matches this setup: measure it (infertune measure) to see where the time goes"
+        lines = [g.line] + ([f"candidate cause: {p.line()}" for p in causes] or ([unknown] if g.beyond else []))
+        if g.category == "concurrency":
+            lines = [g.line]  # queueing: the estimate's own concurrency evidence says why
+        severity: Severity = "major" if g.beyond else "minor"
+        old = next((x for x in out if x.category == g.category), None)
+        if old is not None:
+            out.remove(old)
+            lines += [e for e in old.evidence if e not in lines]
+            severity = min(severity, old.severity, key=SEVERITY.index)  # the estimate's, where it is graver
+        observed.append(Finding(category=g.category, severity=severity, evidence=lines))
+    if oom:
+        return [x for x in out if x.severity == "blocking"] + observed + [x for x in out if x.severity != "blocking"]
+    ran = "the user ran this setup (an observed speed, no out-of-memory): the weights loaded, whatever the estimate"
+    out = [
+        x.model_copy(update={"severity": "major", "evidence": [ran, *x.evidence]})
+        if x.severity == "blocking" and x.category == "load-memory"
+        else x
+        for x in out
+    ]
+    # severity for severity, what the user saw first; an estimated memory item never above an observed speed
+    worst_seen = min(SEVERITY.index(x.severity) for x in observed)
+
+    seen = {id(x) for x in observed}
+
+    def key(x: Finding) -> tuple[int, bool]:
+        sev = SEVERITY.index(x.severity)
+        if id(x) not in seen and x.category in MEMORY:
+            sev = max(sev, worst_seen)
+        return sev, id(x) not in seen
+
+    return sorted(observed + out, key=key)
+
+
+def unstated_unseen(f: Facts, current: Setup, c: Candidate, beyond: set[str]) -> bool:
+    """An upgrade past a known problem of a library version nobody stated, without the evidence that would make
+    it the cause: a speed problem needs an observed speed beyond GAP of the expected (within the speed model's
+    error the problem would crowd out what the estimate finds), a memory problem an observed out-of-memory."""
+    if c.technique != "upgrade":
+        return False
+    p = Upgrade().fixes(current, c.setup)
+    if p is None or p.affects(f, current) is not None:
+        return False
+    oom = f.observed is not None and f.observed.oom is not None
+    speed = bool(set(p.addresses) & beyond & {"decode-speed", "prefill-speed"})
+    memory = oom and bool(set(p.addresses) & {"load-memory", "kv-cache-growth", "long-input-attention"})
+    return not (speed or memory)
+
+
+def evidenced(c: Candidate, category: str, severity: str, seen: set[str]) -> bool:
+    """A move whose gain the estimate cannot show (fused kernels, a faster kernel at the same roofline) is worth
+    proposing for a minor speed finding only when something says that phase is slow beyond the roofline: the
+    user saw it (an observed gap), or a known slow path it leaves (handled by the caller). Without such evidence
+    a move that costs quality must promise a large gain (GAP); otherwise the answer is no change."""
+    if severity != "minor" or category not in ("decode-speed", "prefill-speed") or c.measured_better:
+        return True
+    if category in seen:
+        return True
+    g = relief(c.expected, category)
+    # nothing says this phase is slow beyond the roofline: only a real gain, and a lossy one only when large
+    return g >= REAL_GAIN and (c.quality_risk == "none" or g >= GAP)
