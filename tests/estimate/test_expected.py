@@ -14,6 +14,7 @@ from infertune.estimate import library
 from infertune.estimate.accelerators import Accelerator, find_accelerator
 from infertune.estimate.memory import EstimateSettings, estimate_memory
 from infertune.measure.memory import CudaMeter, nvml_used
+from infertune.probe import host
 from tests.estimate.test_estimate import llama
 
 L = 30  # SmolLM2's layers
@@ -315,7 +316,9 @@ def test_cuda_meter_reads_allocated_reserved_and_nvml_after_generation():
 
 def test_uncalibrated_cpu_slows_half_types_it_cannot_compute_natively(monkeypatch):
     s = EstimateSettings(dtype="float16", platform="cpu", input_len=16, max_new_tokens=8)
-    monkeypatch.setattr(calibration, "cpu_flags", lambda path="/proc/cpuinfo": {"avx2", "avx512f", "avx512_bf16"})
+    no_fp16 = lambda path="/proc/cpuinfo": {"avx2", "avx512f", "avx512_bf16"}  # noqa: E731
+    monkeypatch.setattr(calibration, "cpu_flags", no_fp16)
+    monkeypatch.setattr(host, "cpu_flags", no_fp16)  # expected.cpu_emulation_slowdown reads the host's flags here
     emulated = estimate(llama(), s, cpu_acc(None)).speed.expected
     native = estimate(llama(), s.model_copy(update={"dtype": "bfloat16"}), cpu_acc(None)).speed.expected
     assert (
