@@ -11,7 +11,7 @@ from infertune.techniques import Setup
 from infertune.tuning.confirm import confirm
 from infertune.tuning.loop import _step
 from infertune.tuning.run import Run, Step, best_step
-from infertune.tuning.sequential import CLEAR_MIN, clear_threshold, futile, stop_after
+from infertune.tuning.sequential import CLEAR_MIN, TIE_WINNER, clear_threshold, futile, stop_after, tie_winner
 from infertune.tuning.verdict import Pair, decide
 from tests.tuning.test_tune import _pairs, _spec, _timed
 
@@ -76,6 +76,51 @@ def test_a_close_call_that_cannot_turn_stops_where_the_budget_would_end_inconclu
     assert len(step.pairs) == 2 and len(calls) == 4
     assert step.verdict == "inconclusive" and "cannot change" in (step.stopped or "")
     assert decide("latency", step.pairs).verdict == "inconclusive"
+
+
+def test_a_clear_gain_on_the_tie_stops_after_two_pairs_and_only_where_the_objective_cannot_be_rejected():
+    """sdpa on this CPU: latency within the noise, 15 % less memory in every pair: adopted on the tie in two
+    pairs. Not when every pair so far loses on the objective (a rejection is still possible), nor when the
+    tie axis's gains are too uneven to be settled, nor on a gain under TIE_GAIN."""
+    mib = 2.0**20
+    tie = _pairs([1.0, 1.0], [0.97, 1.04], inc_mem=477 * mib, cand_mem=406 * mib)
+    why = stop_after("latency", tie, 3, 5, 0.2)
+    assert why is not None and TIE_WINNER in why and "after 2 pairs" in why
+    assert decide("latency", tie).accepted and decide("latency", tie).verdict == "inconclusive"
+    assert stop_after("latency", tie[:1], 3, 5, 0.2) is None  # one pair: one order only
+    losing = _pairs([1.0, 1.0], [1.03, 1.04], inc_mem=477 * mib, cand_mem=406 * mib)
+    assert not tie_winner("latency", losing, 5) and stop_after("latency", losing, 3, 5, 0.2) is None
+    uneven = [
+        Pair(incumbent=1.0, candidate=0.97, incumbent_tie=100.0, candidate_tie=85.0),
+        Pair(incumbent=1.0, candidate=1.04, incumbent_tie=100.0, candidate_tie=60.0),
+    ]
+    assert not tie_winner("latency", uneven, 5)  # gains 15 % and 40 %: 10 % + 3 x 25 % is out of reach
+    small = _pairs([1.0, 1.0], [0.97, 1.04], inc_mem=477 * mib, cand_mem=440 * mib)  # 7.8 % less: no tie win
+    assert not tie_winner("latency", small, 5)
+    busy = [p.model_copy(update={"busy": True}) for p in tie]
+    assert stop_after("latency", busy, 3, 5, 0.2) is None
+
+
+def test_a_tie_winner_is_never_rejected_or_dropped_by_the_rest_of_the_budget():
+    """Against the verdict rule: whenever `tie_winner` stops at 2 pairs, completions of the budget whose tie
+    gains stay within the settled spread are still adopted (the objective can no longer be rejected)."""
+    rng = np.random.default_rng(2)
+    stopped = 0
+    for _ in range(300):
+        lat = rng.choice([0.9, 0.97, 1.0, 1.03, 1.1], size=2)
+        mem = rng.uniform(0.5, 0.95, size=2)
+        pairs = [Pair(incumbent=1.0, candidate=float(a), incumbent_tie=1.0, candidate_tie=float(m))
+                 for a, m in zip(lat, mem, strict=True)]  # fmt: skip
+        if not tie_winner("latency", pairs, 5):
+            continue
+        stopped += 1
+        for _ in range(10):
+            k = int(rng.integers(1, 4))
+            more = [Pair(incumbent=1.0, candidate=float(a), incumbent_tie=1.0, candidate_tie=float(m))
+                    for a, m in zip(rng.uniform(0.5, 2.0, size=k), rng.uniform(mem.min(), mem.max(), size=k),
+                                    strict=True)]  # fmt: skip
+            assert decide("latency", pairs + more).accepted
+    assert stopped > 20  # the rule fired often enough to be tested
 
 
 def test_futility_is_exact_it_never_stops_what_the_budget_could_still_decide():

@@ -7,8 +7,12 @@ After each pair, in this order (`stop_after`):
    (`clear_threshold`: LOSER_FLOORS x the noise floor, at least CLEAR_MIN): rejected, from the first pair;
 2. a clear winner: at least two pairs (one in each order, so a drift cancels), none busy, every one gaining
    by more than the same threshold, and the verdict rule agrees (kept);
-3. decided: from min_pairs on, the verdict rule keeps (on the objective or on the tie) or rejects;
-4. futile: the remaining budget cannot change an inconclusive verdict (`futile`): up to 7 pairs the band is
+3. a clear winner on the tie: at least two pairs, none busy, the objective can no longer be rejected (a pair
+   gains on it, and up to 7 pairs the band is the range of the ratios), every pair gaining on the tie axis by
+   more than TIE_GAIN plus TIE_FLOORS x the spread of the pairs' tie ratios (at least TIE_FLOOR_MIN), and the
+   verdict rule adopts it: bf16 at half the memory, sdpa at 15 % less, decided in two pairs, not min_pairs;
+4. decided: from min_pairs on, the verdict rule keeps (on the objective or on the tie) or rejects;
+5. futile: the remaining budget cannot change an inconclusive verdict (`futile`): up to 7 pairs the band is
    the range of the ratios, so once the pairs disagree on the direction, on the objective and on the tie
    axis alike, no later pair can make either clear; the step stops, inconclusive, where the budget would
    have ended inconclusive too.
@@ -17,13 +21,16 @@ After each pair, in this order (`stop_after`):
 from __future__ import annotations
 
 from infertune.measure.stats import band_rank
-from infertune.tuning.verdict import Objective, Pair, decide
+from infertune.tuning.verdict import TIE_AXIS, TIE_GAIN, Objective, Pair, decide
 
 LOSER_FLOORS = 3.0  # the clear-loser/winner threshold, in noise floors
 CLEAR_MIN = 0.20  # ... and never under this
 FLOOR_MIN = 0.02  # a pilot of two equal numbers does not make a noise-free machine
+TIE_FLOORS = 3.0  # the tie winner's margin over TIE_GAIN, in spreads of its pairs' tie ratios
+TIE_FLOOR_MIN = 0.01  # ... never under 1 %: memory peaks repeat to ~0.1 %, latency far less closely
 CLEAR_LOSER = "a clear loser"  # how stop_after says it stopped on rule 1 (what the step reads back)
 CLEAR_WINNER = "a clear winner"
+TIE_WINNER = "a clear winner on the tie"
 FUTILE = "the verdict cannot change"
 
 
@@ -49,6 +56,22 @@ def _both_sides(values: list[tuple[float | None, float | None]]) -> bool:
     return any(b <= a for a, b in known) and any(b >= a for a, b in known)
 
 
+def tie_winner(objective: Objective, pairs: list[Pair], max_pairs: int) -> bool:
+    """True when the step is adopted on the tie whatever the rest of the budget brings: the objective cannot
+    be rejected (a pair gains on it, and the band is the range of the ratios: a rejection needs every pair to
+    lose), and every pair gains on the tie axis by more than TIE_GAIN plus TIE_FLOORS spreads of those gains."""
+    if len(pairs) < 2 or band_rank(max_pairs) != 1 or not any(loss(objective, p) < 0 for p in pairs):
+        return False
+    axis = TIE_AXIS[objective]
+    gains = []
+    for p in pairs:
+        if p.incumbent_tie is None or p.candidate_tie is None or p.incumbent_tie <= 0:
+            return False
+        gains.append(-loss(axis, Pair(incumbent=p.incumbent_tie, candidate=p.candidate_tie)))
+    margin = TIE_FLOORS * max(max(gains) - min(gains), TIE_FLOOR_MIN)
+    return min(gains) > TIE_GAIN + margin and decide(objective, pairs).accepted
+
+
 def futile(pairs: list[Pair], max_pairs: int) -> bool:
     """True when no further pair within `max_pairs` can change an inconclusive verdict. While the band is the
     range of the ratios (band_rank 1: up to 7 pairs), pairs on both sides of "no change" keep the band across
@@ -72,6 +95,8 @@ def stop_after(
             return f"stopped after {n} pair(s): {CLEAR_LOSER} (each lost > {threshold:.0%})"
         if n >= 2 and all(-loss(objective, p) > threshold for p in pairs) and decide(objective, pairs).accepted:
             return f"stopped after {n} pairs: {CLEAR_WINNER} (each gained > {threshold:.0%})"
+        if tie_winner(objective, pairs, max_pairs):
+            return f"stopped after {n} pairs: {TIE_WINNER} (the objective cannot be rejected)"
     if n >= min_pairs:
         d = decide(objective, pairs)
         if d.verdict != "inconclusive" or d.accepted:
