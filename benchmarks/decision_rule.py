@@ -99,7 +99,8 @@ def main() -> int:
         "difference, a faster candidate rejected, or a slower one kept"
     )
     print(
-        f"\nwith a tie axis (memory, 0.3 % noise): {'machine':28} {'effect':>6} {'saves':>5} {'adopted':>7} {'pairs':>5}"
+        "\nwith a tie axis (memory, 0.3 % noise): "
+        f"{'machine':28} {'effect':>6} {'saves':>5} {'adopted':>7} {'pairs':>5}"
     )
     for label, sigma, busy in (("quiet (3 % noise)", 0.03, False), ("noisy (10 % noise)", 0.10, False)):
         for effect, tie in ((0.0, 0.15), (0.0, 0.47), (-0.05, 0.15), (0.0, 0.05)):
