@@ -73,3 +73,42 @@ def test_sdpa_copies_kv_to_every_query_head_before_4_54():
     assert not library.sdpa_repeats_kv(llama(num_kv_heads=9), s)  # no grouped heads: nothing to copy
     assert tpot(p, "4.46.3", **long) > 1.3 * tpot(p, "4.54.0", **long)
     assert tpot(p, "4.46.3", input_len=128) == pytest.approx(tpot(p, "4.54.0", input_len=128), rel=0.05)
+
+
+def quantized(method: str, version: str | None, **q) -> tuple[float, list[str]]:
+    """(expected TPOT, factor names) of SmolLM2's shape, quantized, on an H100 at a stated transformers."""
+    from infertune.estimate.quant import Quantization
+
+    s = EstimateSettings(dtype="bfloat16", quantization=Quantization(method=method, **q), transformers_version=version)
+    x = estimate(llama(), s, find_accelerator("H100 SXM")).speed.expected
+    assert x is not None
+    return x.tpot_s, [f.name for f in x.factors]
+
+
+def test_fine_grained_fp8_syncs_after_every_linear_from_4_50_until_5_4():
+    """Host and GPU take turns: the host's work per Linear (two Triton launches, a sync) plus the device's."""
+    from infertune.estimate.factors import FP8_SYNC_S, FP8_TRITON_LINEAR_S
+
+    block = dict(block=[128, 128])
+    synced, names = quantized("fp8", "4.51.3", **block)
+    for free in ("4.49.0", "5.4.0", None):  # before the integration (no such path), after the sync's removal
+        unsynced, other = quantized("fp8", free, **block)
+        assert not any("fine-grained FP8" in n for n in other)
+        # at least the launches and syncs of 30 layers x 7 Linears
+        assert synced - unsynced >= 30 * 7 * (FP8_TRITON_LINEAR_S + FP8_SYNC_S)
+    assert any("fine-grained FP8" in n for n in names)
+    # per-row fp8 (fbgemm, compressed-tensors per channel) never ran through the fine-grained FP8Linear
+    per_row, names = quantized("fp8", "4.51.3")
+    assert not any("fine-grained FP8" in n for n in names) and per_row < synced - 30 * 7 * FP8_TRITON_LINEAR_S
+
+
+def test_gptq_8bit_runs_autogptqs_cuda_kernel_before_gptqmodel():
+    from infertune.estimate.factors import GPTQ_CUDA_LINEAR_S
+
+    int8_old, names = quantized("gptq", "4.38.2", bits=8)
+    int8_new, _ = quantized("gptq", "4.49.0", bits=8)
+    assert int8_old > int8_new
+    assert int8_old - int8_new == pytest.approx(30 * 7 * GPTQ_CUDA_LINEAR_S, rel=0.02)  # host-bound at batch 1
+    assert any("GPTQ 8-bit CUDA kernel" in n for n in names)
+    # 4-bit takes the ExLlama kernels whatever the version
+    assert quantized("gptq", "4.38.2", bits=4)[0] == quantized("gptq", "4.49.0", bits=4)[0]

@@ -42,7 +42,6 @@ from infertune.estimate.factors import (
     GPU_FLOPS_EFF,
     HOST_SPEED,
     LINEARS_PER_LAYER,
-    MOE_EXPERT_ITER_S,
     QUANT_KERNELS,
     SYNC_S,
 )
@@ -183,10 +182,8 @@ def _gpu_linear(
     q = QUANT_KERNELS.get(s.quantization.method)
     if q is None:
         return dense, 0.0
-    dequant = rows >= q["dequant_rows"]
-    per_linear = q.get("dequant_linear_s", q["linear_s"]) if dequant else q["linear_s"]
-    per_linear += q.get("dq_linear_s", 0.0) if s.quantization.double_quant else 0.0
-    host = 0.0 if s.compile else per_linear * LINEARS_PER_LAYER  # compiled: fused into the graph
+    dequant = rows >= q["dequant_rows"]  # compiled: the extra launches fused into the graph
+    host = 0.0 if s.compile else library.quant_linear_host_s(s, dequant) * LINEARS_PER_LAYER
     if dequant:  # dequantize the weight, then a dense matmul
         return weight_bytes / bw + 2 * elems * b / bw + dense, host
     return max(weight_bytes / (acc.bandwidth_Bps * q["eff"]), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
@@ -287,6 +284,7 @@ def expected_speed(
     # a dynamic cache's attention waits on its own allocations (the cache grows by torch.cat every step; before
     # 4.54 sdpa also copies it per query head): its time adds to the step instead of hiding under the host's
     serial = attn_dec if on_gpu and s.kv_cache == "dynamic" else 0.0
+    serial = device if on_gpu and library.fp8_syncs_per_linear(s) else serial  # a sync per Linear: turns
     tpot = (
         max(device - serial, host_total) + serial + SYNC_S if on_gpu else x_dec * (lin + host_total) + attn_dec
     ) + extra_step_s
@@ -317,28 +315,18 @@ def expected_speed(
     dev_p = lin_p + attn_p
     loop_pre = library.expert_loop_s(p, s, B * q) if on_gpu else 0.0
     host_p_total = chunks * (step_s + L * (layer_s + host_p) + loop_pre)
-    prefill = (max(dev_p, host_p_total) if on_gpu else x_pre * (lin_p + host_p_total) + attn_p) + extra_step_s * chunks
+    turns = library.fp8_syncs_per_linear(s)  # host and GPU take turns: their sum, not the larger
+    prefill = (
+        (dev_p + host_p_total if turns else max(dev_p, host_p_total))
+        if on_gpu
+        else x_pre * (lin_p + host_p_total) + attn_p
+    ) + extra_step_s * chunks
     ttft = prefill + step_s * x_pre
     factors = [
         Factor(name="fixed cost per step", value=step_s, source=over_src),
         Factor(name="fixed cost per layer and step", value=layer_s, source=over_src),
     ]
-    if loop_dec:
-        factors.append(
-            Factor(
-                name=f"MoE expert loop: {library.expert_loop_iterations(p, s, seqs):.0f} iterations per step, s each",
-                value=MOE_EXPERT_ITER_S,
-                source=f"transformers {s.transformers_version} loops over experts in Python (estimate/library.py)",
-            )
-        )
-    if library.sdpa_repeats_kv(p, s):
-        factors.append(
-            Factor(
-                name="sdpa copies K/V to every query head: cache bytes moved per step, per byte",
-                value=library.kv_traffic(p, s),
-                source=f"transformers {s.transformers_version} < 4.54 (huggingface/transformers#39412)",
-            )
-        )
+    factors += [Factor(name=n, value=v, source=src) for n, v, src in library.terms(p, s, seqs)]
     if cal is not None:
         factors.append(
             Factor(

@@ -14,13 +14,29 @@ source; `speed.expected.factors` lists the ones used. The advisor's slow-path en
 - sdpa and grouped-query heads: before 4.54 transformers' sdpa path copied K and V to every query head
   (`repeat_kv`) before the kernel; from 4.54 it passes `enable_gqa` (#39412) where no mask is given. The copy is
   read once, written n_rep times and read again by the kernel: 1 + 2 x n_rep bytes per byte of cache per step.
+- Fine-grained FP8 (block-scaled fp8 weights: quant_method "fp8", FineGrainedFP8Config): from 4.50 (#36026) its
+  FP8Linear ran two Triton kernels (activation quantization, block matmul) and then `torch.cuda.synchronize()`
+  on every call, until 5.4 (the call is in 5.3.0's integrations/finegrained_fp8.py, gone in 5.4.0; a removal
+  was proposed in #43349). A sync per Linear stops the host from queueing ahead of the GPU: the step is the
+  host's work plus the device's, not the larger of the two, plus a sync round trip per Linear.
+- GPTQ at other than 4 bits: the ExLlama kernels "only work with bits = 4" (transformers' GPTQConfig docs,
+  `use_exllama`); an 8-bit checkpoint runs AutoGPTQ's CUDA QuantLinear (casts the input and scales to fp32,
+  an fp32 output, the kernel, a cast back: several more launches per call). Priced while transformers used
+  AutoGPTQ alone (before 4.49, which added GPTQModel with its own kernels).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from infertune.estimate.factors import MOE_EXPERT_ITER_S
+from infertune.estimate.factors import (
+    FP8_SYNC_S,
+    FP8_TRITON_LINEAR_S,
+    GPTQ_CUDA_LINEAR_S,
+    LINEARS_PER_LAYER,
+    MOE_EXPERT_ITER_S,
+    QUANT_KERNELS,
+)
 
 if TYPE_CHECKING:
     from infertune.estimate.memory import EstimateSettings
@@ -30,6 +46,8 @@ GROUPED_EXPERTS = (5, 0, 0)  # transformers: MoE experts as one grouped matmul
 HIT_EXPERTS_ONLY = (4, 53, 0)  # the expert loop skips experts no token picked (Qwen3-MoE; Mixtral from 4.52)
 SDPA_ENABLE_GQA = (4, 54, 0)  # sdpa passes enable_gqa instead of repeating K/V
 NO_FA2_UNPAD = (4, 53, 0)  # masking_utils: an all-ones mask reaches FlashAttention-2 as None (no unpadding)
+FP8_SYNC = ((4, 50, 0), (5, 4, 0))  # fine-grained FP8Linear synchronizes the device after every call
+GPTQMODEL = (4, 49, 0)  # transformers may load GPTQ through GPTQModel (before: AutoGPTQ's kernels only)
 
 
 def version(s: EstimateSettings) -> tuple[int, ...] | None:
@@ -50,6 +68,67 @@ def expert_loop_iterations(p: ModelProfile, s: EstimateSettings, tokens: int) ->
     if v >= HIT_EXPERTS_ONLY:
         per_layer = p.num_experts * p.expert_fraction(tokens)
     return p.num_layers * per_layer
+
+
+def fp8_syncs_per_linear(s: EstimateSettings) -> bool:
+    """transformers' fine-grained FP8Linear synchronizes the device after each call (4.50 <= version < 5.4)."""
+    v, q = version(s), s.quantization
+    return q.method == "fp8" and bool(q.block) and v is not None and FP8_SYNC[0] <= v < FP8_SYNC[1]
+
+
+def gptq_cuda_kernel(s: EstimateSettings) -> bool:
+    """A GPTQ checkpoint at other than 4 bits on AutoGPTQ's CUDA QuantLinear (no ExLlama), before GPTQModel."""
+    v, q = version(s), s.quantization
+    return q.method == "gptq" and q.bits != 4 and v is not None and v < GPTQMODEL
+
+
+def quant_linear_host_s(s: EstimateSettings, dequant: bool) -> float:
+    """Extra host time per quantized Linear call beside a 16-bit F.linear (QUANT_KERNELS and the stack's terms)."""
+    q = QUANT_KERNELS.get(s.quantization.method)
+    if q is None:
+        return 0.0
+    t = q.get("dequant_linear_s", q["linear_s"]) if dequant else q["linear_s"]
+    t += q.get("dq_linear_s", 0.0) if s.quantization.double_quant else 0.0
+    if gptq_cuda_kernel(s):
+        t += GPTQ_CUDA_LINEAR_S
+    if fp8_syncs_per_linear(s):
+        t += FP8_TRITON_LINEAR_S + FP8_SYNC_S
+    return t
+
+
+def terms(p: ModelProfile, s: EstimateSettings, seqs: int) -> list[tuple[str, float, str]]:
+    """(name, value, source) of each slow-path term that holds for this setup, for speed.expected.factors."""
+    v = s.transformers_version
+    out = []
+    if expert_loop_s(p, s, seqs):
+        n = expert_loop_iterations(p, s, seqs)
+        src = f"transformers {v} loops over experts in Python (estimate/library.py)"
+        out.append((f"MoE expert loop: {n:.0f} iterations per step, s each", MOE_EXPERT_ITER_S, src))
+    if sdpa_repeats_kv(p, s):
+        src = f"transformers {v} < 4.54 (huggingface/transformers#39412)"
+        out.append(("sdpa copies K/V to every query head: cache bytes moved per step, per byte", kv_traffic(p, s), src))
+    if fp8_syncs_per_linear(s):
+        src = f"transformers {v}: FP8Linear calls torch.cuda.synchronize() (4.50-5.3, integrations/finegrained_fp8.py)"
+        out.append(
+            (
+                "fine-grained FP8: host cost per Linear (2 Triton launches + sync), s",
+                FP8_TRITON_LINEAR_S + FP8_SYNC_S,
+                src,
+            )
+        )
+        out.append(
+            (
+                "fine-grained FP8: device syncs per step (host and GPU take turns)",
+                float(LINEARS_PER_LAYER * p.num_layers),
+                src,
+            )
+        )
+    if gptq_cuda_kernel(s):
+        src = f"transformers {v} < 4.49: ExLlama is 4-bit only (GPTQConfig.use_exllama); AutoGPTQ's CUDA kernel"
+        out.append(
+            (f"GPTQ {s.quantization.bits}-bit CUDA kernel: extra host cost per Linear, s", GPTQ_CUDA_LINEAR_S, src)
+        )
+    return out
 
 
 def expert_loop_s(p: ModelProfile, s: EstimateSettings, tokens: int) -> float:
