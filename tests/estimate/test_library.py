@@ -112,3 +112,60 @@ def test_gptq_8bit_runs_autogptqs_cuda_kernel_before_gptqmodel():
     assert any("GPTQ 8-bit CUDA kernel" in n for n in names)
     # 4-bit takes the ExLlama kernels whatever the version
     assert quantized("gptq", "4.38.2", bits=4)[0] == quantized("gptq", "4.49.0", bits=4)[0]
+
+
+def test_flash_attention_2_of_mistral_derived_classes_repeats_kv_before_4_48():
+    """Qwen2's FA2 forward called repeat_kv (Llama's did not): the unpadding then gathers the repeated copy."""
+    qwen2 = llama(
+        model_type="qwen2", num_layers=28, hidden_size=3584, num_attention_heads=28, num_kv_heads=4, head_dim=128
+    )
+    s = EstimateSettings(attn="flash_attention_2", transformers_version="4.38.2")
+    assert library.fa2_repeats_kv(qwen2, s)
+    # growth 2, unpadding gathers 7 copies (read, write), repeat (read 1, write 7), the kernel reads 7
+    assert library.kv_traffic(qwen2, s) == 2 + 2 * 7 + 1 + 2 * 7
+    assert not library.fa2_repeats_kv(qwen2, s.model_copy(update={"transformers_version": "4.48.0"}))
+    assert not library.fa2_repeats_kv(qwen2.model_copy(update={"model_type": "llama"}), s)
+    assert not library.fa2_repeats_kv(qwen2, s.model_copy(update={"attn": "sdpa"}))
+
+    def attention(version: str) -> float:
+        s = EstimateSettings(attn="flash_attention_2", dtype="bfloat16", input_len=30_000, transformers_version=version)
+        x = estimate(qwen2, s, find_accelerator("A100 80GB")).speed.expected
+        assert x is not None
+        return x.attention_s_per_step
+
+    # 31 bytes moved per byte of cache against 5 (growth, unpadding, the kernel's read) from 4.48
+    assert attention("4.38.2") > 5 * attention("4.48.0")
+
+
+def test_autoawq_dequantizes_for_long_prefills_with_a_stated_transformers():
+    """AutoAWQ >= 0.2 runs inputs of 1024+ rows as dequantize + fp16 matmul, not its GEMM kernel's slow path."""
+    from infertune.estimate.quant import Quantization
+
+    def call(version: str | None, input_len: int):
+        s = EstimateSettings(
+            dtype="float16", input_len=input_len, quantization=Quantization(method="awq"), transformers_version=version
+        )
+        linear = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)  # a Mistral-7B shape
+        groups = {"embedding": 131_072_000, "lm_head": 131_072_000, "linear": linear}
+        p = llama(
+            num_layers=32,
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            vocab_size=32000,
+            tie_word_embeddings=False,
+            layer_types=["full_attention"] * 32,
+            param_groups=groups,
+            num_parameters=sum(groups.values()),
+        )
+        x = estimate(p, s, find_accelerator("A100 80GB")).speed.expected
+        assert x is not None
+        return x
+
+    assert library.dequant_rows(EstimateSettings(quantization=Quantization(method="awq"))) > 1 << 20
+    # 4.37: AutoAWQ 0.1's GEMM kernel at every size (the transformers AWQ docs' table)
+    assert call("4.38.2", 4096).prefill_s < 0.5 * call("4.37.0", 4096).prefill_s
+    assert call("4.38.2", 512).prefill_s == call("4.37.0", 512).prefill_s  # under 1024 rows: the GEMM kernel
+    assert call("4.38.2", 4096).tpot_s == call("4.37.0", 4096).tpot_s

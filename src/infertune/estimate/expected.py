@@ -182,7 +182,7 @@ def _gpu_linear(
     q = QUANT_KERNELS.get(s.quantization.method)
     if q is None:
         return dense, 0.0
-    dequant = rows >= q["dequant_rows"]  # compiled: the extra launches fused into the graph
+    dequant = rows >= library.dequant_rows(s)  # compiled: the extra launches fused into the graph
     host = 0.0 if s.compile else library.quant_linear_host_s(s, dequant) * LINEARS_PER_LAYER
     if dequant:  # dequantize the weight, then a dense matmul
         return weight_bytes / bw + 2 * elems * b / bw + dense, host
@@ -284,6 +284,8 @@ def expected_speed(
     # a dynamic cache's attention waits on its own allocations (the cache grows by torch.cat every step; before
     # 4.54 sdpa also copies it per query head): its time adds to the step instead of hiding under the host's
     serial = attn_dec if on_gpu and s.kv_cache == "dynamic" else 0.0
+    if serial and library.fa2_repeats_kv(p, s):  # the copies queue like any kernel: only the cache's growth waits
+        serial = attn_dec * 2.0 / library.kv_traffic(p, s)
     serial = device if on_gpu and library.fp8_syncs_per_linear(s) else serial  # a sync per Linear: turns
     tpot = (
         max(device - serial, host_total) + serial + SYNC_S if on_gpu else x_dec * (lin + host_total) + attn_dec

@@ -14,6 +14,14 @@ source; `speed.expected.factors` lists the ones used. The advisor's slow-path en
 - sdpa and grouped-query heads: before 4.54 transformers' sdpa path copied K and V to every query head
   (`repeat_kv`) before the kernel; from 4.54 it passes `enable_gqa` (#39412) where no mask is given. The copy is
   read once, written n_rep times and read again by the kernel: 1 + 2 x n_rep bytes per byte of cache per step.
+- FlashAttention-2 of Mistral-derived classes (mistral, mixtral, qwen2, qwen2_moe, starcoder2, phi3, qwen2_vl):
+  before 4.48's attention refactor their FA2 forward called repeat_kv (Llama's and Gemma 2's did not; read in
+  4.38.2, 4.44.0, 4.47.1): n_rep copies written and read, and the unpadding gathers the repeated copy. These
+  copies queue like any kernel; only the dynamic cache's growth keeps its place in series (published-gpu-2 dev:
+  Qwen2-0.5B decodes at a 30k-token prompt as fast as at 1 token, Qwen2-7B at half the pace).
+- AutoAWQ >= 0.2 (casper-hansen/AutoAWQ#316, January 2024) dequantizes each weight and runs an fp16 matmul for
+  inputs of 1024+ rows; earlier its GEMM kernel ran prefill at ~0.22 of the fp16 rate. Gated on a stated
+  transformers >= 4.38 (the AutoAWQ version is not a setting; 4.38 came after AutoAWQ 0.2).
 - Fine-grained FP8 (block-scaled fp8 weights: quant_method "fp8", FineGrainedFP8Config): from 4.50 (#36026) its
   FP8Linear ran two Triton kernels (activation quantization, block matmul) and then `torch.cuda.synchronize()`
   on every call, until 5.4 (the call is in 5.3.0's integrations/finegrained_fp8.py, gone in 5.4.0; a removal
@@ -47,6 +55,12 @@ HIT_EXPERTS_ONLY = (4, 53, 0)  # the expert loop skips experts no token picked (
 SDPA_ENABLE_GQA = (4, 54, 0)  # sdpa passes enable_gqa instead of repeating K/V
 NO_FA2_UNPAD = (4, 53, 0)  # masking_utils: an all-ones mask reaches FlashAttention-2 as None (no unpadding)
 FP8_SYNC = ((4, 50, 0), (5, 4, 0))  # fine-grained FP8Linear synchronizes the device after every call
+AUTOAWQ_02 = (4, 38, 0)  # the first transformers after AutoAWQ 0.2 (a proxy: the AutoAWQ version is not a setting)
+AWQ_FP16_ROWS = 1024  # AutoAWQ >= 0.2 (casper-hansen/AutoAWQ#316): from this many rows, dequantize + fp16 matmul
+FA2_NO_REPEAT = (4, 48, 0)  # the attention refactor: FlashAttention-2 gets the grouped K/V as they are
+# model classes whose FlashAttention2 forward called repeat_kv before 4.48 (copied from Mistral's; Llama's,
+# Gemma 2's did not): checked in 4.38.2, 4.44.0 and 4.47.1's modeling files
+FA2_REPEAT_KV_MODELS = frozenset({"mistral", "mixtral", "qwen2", "qwen2_moe", "starcoder2", "phi3", "qwen2_vl"})
 GPTQMODEL = (4, 49, 0)  # transformers may load GPTQ through GPTQModel (before: AutoGPTQ's kernels only)
 
 
@@ -80,6 +94,15 @@ def gptq_cuda_kernel(s: EstimateSettings) -> bool:
     """A GPTQ checkpoint at other than 4 bits on AutoGPTQ's CUDA QuantLinear (no ExLlama), before GPTQModel."""
     v, q = version(s), s.quantization
     return q.method == "gptq" and q.bits != 4 and v is not None and v < GPTQMODEL
+
+
+def dequant_rows(s: EstimateSettings) -> int:
+    """From how many activation rows the backend dequantizes each weight and runs a dense matmul."""
+    q = QUANT_KERNELS.get(s.quantization.method) or {}
+    v = version(s)
+    if s.quantization.method == "awq" and v is not None and v >= AUTOAWQ_02:
+        return AWQ_FP16_ROWS
+    return int(q.get("dequant_rows", 1 << 30))
 
 
 def quant_linear_host_s(s: EstimateSettings, dequant: bool) -> float:
@@ -148,14 +171,32 @@ def sdpa_repeats_kv(p: ModelProfile, s: EstimateSettings) -> bool:
     return attn_is_sdpa and p.num_attention_heads > p.num_kv_heads and v is not None and v < SDPA_ENABLE_GQA
 
 
+def fa2_repeats_kv(p: ModelProfile, s: EstimateSettings) -> bool:
+    """FlashAttention-2 of a Mistral-derived class copies K/V to every query head first (before 4.48)."""
+    v = version(s)
+    grouped = p.num_attention_heads > p.num_kv_heads
+    fa2 = s.attn == "flash_attention_2" and p.model_type in FA2_REPEAT_KV_MODELS
+    return fa2 and grouped and v is not None and v < FA2_NO_REPEAT
+
+
+def repeats_kv(p: ModelProfile, s: EstimateSettings) -> bool:
+    return eager(s) or sdpa_repeats_kv(p, s) or fa2_repeats_kv(p, s)
+
+
+def _unpad(p: ModelProfile, s: EstimateSettings) -> float:
+    """FA2's unpadding gathers K and V (read, write): the repeated copy where the class repeats them first."""
+    if not fa2_unpads_kv(s):
+        return 0.0
+    return 2.0 * (p.num_attention_heads / max(p.num_kv_heads, 1) if fa2_repeats_kv(p, s) else 1.0)
+
+
 def kv_traffic(p: ModelProfile, s: EstimateSettings) -> float:
     """Bytes moved per decode step, per byte of KV cache: a dynamic cache grows by torch.cat (read the old copy,
     write the new: 2); sdpa reads it once (GQA in the kernel); eager first repeats K and V to every query head
     (read 1, write n_rep) then reads the repeated copy (n_rep). A static cache is written in place."""
     n_rep = p.num_attention_heads / max(p.num_kv_heads, 1)
     grow = 2.0 if s.kv_cache == "dynamic" else 0.0
-    unpad = 2.0 if fa2_unpads_kv(s) else 0.0
-    return grow + unpad + (1 + 2 * n_rep if eager(s) or sdpa_repeats_kv(p, s) else 1.0)
+    return grow + _unpad(p, s) + (1 + 2 * n_rep if repeats_kv(p, s) else 1.0)
 
 
 def cache_copies(p: ModelProfile, s: EstimateSettings) -> float:
@@ -164,8 +205,7 @@ def cache_copies(p: ModelProfile, s: EstimateSettings) -> float:
     copy per query head: 1 + n_rep; the kernel then reads that copy, as the calibration's kernel does)."""
     n_rep = p.num_attention_heads / max(p.num_kv_heads, 1)
     grow = 2.0 if s.kv_cache == "dynamic" else 0.0
-    unpad = 2.0 if fa2_unpads_kv(s) else 0.0
-    return grow + unpad + (1 + n_rep if (eager(s) or sdpa_repeats_kv(p, s)) and n_rep > 1 else 0.0)
+    return grow + _unpad(p, s) + (1 + n_rep if repeats_kv(p, s) and n_rep > 1 else 0.0)
 
 
 def eager(s: EstimateSettings) -> bool:
