@@ -169,3 +169,19 @@ def test_autoawq_dequantizes_for_long_prefills_with_a_stated_transformers():
     assert call("4.38.2", 4096).prefill_s < 0.5 * call("4.37.0", 4096).prefill_s
     assert call("4.38.2", 512).prefill_s == call("4.37.0", 512).prefill_s  # under 1024 rows: the GEMM kernel
     assert call("4.38.2", 4096).tpot_s == call("4.37.0", 4096).tpot_s
+
+
+def test_flash_attention_2_reads_hide_under_the_host_only_the_caches_growth_waits():
+    """published-gpu-2 dev: FA2 rows decode at a 30k-token prompt about as fast as at 1 token on small models;
+    sdpa and eager (GLM-4's rows) pay their attention in series."""
+
+    def expected(attn: str):
+        s = EstimateSettings(attn=attn, dtype="bfloat16", input_len=30_000)
+        x = estimate(llama(), s, find_accelerator("H100 SXM")).speed.expected
+        assert x is not None
+        return x
+
+    sdpa, fa2 = expected("sdpa"), expected("flash_attention_2")
+    assert sdpa.attention_s_per_step == pytest.approx(fa2.attention_s_per_step)  # 3 bytes per byte of cache
+    # sdpa: the whole attention in series; FA2: the growth's 2 of those 3 bytes
+    assert sdpa.tpot_s - fa2.tpot_s == pytest.approx(sdpa.attention_s_per_step / 3, rel=0.05)

@@ -284,7 +284,7 @@ def expected_speed(
     # a dynamic cache's attention waits on its own allocations (the cache grows by torch.cat every step; before
     # 4.54 sdpa also copies it per query head): its time adds to the step instead of hiding under the host's
     serial = attn_dec if on_gpu and s.kv_cache == "dynamic" else 0.0
-    if serial and library.fa2_repeats_kv(p, s):  # the copies queue like any kernel: only the cache's growth waits
+    if serial and s.attn == "flash_attention_2":  # FA2's reads and copies queue: only the cache's growth waits
         serial = attn_dec * 2.0 / library.kv_traffic(p, s)
     serial = device if on_gpu and library.fp8_syncs_per_linear(s) else serial  # a sync per Linear: turns
     tpot = (
