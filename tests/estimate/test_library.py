@@ -185,3 +185,25 @@ def test_flash_attention_2_reads_hide_under_the_host_only_the_caches_growth_wait
     assert sdpa.attention_s_per_step == pytest.approx(fa2.attention_s_per_step)  # 3 bytes per byte of cache
     # sdpa: the whole attention in series; FA2: the growth's 2 of those 3 bytes
     assert sdpa.tpot_s - fa2.tpot_s == pytest.approx(sdpa.attention_s_per_step / 3, rel=0.05)
+
+
+def test_fine_grained_fp8_on_a_gpu_without_fp8_tensor_cores_is_loaded_as_bf16_from_5_0():
+    """Below compute capability 8.9 transformers 5 dequantizes fine-grained FP8 weights at load (4.x refused)."""
+    from infertune.estimate.quant import Quantization
+
+    def run(gpu: str, version: str | None):
+        fp8 = Quantization(method="fp8", block=[128, 128])
+        s = EstimateSettings(dtype="bfloat16", quantization=fp8, transformers_version=version)
+        return estimate(llama(), s, find_accelerator(gpu))
+
+    bf16 = estimate(llama(), EstimateSettings(dtype="bfloat16"), find_accelerator("A100 80GB"))
+    on_a100 = run("A100 80GB", None)
+    assert on_a100.memory.weights_bytes == bf16.memory.weights_bytes  # 2 bytes per weight, as bf16
+    assert run("A100 80GB", "5.0.0").memory.weights_bytes == bf16.memory.weights_bytes
+    assert on_a100.speed.expected is not None and bf16.speed.expected is not None
+    assert on_a100.speed.expected.tpot_s == bf16.speed.expected.tpot_s
+    assert any("dequantized to bf16 at load" in f.name for f in on_a100.speed.expected.factors)
+    # an H100 (9.0) keeps the fp8 weights; so does 4.57 anywhere (which refuses to load them below 8.9)
+    for gpu, version in (("H100 SXM", None), ("A100 80GB", "4.57.3")):
+        kept = run(gpu, version)
+        assert kept.memory.weights_bytes < 0.75 * bf16.memory.weights_bytes

@@ -27,6 +27,9 @@ source; `speed.expected.factors` lists the ones used. The advisor's slow-path en
   on every call, until 5.4 (the call is in 5.3.0's integrations/finegrained_fp8.py, gone in 5.4.0; a removal
   was proposed in #43349). A sync per Linear stops the host from queueing ahead of the GPU: the step is the
   host's work plus the device's, not the larger of the two, plus a sync round trip per Linear.
+- Fine-grained FP8 on GPUs below compute capability 8.9 (no FP8 tensor cores: A100, T4, V100): transformers
+  refused to load them before 5.0 (4.57.3's quantizer raises) and from 5.0 dequantizes them to bf16 at load: the
+  weights take 2 bytes each and run as a bf16 model.
 - GPTQ at other than 4 bits: the ExLlama kernels "only work with bits = 4" (transformers' GPTQConfig docs,
   `use_exllama`); an 8-bit checkpoint runs AutoGPTQ's CUDA QuantLinear (casts the input and scales to fp32,
   an fp32 output, the kernel, a cast back: several more launches per call). Priced while transformers used
@@ -47,6 +50,7 @@ from infertune.estimate.factors import (
 )
 
 if TYPE_CHECKING:
+    from infertune.estimate.expected import Factor
     from infertune.estimate.memory import EstimateSettings
     from infertune.probe.model import ModelProfile
 
@@ -61,6 +65,7 @@ FA2_NO_REPEAT = (4, 48, 0)  # the attention refactor: FlashAttention-2 gets the 
 # model classes whose FlashAttention2 forward called repeat_kv before 4.48 (copied from Mistral's; Llama's,
 # Gemma 2's did not): checked in 4.38.2, 4.44.0 and 4.47.1's modeling files
 FA2_REPEAT_KV_MODELS = frozenset({"mistral", "mixtral", "qwen2", "qwen2_moe", "starcoder2", "phi3", "qwen2_vl"})
+FP8_DEQUANT_ON_OLD_GPUS = (5, 0, 0)  # below compute capability 8.9: refused before 5.0, dequantized to bf16 from 5.0
 GPTQMODEL = (4, 49, 0)  # transformers may load GPTQ through GPTQModel (before: AutoGPTQ's kernels only)
 
 
@@ -88,6 +93,25 @@ def fp8_syncs_per_linear(s: EstimateSettings) -> bool:
     """transformers' fine-grained FP8Linear synchronizes the device after each call (4.50 <= version < 5.4)."""
     v, q = version(s), s.quantization
     return q.method == "fp8" and bool(q.block) and v is not None and FP8_SYNC[0] <= v < FP8_SYNC[1]
+
+
+def fp8_dequantized_at_load(s: EstimateSettings) -> bool:
+    """Fine-grained FP8 weights on a CUDA GPU below compute capability 8.9 (A100, T4, ...): from 5.0 transformers
+    dequantizes them to bf16 at load (quantizer_finegrained_fp8; 4.57.3 refuses to load them)."""
+    v, cc = version(s), s.compute_capability
+    if s.platform != "cuda" or s.quantization.method != "fp8" or not s.quantization.block or not cc:
+        return False
+    major, _, minor = cc.partition(".")
+    below = (int(major), int(minor or 0)) < (8, 9)
+    return below and (v is None or v >= FP8_DEQUANT_ON_OLD_GPUS)
+
+
+def fp8_as_bf16_factor(s: EstimateSettings) -> Factor:
+    """The term speed.expected names when fine-grained FP8 weights were loaded as bf16 (fp8_dequantized_at_load)."""
+    from infertune.estimate.expected import Factor
+
+    src = f"transformers >= 5.0 on compute capability {s.compute_capability} (quantizer_finegrained_fp8: < 8.9)"
+    return Factor(name="fine-grained FP8 dequantized to bf16 at load: bytes per weight", value=2.0, source=src)
 
 
 def gptq_cuda_kernel(s: EstimateSettings) -> bool:
