@@ -85,13 +85,15 @@ def quantized(method: str, version: str | None, **q) -> tuple[float, list[str]]:
     return x.tpot_s, [f.name for f in x.factors]
 
 
-def test_fine_grained_fp8_syncs_after_every_linear_from_4_50_until_5_4():
+def test_fine_grained_fp8_syncs_after_every_linear_from_4_49_until_5_4():
     """Host and GPU take turns: the host's work per Linear (two Triton launches, a sync) plus the device's."""
     from infertune.estimate.factors import FP8_SYNC_S, FP8_TRITON_LINEAR_S
 
     block = dict(block=[128, 128])
     synced, names = quantized("fp8", "4.51.3", **block)
-    for free in ("4.49.0", "5.4.0", None):  # before the integration (no such path), after the sync's removal
+    two = quantized("fp8", "4.50.0", **block)[0]  # 4.49-4.50: a sync after the activation quantization too
+    assert two - synced == pytest.approx(30 * 7 * FP8_SYNC_S, rel=0.05)
+    for free in ("4.48.0", "5.4.0", None):  # before the integration (no such path), after the sync's removal
         unsynced, other = quantized("fp8", free, **block)
         assert not any("fine-grained FP8" in n for n in other)
         # at least the launches and syncs of 30 layers x 7 Linears

@@ -74,7 +74,7 @@ QUANT_KERNELS: dict[str, dict[str, float]] = {
     "fp8": {"eff": 0.6, "dequant_rows": 1 << 30, "linear_s": 20e-6},
 }
 LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down
-# transformers' fine-grained FP8Linear (4.50-5.3, estimate/library.py): per call, two Triton launches from Python
+# transformers' fine-grained FP8Linear (4.49-5.3, estimate/library.py): per call, two Triton launches from Python
 # (the activation quantization and the block matmul; a launch costs ~6 us bare and ~13 us with ~20 arguments in
 # Triton 3.5, tritonbench#669, and 40-60 us in Triton 2.x, triton#3503/#3638; taken at the Triton 3.x pace of
 # torch 2.6-2.9) with their asserts and output allocations, then torch.cuda.synchronize(): a round trip plus

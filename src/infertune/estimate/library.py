@@ -22,11 +22,12 @@ source; `speed.expected.factors` lists the ones used. The advisor's slow-path en
 - AutoAWQ >= 0.2 (casper-hansen/AutoAWQ#316, January 2024) dequantizes each weight and runs an fp16 matmul for
   inputs of 1024+ rows; earlier its GEMM kernel ran prefill at ~0.22 of the fp16 rate. Gated on a stated
   transformers >= 4.38 (the AutoAWQ version is not a setting; 4.38 came after AutoAWQ 0.2).
-- Fine-grained FP8 (block-scaled fp8 weights: quant_method "fp8", FineGrainedFP8Config): from 4.50 (#36026) its
-  FP8Linear ran two Triton kernels (activation quantization, block matmul) and then `torch.cuda.synchronize()`
-  on every call, until 5.4 (the call is in 5.3.0's integrations/finegrained_fp8.py, gone in 5.4.0; a removal
-  was proposed in #43349). A sync per Linear stops the host from queueing ahead of the GPU: the step is the
-  host's work plus the device's, not the larger of the two, plus a sync round trip per Linear.
+- Fine-grained FP8 (block-scaled fp8 weights: quant_method "fp8", FineGrainedFP8Config): from 4.49 (#36026) its
+  FP8Linear ran two Triton kernels (activation quantization, block matmul) with `torch.cuda.synchronize()`
+  after each in 4.49-4.50, after the matmul only from 4.51, until 5.4 (the call is in 5.3.0's
+  integrations/finegrained_fp8.py, gone in 5.4.0; a removal was proposed in #43349). A sync per Linear stops
+  the host from queueing ahead of the GPU: the step is the host's work plus the device's, not the larger of the
+  two, plus a sync round trip per sync.
 - Fine-grained FP8 on GPUs below compute capability 8.9 (no FP8 tensor cores: A100, T4, V100): transformers
   refused to load them before 5.0 (4.57.3's quantizer raises) and from 5.0 dequantizes them to bf16 at load: the
   weights take 2 bytes each and run as a bf16 model.
@@ -58,7 +59,8 @@ GROUPED_EXPERTS = (5, 0, 0)  # transformers: MoE experts as one grouped matmul
 HIT_EXPERTS_ONLY = (4, 53, 0)  # the expert loop skips experts no token picked (Qwen3-MoE; Mixtral from 4.52)
 SDPA_ENABLE_GQA = (4, 54, 0)  # sdpa passes enable_gqa instead of repeating K/V
 NO_FA2_UNPAD = (4, 53, 0)  # masking_utils: an all-ones mask reaches FlashAttention-2 as None (no unpadding)
-FP8_SYNC = ((4, 50, 0), (5, 4, 0))  # fine-grained FP8Linear synchronizes the device after every call
+FP8_SYNC = ((4, 49, 0), (5, 4, 0))  # fine-grained FP8Linear synchronizes the device after every call
+FP8_ONE_SYNC = (4, 51, 0)  # 4.49-4.50 synchronized after the activation quantization too: two per call
 AUTOAWQ_02 = (4, 38, 0)  # the first transformers after AutoAWQ 0.2 (a proxy: the AutoAWQ version is not a setting)
 AWQ_FP16_ROWS = 1024  # AutoAWQ >= 0.2 (casper-hansen/AutoAWQ#316): from this many rows, dequantize + fp16 matmul
 FA2_NO_REPEAT = (4, 48, 0)  # the attention refactor: FlashAttention-2 gets the grouped K/V as they are
@@ -89,10 +91,12 @@ def expert_loop_iterations(p: ModelProfile, s: EstimateSettings, tokens: int) ->
     return p.num_layers * per_layer
 
 
-def fp8_syncs_per_linear(s: EstimateSettings) -> bool:
-    """transformers' fine-grained FP8Linear synchronizes the device after each call (4.50 <= version < 5.4)."""
+def fp8_syncs_per_linear(s: EstimateSettings) -> int:
+    """Device syncs per call of transformers' fine-grained FP8Linear: 2 in 4.49-4.50, 1 until 5.4, then 0."""
     v, q = version(s), s.quantization
-    return q.method == "fp8" and bool(q.block) and v is not None and FP8_SYNC[0] <= v < FP8_SYNC[1]
+    if q.method != "fp8" or not q.block or v is None or not FP8_SYNC[0] <= v < FP8_SYNC[1]:
+        return 0
+    return 1 if v >= FP8_ONE_SYNC else 2
 
 
 def fp8_dequantized_at_load(s: EstimateSettings) -> bool:
@@ -139,7 +143,7 @@ def quant_linear_host_s(s: EstimateSettings, dequant: bool) -> float:
     if gptq_cuda_kernel(s):
         t += GPTQ_CUDA_LINEAR_S
     if fp8_syncs_per_linear(s):
-        t += FP8_TRITON_LINEAR_S + FP8_SYNC_S
+        t += FP8_TRITON_LINEAR_S + FP8_SYNC_S * fp8_syncs_per_linear(s)
     return t
 
 
@@ -154,19 +158,14 @@ def terms(p: ModelProfile, s: EstimateSettings, seqs: int) -> list[tuple[str, fl
     if sdpa_repeats_kv(p, s):
         src = f"transformers {v} < 4.54 (huggingface/transformers#39412)"
         out.append(("sdpa copies K/V to every query head: cache bytes moved per step, per byte", kv_traffic(p, s), src))
-    if fp8_syncs_per_linear(s):
-        src = f"transformers {v}: FP8Linear calls torch.cuda.synchronize() (4.50-5.3, integrations/finegrained_fp8.py)"
-        out.append(
-            (
-                "fine-grained FP8: host cost per Linear (2 Triton launches + sync), s",
-                FP8_TRITON_LINEAR_S + FP8_SYNC_S,
-                src,
-            )
-        )
+    if n := fp8_syncs_per_linear(s):
+        src = f"transformers {v}: FP8Linear calls torch.cuda.synchronize() (4.49-5.3, integrations/finegrained_fp8.py)"
+        host = FP8_TRITON_LINEAR_S + n * FP8_SYNC_S
+        out.append(("fine-grained FP8: host cost per Linear (2 Triton launches + syncs), s", host, src))
         out.append(
             (
                 "fine-grained FP8: device syncs per step (host and GPU take turns)",
-                float(LINEARS_PER_LAYER * p.num_layers),
+                float(n * LINEARS_PER_LAYER * p.num_layers),
                 src,
             )
         )
