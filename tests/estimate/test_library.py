@@ -137,6 +137,8 @@ def test_flash_attention_2_of_mistral_derived_classes_repeats_kv_before_4_48():
 
     # 31 bytes moved per byte of cache against 5 (growth, unpadding, the kernel's read) from 4.48
     assert attention("4.38.2") > 5 * attention("4.48.0")
+    named = estimate(qwen2, s.model_copy(update={"input_len": 30_000}), find_accelerator("A100 80GB")).speed.expected
+    assert named is not None and any("FlashAttention-2 copies K/V" in f.name for f in named.factors)
 
 
 def test_autoawq_dequantizes_for_long_prefills_with_a_stated_transformers():
@@ -171,6 +173,8 @@ def test_autoawq_dequantizes_for_long_prefills_with_a_stated_transformers():
     assert call("4.38.2", 4096).prefill_s < 0.5 * call("4.37.0", 4096).prefill_s
     assert call("4.38.2", 512).prefill_s == call("4.37.0", 512).prefill_s  # under 1024 rows: the GEMM kernel
     assert call("4.38.2", 4096).tpot_s == call("4.37.0", 4096).tpot_s
+    assert any("AWQ prefill" in f.name for f in call("4.38.2", 4096).factors)
+    assert not any("AWQ prefill" in f.name for f in call("4.37.0", 4096).factors + call("4.38.2", 512).factors)
 
 
 def test_flash_attention_2_reads_hide_under_the_host_only_the_caches_growth_waits():

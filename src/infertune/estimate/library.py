@@ -148,32 +148,35 @@ def quant_linear_host_s(s: EstimateSettings, dequant: bool) -> float:
 
 
 def terms(p: ModelProfile, s: EstimateSettings, seqs: int) -> list[tuple[str, float, str]]:
-    """(name, value, source) of each slow-path term that holds for this setup, for speed.expected.factors."""
-    v = s.transformers_version
+    """(name, value, source) of each slow-path term that holds for this setup, for speed.expected.factors. The
+    kernel and host terms are priced on a GPU only; the K/V copies everywhere."""
+    v, gpu = s.transformers_version, s.platform != "cpu"
     out = []
-    if expert_loop_s(p, s, seqs):
+    if gpu and expert_loop_s(p, s, seqs):
         n = expert_loop_iterations(p, s, seqs)
         src = f"transformers {v} loops over experts in Python (estimate/library.py)"
         out.append((f"MoE expert loop: {n:.0f} iterations per step, s each", MOE_EXPERT_ITER_S, src))
+    per_byte = "cache bytes moved per step, per byte"
     if sdpa_repeats_kv(p, s):
         src = f"transformers {v} < 4.54 (huggingface/transformers#39412)"
-        out.append(("sdpa copies K/V to every query head: cache bytes moved per step, per byte", kv_traffic(p, s), src))
-    if n := fp8_syncs_per_linear(s):
+        out.append((f"sdpa copies K/V to every query head: {per_byte}", kv_traffic(p, s), src))
+    if fa2_repeats_kv(p, s):
+        src = f"transformers {v} < 4.48: {p.model_type}'s FlashAttention2.forward calls repeat_kv"
+        out.append((f"FlashAttention-2 copies K/V to every query head: {per_byte}", kv_traffic(p, s), src))
+    if gpu and (n := fp8_syncs_per_linear(s)):
         src = f"transformers {v}: FP8Linear calls torch.cuda.synchronize() (4.49-5.3, integrations/finegrained_fp8.py)"
         host = FP8_TRITON_LINEAR_S + n * FP8_SYNC_S
         out.append(("fine-grained FP8: host cost per Linear (2 Triton launches + syncs), s", host, src))
-        out.append(
-            (
-                "fine-grained FP8: device syncs per step (host and GPU take turns)",
-                float(n * LINEARS_PER_LAYER * p.num_layers),
-                src,
-            )
-        )
-    if gptq_cuda_kernel(s):
+        syncs = float(n * LINEARS_PER_LAYER * p.num_layers)
+        out.append(("fine-grained FP8: device syncs per step (host and GPU take turns)", syncs, src))
+    if gpu and gptq_cuda_kernel(s):
         src = f"transformers {v} < 4.49: ExLlama is 4-bit only (GPTQConfig.use_exllama); AutoGPTQ's CUDA kernel"
         out.append(
             (f"GPTQ {s.quantization.bits}-bit CUDA kernel: extra host cost per Linear, s", GPTQ_CUDA_LINEAR_S, src)
         )
+    if gpu and s.quantization.method == "awq" and dequant_rows(s) == AWQ_FP16_ROWS <= s.batch * s.input_len:
+        src = f"AutoAWQ >= 0.2 (casper-hansen/AutoAWQ#316; read from transformers {v} >= 4.38)"
+        out.append(("AWQ prefill: dequantize + fp16 matmul from this many rows", float(AWQ_FP16_ROWS), src))
     return out
 
 
