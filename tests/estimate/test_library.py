@@ -99,6 +99,14 @@ def test_fine_grained_fp8_syncs_after_every_linear_from_4_49_until_5_4():
         # at least the launches and syncs of 30 layers x 7 Linears
         assert synced - unsynced >= 30 * 7 * (FP8_TRITON_LINEAR_S + FP8_SYNC_S)
     assert any("fine-grained FP8" in n for n in names)
+    # its Triton matmul's 64-row tile at decode's single row: the kernel's bandwidth share halves
+    from infertune.estimate.factors import FP8_TRITON_SMALL_M_EFF, QUANT_KERNELS
+    from infertune.estimate.quant import Quantization
+
+    old = EstimateSettings(quantization=Quantization(method="fp8", block=[128, 128]), transformers_version="4.51.3")
+    assert library.quant_eff(old, 1) == FP8_TRITON_SMALL_M_EFF < QUANT_KERNELS["fp8"]["eff"]
+    assert library.quant_eff(old, 64) == QUANT_KERNELS["fp8"]["eff"]
+    assert library.quant_eff(old.model_copy(update={"transformers_version": "5.4.0"}), 1) == QUANT_KERNELS["fp8"]["eff"]
     # per-row fp8 (fbgemm, compressed-tensors per channel) never ran through the fine-grained FP8Linear
     per_row, names = quantized("fp8", "4.51.3")
     assert not any("fine-grained FP8" in n for n in names) and per_row < synced - 30 * 7 * FP8_TRITON_LINEAR_S

@@ -186,7 +186,8 @@ def _gpu_linear(
     host = 0.0 if s.compile else library.quant_linear_host_s(s, dequant) * LINEARS_PER_LAYER
     if dequant:  # dequantize the weight, then a dense matmul
         return weight_bytes / bw + 2 * elems * b / bw + dense, host
-    return max(weight_bytes / (acc.bandwidth_Bps * q["eff"]), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
+    eff = library.quant_eff(s, rows)
+    return max(weight_bytes / (acc.bandwidth_Bps * eff), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
 
 
 def _datasheet(acc: Datasheet | None) -> Datasheet:
@@ -357,14 +358,8 @@ def expected_speed(
             Factor(name="FLOP/s efficiency", value=GPU_FLOPS_EFF, source="assumed for cuBLAS GEMMs"),
         ]
     if s.quantization.method in QUANT_KERNELS and on_gpu:
-        qk = QUANT_KERNELS[s.quantization.method]
-        factors.append(
-            Factor(
-                name=f"{s.quantization.method} kernel bandwidth efficiency",
-                value=qk["eff"],
-                source="QUANT_KERNELS (docs/estimator.md)",
-            )
-        )
+        name, src = f"{s.quantization.method} kernel bandwidth efficiency", "QUANT_KERNELS (docs/estimator.md)"
+        factors.append(Factor(name=name, value=library.quant_eff(s, seqs), source=src))
     return ExpectedSpeed(
         prefill_s=prefill,
         ttft_s=ttft,

@@ -81,6 +81,10 @@ LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down
 # the GPU's idle start of the next kernel (~10 us, pytorch/pytorch#18012's and CUDA's launch latency).
 FP8_TRITON_LINEAR_S = 35e-6
 FP8_SYNC_S = 15e-6
+# Its Triton block-FP8 matmul tiles 64 activation rows (BLOCK_SIZE_M, the default config without a tuned file): at
+# decode's 1-8 rows most of the tile is idle; a 16-row tile ran the same kernel 1.8-2.1x faster at M = 1-8 on the
+# four Qwen3 shapes (vllm-project/vllm#48035, the same kernel family): half the fp8 kernel's share of bandwidth.
+FP8_TRITON_SMALL_M_EFF = 0.3
 # AutoGPTQ's CUDA QuantLinear for 8-bit (and 2/3-bit) GPTQ: ~4 more launches per call than ExLlama's (fp32 casts
 # of the input and scales, an fp32 output, a cast back). Fitted to the published-gpu-2 dev rows (Qwen2-0.5B,
 # 1.5B, 7B GPTQ-Int8 on an A100, transformers 4.38.2: 20-27 us per Linear slower than expected, 17-23 us at the

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from infertune.estimate.factors import (
     FP8_SYNC_S,
     FP8_TRITON_LINEAR_S,
+    FP8_TRITON_SMALL_M_EFF,
     GPTQ_CUDA_LINEAR_S,
     LINEARS_PER_LAYER,
     MOE_EXPERT_ITER_S,
@@ -108,6 +109,13 @@ def fp8_dequantized_at_load(s: EstimateSettings) -> bool:
     major, _, minor = cc.partition(".")
     below = (int(major), int(minor or 0)) < (8, 9)
     return below and (v is None or v >= FP8_DEQUANT_ON_OLD_GPUS)
+
+
+def quant_eff(s: EstimateSettings, rows: int) -> float:
+    """Share of the bandwidth the quantized kernel reaches on the packed weights at `rows` activation rows."""
+    if fp8_syncs_per_linear(s) and rows <= 8:  # transformers' Triton block-FP8 matmul: a 64-row tile
+        return FP8_TRITON_SMALL_M_EFF
+    return QUANT_KERNELS[s.quantization.method]["eff"]
 
 
 def fp8_as_bf16_factor(s: EstimateSettings) -> Factor:
