@@ -16,7 +16,10 @@ without AVX512-BF16/AMX) and on the quantization backend (its kernel for batch 1
     fixed   = step_s + layers x layer_s (eager), or the compiled figures (CUDA graphs) when compiled
     CPU:    step = x_decode (linear + fixed) + attn              (dispatch and compute take turns; x: the host's
                                                                  in-model factor, estimate/anchor.py)
-    CUDA:   step = max(linear + attn, fixed) + SYNC_S            (the host queues kernels ahead of the GPU)
+    CUDA:   step = max(linear + attn, fixed) + SYNC_S            (the host queues kernels ahead of the GPU; what
+                                                                 waits in series is added instead: a dynamic
+                                                                 cache's attention (FA2: its growth), everything
+                                                                 under fine-grained FP8's syncs, estimate/library.py)
     TTFT    = prefill forward (its own linear, attn and one fixed cost) + one generate step's bookkeeping
               (CPU: the linear and fixed parts times x_prefill)
 
