@@ -323,8 +323,11 @@ def profile(name: str, cache: dict):
 
 
 def stated_transformers(note: str) -> str | None:
-    """The transformers version a row's note states ('transformers 4.46.3'), which prices its slow paths."""
+    """The transformers version a row's note states ('transformers 4.46.3'), which prices its slow paths. A note
+    that gives only the model's minimum ('transformers version not given (>= 4.37 ...') is read at it: the
+    Qwen1.5 page (2024-03-31) ran 4.37-4.39, and every release of that window prices the same slow paths."""
     m = re.search(r"transformers[ =v]*([0-9]+\.[0-9]+(?:\.[0-9]+)?)", note)
+    m = m or re.search(r"transformers version not given \(>= ([0-9]+\.[0-9]+)", note)
     return m.group(1) if m else None
 
 

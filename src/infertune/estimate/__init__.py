@@ -11,12 +11,13 @@ from pydantic import BaseModel, Field
 
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
+from infertune.estimate import library
 from infertune.estimate.accelerators import Accelerator
 from infertune.estimate.bands import band, kind_of
 from infertune.estimate.expected import expected_speed
 from infertune.estimate.memory import DTYPE_BYTES, EstimateSettings, MemoryEstimate, estimate_memory
 from infertune.estimate.placement import Placement, place
-from infertune.estimate.quant import resolve
+from infertune.estimate.quant import Quantization, resolve
 from infertune.estimate.speed import DISK_OFFLOAD_Bps, HOST_LINK_Bps, SpeedEstimate, allreduce_s, estimate_speed
 from infertune.models.hub import REVISION_DOC
 from infertune.probe.model import ModelProfile
@@ -151,6 +152,9 @@ def estimate(
     s = s.model_copy(update={"quantization": resolve(s.quantization, p.quantization)})  # auto: as stored
     if s.platform == "cuda" and s.compute_capability is None and acc.compute_capability:
         s = s.model_copy(update={"compute_capability": acc.compute_capability})
+    fp8_as_bf16 = library.fp8_dequantized_at_load(s)  # no FP8 tensor cores: transformers 5 loads them as bf16
+    if fp8_as_bf16:
+        s = s.model_copy(update={"quantization": Quantization(method="none", from_checkpoint=True)})
     mem, placed, placement = _placed(p, s, acc, gpus, max_memory)
     mem.per_device = placed
     host = placement.offloaded_weights_bytes - placement.disk_weights_bytes if placement else 0
@@ -158,6 +162,8 @@ def estimate(
     speed = estimate_speed(p, mem, s, acc, host, disk)
     extra = host / HOST_LINK_Bps + disk / DISK_OFFLOAD_Bps + allreduce_s(p, s, acc, s.batch * s.concurrency)
     speed.expected = expected_speed(p, mem, s, acc, acc.calibration, extra)
+    if fp8_as_bf16:
+        speed.expected.factors.append(library.fp8_as_bf16_factor(s))
     moe, quantized = bool(p.expert_params), s.quantization.method not in ("none", "auto")
     speed.kind_ttft = kind_of(s.platform, "ttft", quantized, moe, s.input_len)
     speed.kind_tpot = kind_of(s.platform, "decode", quantized, moe, s.input_len)

@@ -16,7 +16,10 @@ without AVX512-BF16/AMX) and on the quantization backend (its kernel for batch 1
     fixed   = step_s + layers x layer_s (eager), or the compiled figures (CUDA graphs) when compiled
     CPU:    step = x_decode (linear + fixed) + attn              (dispatch and compute take turns; x: the host's
                                                                  in-model factor, estimate/anchor.py)
-    CUDA:   step = max(linear + attn, fixed) + SYNC_S            (the host queues kernels ahead of the GPU)
+    CUDA:   step = max(linear + attn, fixed) + SYNC_S            (the host queues kernels ahead of the GPU; what
+                                                                 waits in series is added instead: a dynamic
+                                                                 cache's attention (FA2: its growth), everything
+                                                                 under fine-grained FP8's syncs, estimate/library.py)
     TTFT    = prefill forward (its own linear, attn and one fixed cost) + one generate step's bookkeeping
               (CPU: the linear and fixed parts times x_prefill)
 
@@ -42,7 +45,6 @@ from infertune.estimate.factors import (
     GPU_FLOPS_EFF,
     HOST_SPEED,
     LINEARS_PER_LAYER,
-    MOE_EXPERT_ITER_S,
     QUANT_KERNELS,
     SYNC_S,
 )
@@ -183,13 +185,12 @@ def _gpu_linear(
     q = QUANT_KERNELS.get(s.quantization.method)
     if q is None:
         return dense, 0.0
-    dequant = rows >= q["dequant_rows"]
-    per_linear = q.get("dequant_linear_s", q["linear_s"]) if dequant else q["linear_s"]
-    per_linear += q.get("dq_linear_s", 0.0) if s.quantization.double_quant else 0.0
-    host = 0.0 if s.compile else per_linear * LINEARS_PER_LAYER  # compiled: fused into the graph
+    dequant = rows >= library.dequant_rows(s)  # compiled: the extra launches fused into the graph
+    host = 0.0 if s.compile else library.quant_linear_host_s(s, dequant) * LINEARS_PER_LAYER
     if dequant:  # dequantize the weight, then a dense matmul
         return weight_bytes / bw + 2 * elems * b / bw + dense, host
-    return max(weight_bytes / (acc.bandwidth_Bps * q["eff"]), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
+    eff = library.quant_eff(s, rows)
+    return max(weight_bytes / (acc.bandwidth_Bps * eff), 2 * rows * elems / (peak * q.get("flops_eff", 1.0))), host
 
 
 def _datasheet(acc: Datasheet | None) -> Datasheet:
@@ -287,6 +288,9 @@ def expected_speed(
     # a dynamic cache's attention waits on its own allocations (the cache grows by torch.cat every step; before
     # 4.54 sdpa also copies it per query head): its time adds to the step instead of hiding under the host's
     serial = attn_dec if on_gpu and s.kv_cache == "dynamic" else 0.0
+    if serial and s.attn == "flash_attention_2":  # FA2's reads and copies queue: only the cache's growth waits
+        serial = attn_dec * 2.0 / library.kv_traffic(p, s)
+    serial = device if on_gpu and library.fp8_syncs_per_linear(s) else serial  # a sync per Linear: turns
     tpot = (
         max(device - serial, host_total) + serial + SYNC_S if on_gpu else x_dec * (lin + host_total) + attn_dec
     ) + extra_step_s
@@ -317,28 +321,18 @@ def expected_speed(
     dev_p = lin_p + attn_p
     loop_pre = library.expert_loop_s(p, s, B * q) if on_gpu else 0.0
     host_p_total = chunks * (step_s + L * (layer_s + host_p) + loop_pre)
-    prefill = (max(dev_p, host_p_total) if on_gpu else x_pre * (lin_p + host_p_total) + attn_p) + extra_step_s * chunks
+    turns = library.fp8_syncs_per_linear(s)  # host and GPU take turns: their sum, not the larger
+    prefill = (
+        (dev_p + host_p_total if turns else max(dev_p, host_p_total))
+        if on_gpu
+        else x_pre * (lin_p + host_p_total) + attn_p
+    ) + extra_step_s * chunks
     ttft = prefill + step_s * x_pre
     factors = [
         Factor(name="fixed cost per step", value=step_s, source=over_src),
         Factor(name="fixed cost per layer and step", value=layer_s, source=over_src),
     ]
-    if loop_dec:
-        factors.append(
-            Factor(
-                name=f"MoE expert loop: {library.expert_loop_iterations(p, s, seqs):.0f} iterations per step, s each",
-                value=MOE_EXPERT_ITER_S,
-                source=f"transformers {s.transformers_version} loops over experts in Python (estimate/library.py)",
-            )
-        )
-    if library.sdpa_repeats_kv(p, s):
-        factors.append(
-            Factor(
-                name="sdpa copies K/V to every query head: cache bytes moved per step, per byte",
-                value=library.kv_traffic(p, s),
-                source=f"transformers {s.transformers_version} < 4.54 (huggingface/transformers#39412)",
-            )
-        )
+    factors += [Factor(name=n, value=v, source=src) for n, v, src in library.terms(p, s, seqs)]
     if cal is not None:
         factors.append(
             Factor(
@@ -367,14 +361,8 @@ def expected_speed(
             Factor(name="FLOP/s efficiency", value=GPU_FLOPS_EFF, source="assumed for cuBLAS GEMMs"),
         ]
     if s.quantization.method in QUANT_KERNELS and on_gpu:
-        qk = QUANT_KERNELS[s.quantization.method]
-        factors.append(
-            Factor(
-                name=f"{s.quantization.method} kernel bandwidth efficiency",
-                value=qk["eff"],
-                source="QUANT_KERNELS (docs/estimator.md)",
-            )
-        )
+        name, src = f"{s.quantization.method} kernel bandwidth efficiency", "QUANT_KERNELS (docs/estimator.md)"
+        factors.append(Factor(name=name, value=library.quant_eff(s, seqs), source=src))
     return ExpectedSpeed(
         prefill_s=prefill,
         ttft_s=ttft,

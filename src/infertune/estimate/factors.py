@@ -74,8 +74,26 @@ QUANT_KERNELS: dict[str, dict[str, float]] = {
     "fp8": {"eff": 0.6, "dequant_rows": 1 << 30, "linear_s": 20e-6},
 }
 LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down
+# transformers' fine-grained FP8Linear (4.49-5.3, estimate/library.py): per call, two Triton launches from Python
+# (the activation quantization and the block matmul; a launch costs ~6 us bare and ~13 us with ~20 arguments in
+# Triton 3.5, tritonbench#669, and 40-60 us in Triton 2.x, triton#3503/#3638; taken at the Triton 3.x pace of
+# torch 2.6-2.9) with their asserts and output allocations, then torch.cuda.synchronize(): a round trip plus
+# the GPU's idle start of the next kernel (~10 us, pytorch/pytorch#18012's and CUDA's launch latency).
+FP8_TRITON_LINEAR_S = 35e-6
+FP8_SYNC_S = 15e-6
+# Its Triton block-FP8 matmul tiles 64 activation rows (BLOCK_SIZE_M, the default config without a tuned file): at
+# decode's 1-8 rows most of the tile is idle; a 16-row tile ran the same kernel 1.8-2.1x faster at M = 1-8 on the
+# four Qwen3 shapes (vllm-project/vllm#48035, the same kernel family): half the fp8 kernel's share of bandwidth.
+FP8_TRITON_SMALL_M_EFF = 0.3
+# AutoGPTQ's CUDA QuantLinear for 8-bit (and 2/3-bit) GPTQ: ~4 more launches per call than ExLlama's (fp32 casts
+# of the input and scales, an fp32 output, a cast back). Fitted to the published-gpu-2 dev rows (Qwen2-0.5B,
+# 1.5B, 7B GPTQ-Int8 on an A100, transformers 4.38.2: 20-27 us per Linear slower than expected, 17-23 us at the
+# H100 host's pace).
+GPTQ_CUDA_LINEAR_S = 20e-6
 # One iteration of transformers' Python loop over a MoE layer's experts before the grouped kernels of 5.0
 # (estimate/library.py): torch.where on the expert mask (a device-to-host sync), index the routed tokens, gate, up
-# and down projections, the activation and product, scale and index_add: about nine kernel launches and a sync at
-# the per-op pace CUDA_LAYER_S implies (0.55 ms over about fifty ops per decoder layer: ~11 us each).
-MOE_EXPERT_ITER_S = 9 * 11e-6 + 10e-6
+# and down projections, the activation and product, scale and index_add: about nine kernel launches and a sync.
+# At the per-op pace CUDA_LAYER_S implies that is ~109 us; fitted to the published-gpu-2 dev MoE rows (Qwen2-57B-A14B
+# GPTQ at 4.38.2, Qwen1.5-MoE-A2.7B at 4.37: 1,792 and 1,440 iterations per token on an A100 host), 80 us: those
+# rows at 0.82-1.24 of measured (60 us: 0.65-0.99, 109 us: 1.1-1.6).
+MOE_EXPERT_ITER_S = 80e-6
