@@ -15,7 +15,7 @@ ADVISOR_REAL_1_RIGHT below, derived from each case's accepted fix and verdict re
     PYTHONPATH=src python benchmarks/advisor_real.py [--corpus DIR] [--part test|dev|all] [--verbose]
 
 A case may also carry `checks` (all must hold for `right`; a failed one makes a right answer `acceptable`):
-`next_settings` (a subset of next.settings), `text_present` / `text_absent` (in the advice's JSON, lower case),
+`next_settings` (a subset of next.settings), `next_not` (techniques next must not be), `text_present` / `text_absent` (in the advice's JSON, lower case),
 `when_next` ({technique: {"packages": NAME}}: if next is that technique, its settings carry NAME's upgrade), and
 `bin_shards` ({"count", "bytes"}: sparse `.bin` files beside the config, in a temporary copy). `next: "any"`
 accepts every move. The pattern probes (benchmarks/corpora/advisor-patterns) use them.
@@ -150,6 +150,7 @@ def failed_checks(advice: Any, checks: dict[str, Any]) -> list[str]:
     text = advice.model_dump_json().lower()
     out += [f"no {t!r} in the advice" for t in checks.get("text_present", []) if t.lower() not in text]
     out += [f"{t!r} in the advice" for t in checks.get("text_absent", []) if t.lower() in text]
+    out += [f"next is {t!r}" for t in checks.get("next_not", []) if nxt and nxt.technique == t]
     want = checks.get("when_next", {}).get(nxt.technique if nxt else "")
     if want and want["packages"] not in (settings.get("packages") or {}):
         out.append(f"{nxt.technique} without the {want['packages']} upgrade it needs")
