@@ -249,6 +249,8 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
                 not c.measured_better,
                 id(c) in unseen,
                 not (cat in seen and cured[id(c)]),
+                # a slow path that holds as stated before one that holds only if an unstated version is the bad one
+                not (cat in seen and any(p.holds(f, current) is True for p in cured[id(c)])),
                 rank_key(f, c, cat, sev),
             ),
         )
