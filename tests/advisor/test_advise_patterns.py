@@ -155,3 +155,20 @@ def test_old_transformers_host_ram_at_load_with_bin_shards_on_a_gpu_target(model
     assert a.diagnosis.bottleneck == "load-memory"
     assert a.diagnosis.ranked[0].evidence[0].startswith("host RAM at load")
     assert a.next.technique == "checkpoint-loading"
+
+
+def test_dropping_a_shipped_quantization_is_priced_as_the_unquantized_model(models):
+    """Found by the sixth round of probes (DeepSeek-V3's FP8 checkpoint over 8 H200): `quant-none` from a checkpoint
+    that ships AWQ/GPTQ/FP8 weights loads the model's unquantized checkpoint, so its weights are 16-bit, not the
+    stored 4-bit ones. Llama-3-8B AWQ on an A100 80GB: the move's peak is above 16-bit weights (15 GiB)."""
+    a = api.advise(
+        model=models["llama3-8b-awq"], gpu="A100 80GB", dtype="float16", input_len=512, max_new_tokens=256, batch=1,
+        concurrency=1, observed=["tpot=60ms"],
+    )  # fmt: skip
+    none = [r for r in a.recommendations if r.technique == "quant-none"]
+    assert none and none[0].expected.peak_bytes_after > 15 * 2**30 > none[0].expected.peak_bytes_before
+    on_t4 = api.advise(
+        model=models["llama3-8b-awq"], gpu="T4", dtype="float16", input_len=512, max_new_tokens=256, batch=1,
+        concurrency=1, observed=["tpot=200ms"],
+    )  # fmt: skip
+    assert all(r.technique != "quant-none" for r in on_t4.recommendations)  # 16-bit weights do not fit 15 GiB
