@@ -71,29 +71,10 @@ def parse_size(text: str, flag: str) -> int:
 CPUINFO_FLAG = re.compile(r"^[a-z0-9_.]+$")  # how /proc/cpuinfo (and lscpu) spell a flag
 # the real AVX/AMX flags the CPU estimate has no term for (Linux arch/x86/include/asm/cpufeatures.h); any other
 # avx*/amx* word is a typo of one it reads and is refused
-OTHER_VECTOR_FLAGS = frozenset(
-    [
-        "avx",
-        "avx512bw",
-        "avx512cd",
-        "avx512dq",
-        "avx512er",
-        "avx512pf",
-        "avx512vl",
-        "avx512ifma",
-        "avx512vbmi",
-        "avx512_vbmi2",
-        "avx512_bitalg",
-        "avx512_vpopcntdq",
-        "avx512_4vnniw",
-        "avx512_4fmaps",
-        "avx512_vp2intersect",
-        "avx_vnni_int8",
-        "avx_vnni_int16",
-        "avx_ifma",
-        "avx_ne_convert",
-        "amx_complex",
-    ]
+OTHER_VECTOR_FLAGS = (
+    "avx avx512bw avx512cd avx512dq avx512er avx512pf avx512vl avx512ifma avx512vbmi avx512_vbmi2 avx512_bitalg "
+    "avx512_vpopcntdq avx512_4vnniw avx512_4fmaps avx512_vp2intersect avx_vnni_int8 avx_vnni_int16 avx_ifma "
+    "avx_ne_convert amx_complex"
 )
 
 
@@ -113,7 +94,7 @@ def speed_flags(cpu_flags: str | list[str] | None) -> str | None:
             cpus.parse_flags(raw)
         except UserError:
             word = raw.lower().replace("-", "_")
-            if word in OTHER_VECTOR_FLAGS or (CPUINFO_FLAG.match(word) and not word.startswith(("avx", "amx"))):
+            if word in OTHER_VECTOR_FLAGS.split() or (CPUINFO_FLAG.match(word) and not word.startswith(("avx", "amx"))):
                 continue  # a real flag the estimate has no term for
         kept.append(raw)
     return ",".join(kept)
