@@ -172,3 +172,15 @@ def test_dropping_a_shipped_quantization_is_priced_as_the_unquantized_model(mode
         concurrency=1, observed=["tpot=200ms"],
     )  # fmt: skip
     assert all(r.technique != "quant-none" for r in on_t4.recommendations)  # 16-bit weights do not fit 15 GiB
+
+
+def test_an_oom_while_loading_is_no_evidence_for_a_problem_of_the_first_generate_call(models):
+    """Found by exploring the probes' flags: a described 16 GiB CPU that ran out of host memory loading Qwen3-8B in
+    bf16 got an upgrade past transformers 4.45's logits copy (https://github.com/huggingface/transformers/issues/34796),
+    a spike of the first generate call, never of the load. An OOM is evidence for problems of its own phase."""
+    a = api.advise(
+        model=models["qwen3-8b"], cpu_flags="avx2,fma", cores=8, cpu_ram="16GiB", dtype="bfloat16", input_len="1k",
+        max_new_tokens=256, batch=1, concurrency=1, oom="host-ram",
+    )  # fmt: skip
+    assert a.diagnosis.bottleneck == "load-memory"
+    assert a.next.technique != "upgrade" and a.next.expected.fits_after
