@@ -14,6 +14,12 @@ ADVISOR_REAL_1_RIGHT below, derived from each case's accepted fix and verdict re
 
     PYTHONPATH=src python benchmarks/advisor_real.py [--corpus DIR] [--part test|dev|all] [--verbose]
 
+A case may also carry `checks` (all must hold for `right`; a failed one makes a right answer `acceptable`):
+`next_settings` (a subset of next.settings), `next_not` (techniques next must not be), `text_present` / `text_absent` (in the advice's JSON, lower case),
+`when_next` ({technique: {"packages": NAME}}: if next is that technique, its settings carry NAME's upgrade), and
+`bin_shards` ({"count", "bytes"}: sparse `.bin` files beside the config, in a temporary copy). `next: "any"`
+accepts every move. The pattern probes (benchmarks/corpora/advisor-patterns) use them.
+
 About a second per case on a warm cache (the first sight of a config profiles it on the meta device).
 """
 
@@ -117,8 +123,8 @@ def load(corpus: Path) -> list[dict[str, Any]]:
     return cases
 
 
-def advise(command: str) -> tuple[str | None, str | None]:
-    """(bottleneck, next technique or None) of one `infertune advise ...` command line, run in-process."""
+def advise(command: str) -> Any:
+    """The `Advice` of one `infertune advise ...` command line, run in-process."""
     from infertune import api
     from infertune.cli.quick import parse
 
@@ -130,14 +136,54 @@ def advise(command: str) -> tuple[str | None, str | None]:
         raise ValueError(f"flags the quick parser does not read (typo or bad value): {command!r}")
     flags.pop("fmt", None)
     flags.pop("no_input", None)
-    advice = api.advise(**flags)
-    return advice.diagnosis.bottleneck, advice.next.technique if advice.next else None
+    return api.advise(**flags)
 
 
-def judge(bottleneck: str | None, nxt: str | None, right: dict[str, list[Any]]) -> str:
+def failed_checks(advice: Any, checks: dict[str, Any]) -> list[str]:
+    """The case's `checks` that do not hold for this advice (see the module doc)."""
+    out: list[str] = []
+    nxt = advice.next
+    settings = nxt.settings if nxt else {}
+    for k, v in checks.get("next_settings", {}).items():
+        if settings.get(k) != v:
+            out.append(f"next.settings[{k}] != {v!r}")
+    text = advice.model_dump_json().lower()
+    out += [f"no {t!r} in the advice" for t in checks.get("text_present", []) if t.lower() not in text]
+    out += [f"{t!r} in the advice" for t in checks.get("text_absent", []) if t.lower() in text]
+    out += [f"next is {t!r}" for t in checks.get("next_not", []) if nxt and nxt.technique == t]
+    want = checks.get("when_next", {}).get(nxt.technique if nxt else "")
+    if want and want["packages"] not in (settings.get("packages") or {}):
+        out.append(f"{nxt.technique} without the {want['packages']} upgrade it needs")
+    return out
+
+
+def judge(bottleneck: str | None, nxt: str | None, right: dict[str, Any], failed: list[str] | None = None) -> str:
     if bottleneck not in right["bottleneck"]:
         return "wrong"
-    return "right" if nxt in right["next"] else "acceptable"
+    ok = right["next"] == "any" or nxt in right["next"]
+    return "right" if ok and not failed else "acceptable"
+
+
+@contextmanager
+def case_folder(corpus: Path, case: dict[str, Any]) -> Iterator[Path]:
+    """The corpus folder, or a temporary copy whose model folder holds the case's sparse `.bin` shards."""
+    shards = case.get("bin_shards")
+    if not shards:
+        yield corpus
+        return
+    import re
+    import shutil
+    import tempfile
+
+    model = re.search(r"--model (\S+)", case["command"])
+    assert model, case["id"]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / model.group(1)
+        shutil.copytree(corpus / model.group(1), folder)
+        for i in range(shards["count"]):
+            with open(folder / f"pytorch_model-{i + 1:05d}-of-{shards['count']:05d}.bin", "wb") as fh:
+                fh.truncate(shards["bytes"])  # sparse: its size, no disk
+        yield Path(tmp)
 
 
 def run(corpus: Path, part: str, verbose: bool = False) -> dict[str, Counter]:
@@ -154,10 +200,13 @@ def run(corpus: Path, part: str, verbose: bool = False) -> dict[str, Counter]:
         count: Counter = Counter()
         for c in chosen:
             t0 = time.perf_counter()
+            failed: list[str] = []
             try:
-                with chdir(corpus):
-                    bottleneck, nxt = advise(c["command"])
-                verdict = judge(bottleneck, nxt, c["right"])
+                with case_folder(corpus, c) as folder, chdir(folder):
+                    a = advise(c["command"])
+                bottleneck, nxt = a.diagnosis.bottleneck, a.next.technique if a.next else None
+                failed = failed_checks(a, c.get("checks", {}))
+                verdict = judge(bottleneck, nxt, c["right"], failed)
             except Exception as e:  # a command the advisor refuses is a finding, not a crash of the benchmark
                 bottleneck, nxt, verdict = "-", f"{type(e).__name__}", "error"
                 if verbose:
@@ -168,7 +217,7 @@ def run(corpus: Path, part: str, verbose: bool = False) -> dict[str, Counter]:
             )
             if verbose:
                 line += f"  ({time.perf_counter() - t0:.1f}s; right: {c['right']['bottleneck']} / {c['right']['next']})"
-            print(line)
+            print(line + "".join(f"\n    check failed: {x}" for x in failed))
         totals[p] = count
     print()
     for p, count in totals.items():

@@ -176,10 +176,8 @@ CASES = [
     (["advise", "--model", "{tiny}", "--vram", "lots"], "--vram"),
     (["advise", "--model", "{tiny}", "--cpu-ram", "lots"], "--cpu-ram"),
     (["advise", "--model", "{tiny}", "--kv-cache", "huge"], "--kv-cache huge"),
-    (
-        ["advise", "--model", "{tiny}", "--gpu", "A100 80GB", "--gpus", "2", "--tp", "2", "--batching", "continuous"],
-        "--tp 2 with --batching continuous",
-    ),
+    # --tp with --batching continuous is a server that shards and batches (vLLM, TGI): accepted since #30's audit
+    (["advise", "--model", "{tiny}", "--gpu", "A100 80GB", "--gpus", "2", "--tp", "3"], "--tp 3 needs as many GPUs"),
     (["advise", "{root}/zero.yaml", "--model", "{tiny}", "--gpu", "L4"], "field 'max_new_tokens' 0"),
     # what the user saw, and the target as stated (#30)
     (["advise", "--model", "{tiny}", "--gpu", "L4", "--observed", "speed=fast"], "unknown key 'speed'; keys: tpot"),
@@ -194,6 +192,7 @@ CASES = [
     (["advise", "--model", "{tiny}", "--cpu", "Xeon 9999"], "unknown CPU 'Xeon 9999'; closest:"),
     (["advise", "--model", "{tiny}", "--cpu", "EPYC"], "unknown CPU 'EPYC'"),
     (["advise", "--model", "{tiny}", "--cpu-flags", "avx1024"], "--cpu-flags: unknown flag 'avx1024'"),
+    (["advise", "--model", "{tiny}", "--cpu-flags", "sse4_2,avx2,amx-bf61"], "--cpu-flags: unknown flag 'amx-bf61'"),
     (["advise", "--model", "{tiny}", "--gpu", "L4", "--cpu", "EPYC 9654"], "name two targets"),
     (["advise", "--model", "{tiny}", "--measured", "{root}/a-file.txt"], "not a measure result"),
     # doctor

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from infertune.advisor.diagnose import Diagnosis, Finding, diagnose, worst_device
 from infertune.advisor.evidence import evidenced, unstated_unseen, with_observed
-from infertune.advisor.moves import Candidate, candidate, cures, effective, helps, observed_gaps, rank_key
+from infertune.advisor.moves import GAP, Candidate, candidate, cures, effective, helps, observed_gaps, rank_key
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
 from infertune.estimate import Estimate, _largest
@@ -199,14 +199,21 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
     candidates, rejected = _moves(f, current, base, base_factors)
     gaps = observed_gaps(f, current, base)
     beyond: set[str] = {g.category for g in gaps if g.beyond}  # ... far beyond the expected: evidence in itself
+    # ... or beyond the generic 2x but inside a wide validated band (MoE decode): a slow path that holds but for an
+    # unstated version may be why (the band is wide where transformers' own path is the slow one)
+    suspect = beyond | {g.category for g in gaps if g.ratio > GAP}
     # an upgrade past a problem of an unstated version, without the symptom beyond the model's error: a last resort
-    unseen = {id(c) for c in candidates if unstated_unseen(f, current, c, beyond)}
+    unseen = {id(c) for c in candidates if unstated_unseen(f, current, c, suspect)}
     findings = with_observed(f, current, diag.ranked, gaps)
     seen: set[str] = {g.category for g in gaps}  # speeds the user saw: their cures come first
 
     ordered: list[Candidate] = []
     kept = []
-    broken = [p for p in slow_paths.matching(f, current) if "crash" in p.symptoms]
+    # a user who ran the setup (a speed observed, no out-of-memory) saw it run: its entries are candidate causes of
+    # what they saw (with_observed), not an incompatibility that stops it
+    o = f.observed
+    ran = o is not None and o.oom is None and any(v is not None for v in (o.tpot_s, o.ttft_s, o.e2e_s, o.tokens_per_s))
+    broken = [] if ran else [p for p in slow_paths.matching(f, current) if "crash" in p.symptoms]
     if broken:  # a known incompatibility of the current setup: it does not run as stated, whatever the estimate
         fixing = sorted(
             (
@@ -230,7 +237,7 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
         cat, sev = finding.category, finding.severity
         # a move that leaves a known slow path of the current setup with this symptom (any that may hold, when
         # the user saw the symptom) is evidence in itself; it comes first where the user saw the symptom
-        cured = {id(c): cures(f, current, c, cat, maybe=cat in beyond) for c in candidates}
+        cured = {id(c): cures(f, current, c, cat, maybe=cat in suspect) for c in candidates}
         helping = sorted(
             (
                 c
@@ -242,6 +249,8 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
                 not c.measured_better,
                 id(c) in unseen,
                 not (cat in seen and cured[id(c)]),
+                # a slow path that holds as stated before one that holds only if an unstated version is the bad one
+                not (cat in seen and any(p.holds(f, current) is True for p in cured[id(c)])),
                 rank_key(f, c, cat, sev),
             ),
         )

@@ -70,10 +70,20 @@ def unstated_unseen(f: Facts, current: Setup, c: Candidate, beyond: set[str]) ->
     p = Upgrade().fixes(current, c.setup)
     if p is None or p.affects(f, current) is not None:
         return False
-    oom = f.observed is not None and f.observed.oom is not None
+    oom = f.observed.oom if f.observed is not None else None
     speed = bool(set(p.addresses) & beyond & {"decode-speed", "prefill-speed"})
-    memory = oom and bool(set(p.addresses) & {"load-memory", "kv-cache-growth", "long-input-attention"})
+    # an out-of-memory is evidence for a problem of the phase it happened in: one that shows while generating
+    # (a logits copy, a growing cache) cannot be why the model ran out of memory while loading
+    memory = oom is not None and bool(set(p.addresses) & OOM_CATEGORIES[oom])
     return not (speed or memory)
+
+
+OOM_CATEGORIES: dict[str, set[str]] = {
+    "load": {"load-memory"},
+    "host-ram": {"load-memory"},
+    "prefill": {"load-memory", "kv-cache-growth", "long-input-attention"},
+    "decode": {"load-memory", "kv-cache-growth", "long-input-attention"},
+}
 
 
 def evidenced(c: Candidate, category: str, severity: str, seen: set[str]) -> bool:

@@ -6,6 +6,7 @@ question under `questions`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -67,6 +68,38 @@ def parse_size(text: str, flag: str) -> int:
     return n
 
 
+CPUINFO_FLAG = re.compile(r"^[a-z0-9_.]+$")  # how /proc/cpuinfo (and lscpu) spell a flag
+# the real AVX/AMX flags the CPU estimate has no term for (Linux arch/x86/include/asm/cpufeatures.h); any other
+# avx*/amx* word is a typo of one it reads and is refused
+OTHER_VECTOR_FLAGS = (
+    "avx avx512bw avx512cd avx512dq avx512er avx512pf avx512vl avx512ifma avx512vbmi avx512_vbmi2 avx512_bitalg "
+    "avx512_vpopcntdq avx512_4vnniw avx512_4fmaps avx512_vp2intersect avx_vnni_int8 avx_vnni_int16 avx_ifma "
+    "avx_ne_convert amx_complex"
+)
+
+
+def speed_flags(cpu_flags: str | list[str] | None) -> str | None:
+    """--cpu-flags as the user pasted them (often /proc/cpuinfo's whole list): the flags the CPU estimate reads
+    (avx2, avx512f, avx512_bf16, amx_bf16, ...), the other real flags (avx512bw, sse4_2, fpu, ...) dropped since
+    they change no estimate; a word that cannot be a flag, or an avx*/amx* word that is none, is refused by
+    cpus.parse_flags (one line)."""
+    from infertune.estimate import cpus
+
+    if cpu_flags is None:
+        return None
+    items = cpu_flags.split(",") if isinstance(cpu_flags, str) else [x for t in cpu_flags for x in str(t).split(",")]
+    kept = []
+    for raw in (x.strip() for x in items):
+        try:
+            cpus.parse_flags(raw)
+        except UserError:
+            word = raw.lower().replace("-", "_")
+            if word in OTHER_VECTOR_FLAGS.split() or (CPUINFO_FLAG.match(word) and not word.startswith(("avx", "amx"))):
+                continue  # a real flag the estimate has no term for
+        kept.append(raw)
+    return ",".join(kept)
+
+
 def target_hardware(
     gpu: str | None,
     vram: str | None,
@@ -82,7 +115,7 @@ def target_hardware(
     from infertune.estimate import cpus
 
     named = cpu if isinstance(cpu, str) and cpu else None
-    flags = cpus.parse_flags(cpu_flags)
+    flags = cpus.parse_flags(speed_flags(cpu_flags))
     if gpu and (named or flags is not None or cores):
         raise UserError("--gpu and --cpu NAME/--cpu-flags/--cores name two targets: give one")
     ram = parse_size(cpu_ram, "--cpu-ram") if cpu_ram else None
@@ -114,7 +147,7 @@ def check_target(
         find_accelerator(gpu)
     if isinstance(cpu, str) and cpu:
         cpus.find_cpu(cpu)
-    cpus.parse_flags(cpu_flags)
+    cpus.parse_flags(speed_flags(cpu_flags))
     if cores is not None and not 1 <= cores <= 4096:
         raise UserError(f"--cores {cores}: takes 1 to 4096")
     if gpu and ((isinstance(cpu, str) and cpu) or cpu_flags or cores):
@@ -185,13 +218,11 @@ def placement(
     raise UserError(f"--device-map: unknown {device_map!r}; use auto, balanced, sequential, cpu or cuda:N")
 
 
-def check_tp_batching(tp: int, batching: str | None) -> None:
-    """Tensor parallelism and transformers' continuous batching do not combine: one line, before any work."""
-    if tp > 1 and batching == "continuous":
-        raise UserError(
-            f"--tp {tp} with --batching continuous: transformers' continuous batching keeps its paged cache on "
-            "one device; for a server that shards and batches (vLLM, TGI) describe one shard's share, or drop --tp"
-        )
+def sharding_server(tp: int, batching: str | None) -> bool:
+    """--tp N with --batching continuous: a server that shards and batches (vLLM, TGI --num-shard, SGLang), since
+    transformers' continuous batching keeps its paged cache on one device. Intake describes what the user runs,
+    wherever it runs: such a setup is read as a serving engine, not refused."""
+    return tp > 1 and batching == "continuous"
 
 
 def check_current(
@@ -209,7 +240,6 @@ def check_current(
         choice("kv_cache", kv_cache, ("dynamic", "static", "quantized", "offloaded"))
     if batching is not None:
         choice("batching", batching, ("serial", "static", "continuous"))
-    check_tp_batching(tp, batching)
 
 
 def platform_of(acc: Accelerator) -> Platform:
@@ -314,7 +344,13 @@ def build(
     if compile and kv != "static":
         kv = "static"  # generate compiles only with a static cache
     dmap, tp_now = placement(profile, gpus, device_map, tp, bool(max_memory))
-    check_tp_batching(tp_now, mode)
+    engine = "vllm" if sharding_server(tp_now, mode) else "transformers"
+    if engine != "transformers":
+        assumptions.append(
+            f"engine = a serving engine (--tp {tp_now} with --batching continuous: vLLM, TGI or SGLang sharding over "
+            f"{tp_now} GPUs with paged, continuous batching; transformers' own continuous batching does not shard), "
+            "estimated as vLLM"
+        )
     current = Setup(
         dtype=resolved,
         attn=attn_now,
@@ -325,6 +361,7 @@ def build(
         max_batch_tokens=None,
         device_map=dmap,
         tp=tp_now,
+        engine=engine,
         max_memory=max_memory if dmap else None,
         checkpoint="safetensors" if (load_kwargs or {}).get("use_safetensors") else "as-is",
         low_cpu_mem_usage=bool((load_kwargs or {}).get("low_cpu_mem_usage")),

@@ -287,10 +287,13 @@ def observed_gaps(f: Facts, s: Setup, base: Estimate) -> list[Gap]:
     if o.e2e_s and t["e2e_s"]:
         expected_e2e = t["e2e_s"] + t["queue_wait_mean_s"]
         what = f"{o.e2e_s:.2f} s per request vs {expected_e2e:.2f} s"
-        seen.append(("decode-speed", o.e2e_s / expected_e2e, what, decode))
+        # where waiting behind other requests is most of a request's expected time, its end-to-end time is queueing
+        queued = t["queue_wait_mean_s"] > t["e2e_s"]
+        seen.append(("concurrency" if queued else "decode-speed", o.e2e_s / expected_e2e, what, decode))
     if o.ttft_s and x.ttft_s:
-        # under concurrent requests a long first token is queueing (requests waiting for a slot or KV room)
-        queued = f.concurrency * f.batch > 1
+        # under concurrent requests a long first token is queueing (requests waiting for a slot or KV room); a batch
+        # in one generate call waits for nothing: its first token is its prefill's
+        queued = f.concurrency > 1 or t["queue_wait_mean_s"] > x.ttft_s
         ttft = x.ttft_s + t["queue_wait_mean_s"]
         what = f"TTFT {o.ttft_s * 1e3:.0f} ms vs {ttft * 1e3:.0f}"
         seen.append(("concurrency" if queued else "prefill-speed", o.ttft_s / ttft, what, ttft_limit))

@@ -84,5 +84,8 @@ class Dtype(Technique):
         return s.model_copy(update={"dtype": best})
 
     def risk(self, f: Facts, before: Setup, after: Setup) -> Risk:
-        # back to full precision, or to the dtype the checkpoint was trained/published in: nothing lost
+        # back to full precision, or to the dtype the checkpoint was trained/published in: nothing lost; fp16 under
+        # AWQ/GPTQ kernels is the activation type they were calibrated and built for
+        if after.dtype == "float16" and after.quantization in FP16_KERNELS:
+            return "none"
         return "none" if after.dtype in ("float32", f.profile.native_dtype) else "low"

@@ -44,6 +44,20 @@ def checkpoint_method(f: Facts) -> str | None:
     return (f.profile.quantization or {}).get("quant_method")
 
 
+# shipped methods that a setup names (intake reads them as the current quantization): a setup without one of them
+# loads the model's unquantized checkpoint, so its weights are 16-bit, not "as stored"
+NAMED_SHIPPED = ("awq", "gptq", "fp8", "bitsandbytes")
+
+
+def estimator_quant(f: Facts, s: Setup) -> str:
+    """The estimator's quantization for setup `s`: "auto" (as stored) for `none` keeps a checkpoint's own format
+    that no setup names (MXFP4, GGUF); a shipped method the setup could name but does not (quant-none from an AWQ,
+    GPTQ or FP8 checkpoint) is the unquantized model."""
+    if s.quantization == "none" and checkpoint_method(f) in NAMED_SHIPPED:
+        return "none"
+    return ESTIMATOR_QUANT.get(s.quantization, "none")
+
+
 class _Quant(Technique):
     family = "quantization"
     method = ""

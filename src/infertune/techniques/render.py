@@ -17,7 +17,7 @@ from infertune.estimate.memory import EstimateSettings, Quantization
 from infertune.estimate.placement import parse_max_memory
 from infertune.techniques import Facts, Setup
 from infertune.techniques.factors import package_version
-from infertune.techniques.quantization import ESTIMATOR_QUANT
+from infertune.techniques.quantization import estimator_quant
 from infertune.techniques.serving import engine_command
 from infertune.techniques.versions import experts_fused
 
@@ -52,7 +52,7 @@ def settings_for(f: Facts, s: Setup, **update: Any) -> EstimateSettings:
     attn = "eager" if s.attn in ("eager", "paged|eager") else s.attn
     return EstimateSettings(
         dtype=s.dtype,
-        quantization=Quantization.parse(ESTIMATOR_QUANT.get(s.quantization, "none")),
+        quantization=Quantization.parse(estimator_quant(f, s)),
         kv_cache=s.kv_cache,
         attn=attn,
         prefill_chunk=chunk,

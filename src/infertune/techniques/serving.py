@@ -21,14 +21,14 @@ def weights_bytes(f: Facts, s: Setup) -> int:
     """The setup's weights as the estimator counts them (dtype and quantization in use); an engine loads
     fp32 checkpoints in bf16. 0 when the parameter count is unknown (the advisor refuses before that)."""
     from infertune.estimate.memory import EstimateSettings, Quantization, estimate_memory
-    from infertune.techniques.quantization import ESTIMATOR_QUANT
+    from infertune.techniques.quantization import estimator_quant
 
     if not f.profile.num_parameters:
         return 0
     dtype = "bfloat16" if s.dtype == "float32" else s.dtype
     settings = EstimateSettings(
         dtype=dtype,
-        quantization=Quantization.parse(ESTIMATOR_QUANT.get(s.quantization)),
+        quantization=Quantization.parse(estimator_quant(f, s)),
         platform=f.platform,
         input_len=1,
         max_new_tokens=1,
