@@ -4,9 +4,12 @@ answer). What goes into them is rules/generation.py."""
 from __future__ import annotations
 
 import ast
+import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of
+from infertune.doctor.rules.prompts import base_models_only
+from infertune.doctor.rules.serving import is_route
 from infertune.doctor.script import Script
 
 STRIPS_PROMPT = {
@@ -110,11 +113,25 @@ def _chat_input(s: Script, node: ast.AST | None) -> bool:
     return any(w in dotted(node).lower() for w in ("message", "conversation", "chat", "history", "dialog"))
 
 
+CHATTY = re.compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog", re.I)
+
+
+def _completion(s: Script, node: ast.AST) -> bool:
+    """A completion endpoint: a web route continuing a prompt with a base completion model (gpt2, ...), where
+    prompt plus continuation is the expected output, not a leak (a route named chat/answer/reply/... is a chat)."""
+    if not base_models_only(s):
+        return False
+    fn = s.enclosing_function(node)
+    return fn is not None and is_route(fn) and not CHATTY.search(fn.name)
+
+
 def prompt_in_output(s: Script):
     for c in s.calls_method("decode") + s.calls_method("batch_decode"):
-        if c.args and _raw_output(s, c.args[0]) is not None and not _prompt_removed(s, c):
+        if c.args and _raw_output(s, c.args[0]) is not None and not _prompt_removed(s, c) and not _completion(s, c):
             yield c, "decoding the whole generate output: it starts with the prompt tokens"
     for c, kws, _, opaque in generation_calls(s):
+        if _completion(s, c):
+            continue
         if (pipe := pipe_of(s, c)) is None or task_of(pipe) not in ("text-generation", None):
             continue
         full = kws.get("return_full_text")

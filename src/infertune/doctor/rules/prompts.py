@@ -21,6 +21,23 @@ SINGLE_TOKEN = re.compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
 CHAT_MODEL = re.compile(r"instruct|chat|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", re.I)
 
 
+# small base (completion) language models: their output is a continuation of the prompt by design, and they are
+# demo-sized (a web route serving one of them is a toy, not a service to batch)
+BASE_LM = re.compile(r"^(distil)?gpt2(-(medium|large|xl))?$|^tiny-gpt2$|^gpt-neo-(125m|1\.3b)$|^opt-(125m|350m)$", re.I)
+
+
+def model_ids(s: Script) -> list[str]:
+    """The literal (or argparse-default) ids of every model and pipeline of the script."""
+    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [_pipeline_model_id(s, p) for p in s.pipelines]
+    return [i for i in ids if i]
+
+
+def base_models_only(s: Script) -> bool:
+    """Every model of the script is a known small base completion model (gpt2, distilgpt2, tiny-gpt2, ...)."""
+    ids = model_ids(s)
+    return bool(ids) and all(BASE_LM.search(i.rstrip("/").rsplit("/", 1)[-1]) for i in ids)
+
+
 def _text_args(c: ast.Call) -> list[ast.expr]:
     return list(c.args[:1]) + [v for k in ("text", "text_inputs", "prompt") if (v := kw(c, k)) is not None]
 
