@@ -290,7 +290,10 @@ def _cuda_literal(s: Script, node: ast.AST) -> ast.Call | None:
             or (method(c) == "to" and c.args and str(const(c.args[0]) or "").startswith("cuda"))
         ):
             return c
-    for o in s.origins(node) if isinstance(node, ast.Name | ast.Attribute) else []:
+    if not isinstance(node, ast.Name | ast.Attribute):
+        return None
+    # what was assigned (`ids = tok(...).input_ids.cuda()`: origins see through the move), then where it came from
+    for o in [*s.assigns.get(dotted(node), []), *s.origins(node)]:
         if isinstance(o, ast.AST) and o is not node and (hit := _cuda_literal(s, o)) is not None:
             return hit
     return None

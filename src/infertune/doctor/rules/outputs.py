@@ -8,7 +8,7 @@ import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of
-from infertune.doctor.rules.prompts import base_models_only
+from infertune.doctor.rules.prompts import TEMPLATE_TOKENS, base_models_only
 from infertune.doctor.rules.serving import is_route
 from infertune.doctor.script import Script
 
@@ -71,21 +71,35 @@ def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
     return None
 
 
-def _prompt_removed(s: Script, node: ast.AST, depth: int = 0) -> bool:
-    """Is this text (a decode result, a pipeline's output) cut or searched afterwards: [len(p):], .split(M)[-1]?"""
+def _cannot_match(s: Script, search: ast.Call, skipped: bool) -> bool:
+    """A pattern looking for chat-template markers (<|im_start|>, [INST], ...) in text decoded with
+    skip_special_tokens=True: those tokens were dropped, so the cleanup never matches."""
+    pattern = search.args[0] if search.args else kw(search, "pattern")
+    return (
+        skipped
+        and pattern is not None
+        and any(TEMPLATE_TOKENS.search(t.replace("\\", "")) for _, t in s.strings(pattern))
+    )
+
+
+def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = False) -> bool:
+    """Is this text (a decode result, a pipeline's output) cut or searched afterwards: [len(p):], .split(M)[-1]?
+    skipped: it was decoded with skip_special_tokens=True (a search for a special token then finds nothing)."""
     if depth > 5:
         return False
     parent = s.parents.get(node)
     if isinstance(parent, ast.Attribute) and parent.attr in STRIPS_PROMPT:
         return True
     if isinstance(parent, ast.Subscript) and parent.value is node:
-        return _has_slice(parent.slice) or _prompt_removed(s, parent, depth + 1)
+        return _has_slice(parent.slice) or _prompt_removed(s, parent, depth + 1, skipped)
     if isinstance(parent, ast.Attribute) and parent.attr in ("strip", "rstrip", "lower"):
-        return _prompt_removed(s, up, depth + 1) if isinstance(up := s.parents.get(parent), ast.Call) else False
-    if isinstance(parent, ast.Call) and (
-        dotted(parent.func).startswith("re.") or callee(parent) in PARSERS or s.defined(parent)
-    ):
-        return True  # searched, measured, parsed, or handed to a helper of the file (which may cut it)
+        return (
+            _prompt_removed(s, up, depth + 1, skipped) if isinstance(up := s.parents.get(parent), ast.Call) else False
+        )
+    if isinstance(parent, ast.Call) and dotted(parent.func).startswith("re."):
+        return not _cannot_match(s, parent, skipped)  # searched (unless for a token decoding dropped)
+    if isinstance(parent, ast.Call) and (callee(parent) in PARSERS or s.defined(parent)):
+        return True  # measured, parsed, or handed to a helper of the file (which may cut it)
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         names = {dotted(t) for t in targets} - {""}
@@ -94,11 +108,11 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0) -> bool:
                 isinstance(n, (ast.Name, ast.Attribute))
                 and dotted(n) in names
                 and isinstance(getattr(n, "ctx", None), ast.Load)
-                and _prompt_removed(s, n, depth + 1)
+                and _prompt_removed(s, n, depth + 1, skipped)
             ):
                 return True
     if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.comprehension)):
-        return _prompt_removed(s, parent, depth + 1)
+        return _prompt_removed(s, parent, depth + 1, skipped)
     return False
 
 
@@ -127,7 +141,13 @@ def _completion(s: Script, node: ast.AST) -> bool:
 
 def prompt_in_output(s: Script):
     for c in s.calls_method("decode") + s.calls_method("batch_decode"):
-        if c.args and _raw_output(s, c.args[0]) is not None and not _prompt_removed(s, c) and not _completion(s, c):
+        skipped = const(kw(c, "skip_special_tokens")) is True
+        if (
+            c.args
+            and _raw_output(s, c.args[0]) is not None
+            and not _prompt_removed(s, c, 0, skipped)
+            and not _completion(s, c)
+        ):
             yield c, "decoding the whole generate output: it starts with the prompt tokens"
     for c, kws, _, opaque in generation_calls(s):
         if _completion(s, c):
