@@ -60,7 +60,9 @@ class Flow:
         self.functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
         self.assigns: dict[str, list] = {}
         self.classes: dict[str, ast.ClassDef] = {}
+        self.nodes: list[ast.AST] = []  # every node, walked once (the rules scan the file many times)
         for node in ast.walk(self.tree):
+            self.nodes.append(node)
             for child in ast.iter_child_nodes(node):
                 self.parents[child] = node
             if isinstance(node, ast.Call):

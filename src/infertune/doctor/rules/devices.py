@@ -43,7 +43,7 @@ def fp16_on_cpu(s: Script):
 def _visible_devices(s: Script) -> list[tuple[ast.AST, str]]:
     """`os.environ["CUDA_VISIBLE_DEVICES"] = "3"` (or setdefault / putenv): (node, the single id)."""
     out = []
-    for n in ast.walk(s.tree):
+    for n in s.nodes:
         value = None
         if isinstance(n, ast.Assign) and any(
             isinstance(t, ast.Subscript) and const(t.slice) == "CUDA_VISIBLE_DEVICES" for t in n.targets

@@ -112,7 +112,7 @@ def encoder_decoder_call(s: Script, g: ast.Call) -> bool:
 def _static_cache(s: Script) -> bool:
     if any(callee(c) in ("StaticCache", "CompileConfig") for c in s.calls):
         return True
-    for n in ast.walk(s.tree):
+    for n in s.nodes:
         if (
             isinstance(n, ast.keyword)
             and n.arg in ("cache_implementation", "compile_config")
@@ -180,7 +180,7 @@ def _samples_elsewhere(s: Script) -> bool:
     """do_sample=True set outside the call: a GenerationConfig, generation_config.do_sample = True, the model's."""
     if (s.generation_defaults or {}).get("do_sample") is True:
         return True
-    for n in ast.walk(s.tree):
+    for n in s.nodes:
         if (
             isinstance(n, ast.keyword)
             and n.arg == "do_sample"
@@ -255,7 +255,7 @@ def _placed(s: Script, node, depth: int = 0) -> bool:
             isinstance(a, ast.Assign)
             and any(isinstance(t, ast.Subscript) and dotted(t.value) == name for t in a.targets)
             and any(isinstance(c, ast.Call) and method(c) in PLACES for c in ast.walk(a.value))
-            for a in ast.walk(s.tree)
+            for a in s.nodes
         ):
             return True  # for k in inputs: inputs[k] = inputs[k].to(device)
         return any(_placed(s, v, depth + 1) for v in s.assigns.get(name, []) if not isinstance(v, type(None)))

@@ -103,7 +103,7 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = Fa
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         names = {dotted(t) for t in targets} - {""}
-        for n in ast.walk(s.tree):
+        for n in s.nodes:
             if (
                 isinstance(n, (ast.Name, ast.Attribute))
                 and dotted(n) in names

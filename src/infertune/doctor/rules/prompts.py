@@ -44,8 +44,11 @@ def _text_args(c: ast.Call) -> list[ast.expr]:
 
 def _prompt_sinks(s: Script) -> list[ast.Call]:
     """Calls that turn text into the model's input: a pipeline, and a tokenizer (called, or .encode) whose ids
-    are generate's input (not a stop word's ids, not a length count)."""
+    are generate's input (not a stop word's ids, not a length count). Computed once per script."""
+    if "_prompt_sinks" in s.__dict__:
+        return s.__dict__["_prompt_sinks"]
     out: list[ast.Call] = []
+    s.__dict__["_prompt_sinks"] = out
     for c in s.calls:
         if s.is_pipeline_call(c) or (
             (s.is_tokenizer_call(c) or (method(c) == "encode" and s.is_tokenizer(receiver(c))))

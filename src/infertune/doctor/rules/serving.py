@@ -113,7 +113,7 @@ def streamer_skip_prompt(s: Script):
                 isinstance(n, ast.Dict)
                 and any(const(k) == "streamer" and dotted(v) in names for k, v in zip(n.keys, n.values, strict=True))
             )
-            for n in ast.walk(s.tree)
+            for n in s.nodes
         )
         if fed:
             yield c, f"{callee(c)} without skip_prompt=True: the prompt is streamed back before the answer"
