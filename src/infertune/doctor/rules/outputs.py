@@ -8,7 +8,7 @@ import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of
-from infertune.doctor.rules.prompts import TEMPLATE_TOKENS, base_models_only
+from infertune.doctor.rules.prompts import TEMPLATE_TOKENS, base_models_only, model_ids
 from infertune.doctor.rules.serving import is_route
 from infertune.doctor.script import Script
 
@@ -71,15 +71,36 @@ def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
     return None
 
 
+# role markers that are special tokens (dropped by skip_special_tokens=True); [INST] and <|user|> are plain text in
+# Llama 2's and Zephyr's tokenizers, so they survive it
+SPECIAL_MARKERS = re.compile(r"<\|im_start\|>|<\|im_end\|>|<\|start_header_id\|>|<\|eot_id\|>|<start_of_turn>")
+# the markers each template family writes, by model id (a pattern for another family's markers never matches)
+FAMILIES = {
+    r"qwen|chatml|yi-|openhermes|dolphin": r"<\|im_start\|>|<\|im_end\|>",
+    r"llama-?3|meta-llama-3": r"<\|start_header_id\|>|<\|end_header_id\|>|<\|eot_id\|>|<\|begin_of_text\|>",
+    r"llama-?2|mistral|mixtral": r"\[/?INST\]|<<SYS>>",
+    r"gemma": r"<start_of_turn>|<end_of_turn>",
+}
+
+
+def _family(s: Script) -> str | None:
+    """The markers of the script's model's template family, when every model id names the same one."""
+    found = {m for i in model_ids(s) for k, m in FAMILIES.items() if re.search(k, i, re.I)}
+    return found.pop() if len(found) == 1 else None
+
+
 def _cannot_match(s: Script, search: ast.Call, skipped: bool) -> bool:
-    """A pattern looking for chat-template markers (<|im_start|>, [INST], ...) in text decoded with
-    skip_special_tokens=True: those tokens were dropped, so the cleanup never matches."""
+    """A cleanup pattern that looks only for chat-template markers the decoded text cannot hold: special tokens
+    dropped by skip_special_tokens=True, or another template family's markers (`[/INST]` for a Llama 3)."""
     pattern = search.args[0] if search.args else kw(search, "pattern")
-    return (
-        skipped
-        and pattern is not None
-        and any(TEMPLATE_TOKENS.search(t.replace("\\", "")) for _, t in s.strings(pattern))
-    )
+    texts = [t.replace("\\", "") for _, t in s.strings(pattern)] if pattern is not None else []
+    marked = [t for t in texts if TEMPLATE_TOKENS.search(t) or "[/INST]" in t]
+    if not marked:
+        return False
+    if skipped and all(SPECIAL_MARKERS.search(t) for t in marked):
+        return True
+    own = _family(s)
+    return own is not None and not any(re.search(own, t) for t in marked)
 
 
 def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = False) -> bool:
