@@ -85,8 +85,23 @@ def _no_template(s: Script) -> bool:
     return bool(known) and all(k is False for k in known)
 
 
+# instruction-tuned families whose tokenizers ship no chat template: their documented prompt is written by hand
+# ("USER: ... ASSISTANT:", "### Instruction:", "Instruct: ... Output:"), so a hand-built prompt is their format
+TEMPLATELESS = re.compile(
+    r"vicuna-\d+b-v1\.[135]|alpaca|dolly-v2|falcon-(7b|40b)-instruct|mpt-\d+b-(instruct|chat)|^phi-(1_5|2)$", re.I
+)
+
+
+def _documented_by_hand(s: Script) -> bool:
+    """Every model of the script is of a family known to ship no chat template (read by id, offline)."""
+    ids = model_ids(s)
+    return bool(ids) and all(TEMPLATELESS.search(i.rstrip("/").rsplit("/", 1)[-1]) for i in ids)
+
+
 def hand_built_chat_prompt(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not (s.generates or s.pipelines) or _no_template(s):
+        return
+    if _documented_by_hand(s):
         return
     seen = set()
     markers = CHAT_MARKERS if _chat_ids(s) else TEMPLATE_TOKENS
