@@ -206,6 +206,11 @@ DATA_SETS = {"read_csv", "read_json", "read_parquet", "read_excel", "read_table"
 GPU_INTENT = re.compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", re.I)
 
 
+def gpu_intent(s: Script) -> bool:
+    """The code (not its comments: "no GPU needed" is no intent) names CUDA, MPS or a GPU."""
+    return any(GPU_INTENT.search(line.split("#", 1)[0]) for line in s.lines)
+
+
 def params_in_id(model: str | None) -> float | None:
     """Parameters as a model id names them (the largest count it writes), or None when it names none."""
     counts = [
@@ -219,7 +224,7 @@ def _cpu_on_purpose(s: Script, model: str | None) -> bool:
     """A script that never mentions a GPU, on a model small enough for a CPU (no size in its id: gpt2,
     distilgpt2, opus-mt, bart-large...; or under 2B by its id): running on the CPU is the author's choice.
     Real scripts run that way on purpose (toy demos, data-preparation helpers); a 7B or an 8x7B is not."""
-    if GPU_INTENT.search(s.source) or any(callee(c) in DATA_SETS for c in s.calls):
+    if gpu_intent(s) or any(callee(c) in DATA_SETS for c in s.calls):
         return False  # (a job over a whole data set is no toy demo: on a CPU it runs for hours)
     n = params_in_id(model)
     return n is None or n < CPU_SIZED
