@@ -190,12 +190,28 @@ def _writes_bos(model: str | None) -> bool:
     return bool(model and BOS_IN_TEMPLATE.search(model))
 
 
-def _templated_text(s: Script, value: ast.AST | None) -> ast.Call | None:
-    """The apply_chat_template(..., tokenize=False) call a value's text comes from."""
-    for o in s.origins(value) if value is not None else []:
-        if isinstance(o, ast.Call) and method(o) == "apply_chat_template" and const(kw(o, "tokenize")) is False:
-            return o
+def _templated_text(s: Script, value: ast.AST | None, depth: int = 0) -> ast.Call | None:
+    """The apply_chat_template(..., tokenize=False) call a value's text comes from: directly, as an item of a list
+    (`tok([text])`, a comprehension over prompts), or as what a helper of the file returns."""
+    if value is None or depth > 4:
+        return None
+    for o in s.origins(value):
+        if isinstance(o, ast.Call) and method(o) == "apply_chat_template":
+            if const(kw(o, "tokenize")) is False:
+                return o
+            continue
+        items = (
+            o.elts if isinstance(o, ast.List) else [o.elt] if isinstance(o, (ast.ListComp, ast.GeneratorExp)) else []
+        )
+        if isinstance(o, ast.Call):
+            items = [r.value for fn in s.defined(o) for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value]
+        for item in items:
+            if (found := _templated_text(s, item, depth + 1)) is not None:
+                return found
     return None
+
+
+ENCODES = {"encode", "encode_plus", "batch_encode_plus"}
 
 
 def double_bos(s: Script):
@@ -205,7 +221,8 @@ def double_bos(s: Script):
     if model is None:
         return
     for c in s.calls:
-        if not (s.is_tokenizer_call(c) or s.is_pipeline_call(c)) or not c.args:
+        encodes = method(c) in ENCODES and s.is_tokenizer(receiver(c))
+        if not (s.is_tokenizer_call(c) or s.is_pipeline_call(c) or encodes) or not c.args:
             continue
         if const(kw(c, "add_special_tokens")) is False or _templated_text(s, c.args[0]) is None:
             continue
