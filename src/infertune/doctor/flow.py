@@ -37,6 +37,9 @@ class Unpack:
     index: int
 
 
+ENV_READS = {"os.getenv", "os.environ.get", "environ.get", "getenv"}
+
+
 def _site(v: ast.AST | Unpack) -> ast.AST | None:
     """Where an assigned value is written: the expression, or the one an Unpack takes its item from (None for
     an item of an item: `(a, b), c = f()`)."""
@@ -186,6 +189,10 @@ class Flow:
                 return [o for r in rets for o in self.origins(r, d)]
         if isinstance(node, ast.IfExp):
             return self.origins(node.body, d) + self.origins(node.orelse, d)
+        if isinstance(node, ast.Call) and dotted(node.func) in ENV_READS and len(node.args) > 1:
+            return self.origins(node.args[1], d)  # os.getenv("MODEL", "org/name"): the default
+        if isinstance(node, ast.Attribute) and (field := self._class_field(node, d)) is not None:
+            return self.origins(field, d)  # cfg.model_name, cfg = Config(): the class's default
         if isinstance(node, ast.Subscript) and (key := const(node.slice)) is not None:
             items = [
                 v
@@ -203,6 +210,22 @@ class Flow:
         if isinstance(node, ast.Await):
             return self.origins(node.value, d)
         return [node]
+
+    def _class_field(self, node: ast.Attribute, depth: int) -> ast.expr | None:
+        """`obj.attr` where obj is an instance of a class of this file (`Config()`) whose body gives attr a
+        value (`attr: str = "..."`, `attr = "..."`), unless the call passes it by keyword."""
+        for o in self.origins(node.value, depth + 1):
+            if not (isinstance(o, ast.Call) and callee(o) in self.classes):
+                continue
+            passed = kw(o, node.attr)
+            if passed is not None:
+                return passed
+            for stmt in self.classes[callee(o)].body:
+                if isinstance(stmt, ast.AnnAssign) and dotted(stmt.target) == node.attr and stmt.value is not None:
+                    return stmt.value
+                if isinstance(stmt, ast.Assign) and any(dotted(x) == node.attr for x in stmt.targets):
+                    return stmt.value
+        return None
 
     def _parameter_values(self, node: ast.Name) -> list[ast.expr]:
         """For a parameter of the enclosing function: its default and the arguments this file's calls pass it
