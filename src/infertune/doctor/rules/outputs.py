@@ -134,6 +134,9 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = Fa
                 return True
     if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.comprehension)):
         return _prompt_removed(s, parent, depth + 1, skipped)
+    if isinstance(parent, ast.Return) and (fn := s.enclosing_function(node)) is not None:
+        sites = [c for c in s.calls if fn in s.defined(c)]  # returned: cut where the helper's result is used?
+        return any(_prompt_removed(s, c, depth + 1, skipped) for c in sites)
     return False
 
 
