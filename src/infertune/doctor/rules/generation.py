@@ -164,8 +164,17 @@ def hardcoded_sampling(s: Script):
                 yield (written_at(s, c, kws, given), f"overrides the model's generation_config.json: {', '.join(over)}")
 
 
+def unprompted(s: Script, c: ast.Call) -> bool:
+    """model.generate(...) given no input at all (no ids, no **inputs, no embeddings): it samples from BOS, so
+    there is no prompt to count or to decode back."""
+    inputs = ("input_ids", "inputs", "inputs_embeds", "input_features", "pixel_values", "input_values")
+    return c in s.generates and not c.args and not any(k.arg is None or k.arg in inputs for k in c.keywords)
+
+
 def max_length_budget(s: Script):
     for c, kws, _, opaque in generation_calls(s):
+        if unprompted(s, c):
+            continue
         if "max_length" in kws and "max_new_tokens" not in kws and not opaque and not encoder_decoder_call(s, c):
             yield (
                 kws["max_length"],

@@ -7,7 +7,7 @@ import ast
 import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver
-from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of
+from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
 from infertune.doctor.rules.prompts import TEMPLATE_TOKENS, base_models_only, model_ids
 from infertune.doctor.rules.serving import is_route
 from infertune.doctor.script import Script
@@ -49,8 +49,8 @@ def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
     if isinstance(node, ast.Call) and method(node) in ("tolist", "numpy", "detach", "cpu", "squeeze"):
         return _raw_output(s, receiver(node), depth + 1)
     for o in s.origins(node):
-        if o in s.generates:  # (from inputs_embeds alone, the output holds only the new tokens)
-            return None if encoder_decoder_call(s, o) or kw(o, "inputs_embeds") is not None else o
+        if o in s.generates:  # (from inputs_embeds alone, or from nothing, the output holds only new tokens)
+            return None if encoder_decoder_call(s, o) or kw(o, "inputs_embeds") is not None or unprompted(s, o) else o
         if isinstance(o, (ast.ListComp, ast.GeneratorExp)):
             targets = {dotted(t) for g in o.generators for t in ast.walk(g.target)}
             elt = o.elt
