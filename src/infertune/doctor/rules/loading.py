@@ -5,7 +5,18 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.nodes import ENCODER_DECODER, PLACES, callee, const, dotted, has_star_kwargs, kw, method, receiver
+from infertune.doctor.nodes import (
+    ENCODER_DECODER,
+    MOVES,
+    PLACES,
+    callee,
+    const,
+    dotted,
+    has_star_kwargs,
+    kw,
+    method,
+    receiver,
+)
 from infertune.doctor.script import Script
 
 # Memory sizes of common cards, GB as sold (a max_memory equal to one of them is "the whole card").
@@ -69,6 +80,10 @@ def _saved_only(s: Script, c: ast.Call) -> bool:
     )
 
 
+# checkpoints published in fp32 (GPT-2 and DistilGPT-2, GPT-Neo, GPT-J's main branch): fp32 is their own dtype
+FP32_CHECKPOINT = re.compile(r"^(distil)?gpt2(-(medium|large|xl))?$|^gpt-neo-(125m|1\.3b|2\.7b)$|^gpt-j-6b$", re.I)
+
+
 def dtype_rule(s: Script):
     if s.trains:
         return  # training picks its precision in its arguments (bf16=True, mixed precision)
@@ -90,6 +105,8 @@ def dtype_rule(s: Script):
             or _cpu_by_choice(s, c)
             or left_on_cpu(s, c)
             or _cast_after_dispatch(s, c)
+            or _halved_after_load(s, c)
+            or FP32_CHECKPOINT.search((s.model_id(c) or "").rstrip("/").rsplit("/", 1)[-1])
         ):
             # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs; a model
             # run on the CPU computes in fp32 there (a choice, or IT002's finding on this load: one per problem)
@@ -148,6 +165,10 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
     """Is this use of the model a move (x.to(...), x.cuda()), or a hand-over to something that places it?"""
     parent = s.parents.get(use)
     m = s.called_method(use)
+    while m is not None and method(m) in MOVES and not (method(m) in PLACES and (explicit_cpu or _not_cpu(m))):
+        m = s.called_method(m)  # model.half().cuda(), model.eval().to(device): the move further along the chain
+        if m is None or method(m) not in MOVES:
+            return False
     if m is not None:
         return method(m) in PLACES and (explicit_cpu or _not_cpu(m))
     call = (
@@ -327,6 +348,22 @@ def _dispatched(c: ast.Call) -> bool:
     return dm is not None and (
         const(dm) in DISPATCH_MAPS or (isinstance(dm, ast.Dict) and len({const(v) for v in dm.values}) > 1)
     )  # {"": 0} is one device: no hooks
+
+
+def _halved_after_load(s: Script, c: ast.Call) -> bool:
+    """Cast to half precision right after the load or on a later use (`.half()`, `.bfloat16()`,
+    `.to("cuda", dtype=torch.bfloat16)`): the copy that runs is not fp32, whatever from_pretrained read."""
+    node: ast.AST = c
+    casts = []
+    while isinstance(dot := s.parents.get(node), ast.Attribute) and isinstance(call := s.parents.get(dot), ast.Call):
+        casts.append(call)
+        node = call
+    for u in s.uses(c):
+        m = s.called_method(u)
+        while m is not None:
+            casts.append(m)
+            m = s.called_method(m)
+    return any(_casts(m) and method(m) != "float" and "float32" not in ast.unparse(m) for m in casts)
 
 
 def _cast_after_dispatch(s: Script, c: ast.Call) -> bool:
