@@ -15,6 +15,7 @@ from infertune.doctor.rules import (
     devices,
     forward,
     generation,
+    hardware,
     loading,
     outputs,
     prompts,
@@ -93,7 +94,7 @@ RULES: list[Rule] = [
         "max-memory-full-card",
         "max_memory set to the whole card",
         "budget about 80 % of the card (e.g. {0: '64GiB'} on an 80 GB card)",
-        loading.max_memory_full_card,
+        hardware.max_memory_full_card,
     ),
     Rule(
         "IT008",
@@ -107,7 +108,7 @@ RULES: list[Rule] = [
         "flash-attention-unsupported",
         "FlashAttention with fp32 or on a GPU that cannot run it",
         "load in bf16/fp16 (dtype=torch.bfloat16), or use attn_implementation='sdpa' on pre-Ampere GPUs",
-        loading.flash_attention,
+        hardware.flash_attention,
     ),
     Rule(
         "IT010",
@@ -193,7 +194,7 @@ RULES: list[Rule] = [
         "attn-on-tokenizer",
         "attn_implementation passed to the tokenizer",
         "pass attn_implementation to the model's from_pretrained",
-        loading.attn_on_tokenizer,
+        hardware.attn_on_tokenizer,
     ),
     Rule(
         "IT022",
