@@ -10,10 +10,15 @@ callable and forward the call to the API function, so both `infertune.estimate(.
 it makes the verb modules callable from above, so none of them imports anything from here.
 """
 
+from __future__ import annotations
+
 import importlib
 import sys
 import types
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (`infertune doctor` starts in tens of ms)
+if TYPE_CHECKING:
+    from typing import Any
 
 VERBS = ("env", "estimate", "advise", "measure", "tune", "doctor", "report", "loadtest", "serve_trial", "engines")
 # verbs with no subpackage of their name: the API function itself

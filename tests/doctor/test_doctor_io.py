@@ -115,3 +115,42 @@ def test_env_alone_reads_no_file_and_is_not_refused():
 
     assert doctor.check([]).files == 0  # `doctor --env`: no paths is not "a folder with no Python file"
     assert api_doctor(env=True).files == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["a.py"],
+        ["a.py", "src", "--format", "json"],
+        ["--format=sarif", "a.py", "--select", "IT001,IT004", "--select=IT01"],
+        ["a.py", "--ignore", "IT012", "--target-version", "4.46", "--list-rules"],
+        ["a.py", "--target-version=>=4.40,<5"],
+    ],
+)
+def test_the_quick_reading_of_a_command_line_is_argparses(argv):
+    """Plain command lines skip argparse (its import costs more than checking a file): same values."""
+    from infertune.doctor.cli import parser, quick_args
+
+    quick, full = quick_args(argv), parser().parse_args(argv)
+    assert quick is not None
+    assert {k: getattr(quick, k) for k in vars(full)} == vars(full)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["a.py", "--format", "xml"], ["a.py", "--format"], ["a.py", "--sel", "IT001"], ["--env"], ["-h"]],
+)
+def test_anything_else_goes_to_argparse(argv):
+    from infertune.doctor.cli import quick_args
+
+    assert quick_args(argv) is None
+
+
+def test_the_fast_path_imports_neither_argparse_nor_json_nor_typing():
+    code = (
+        "import sys; from infertune.__main__ import main; sys.argv = ['infertune', 'doctor', sys.argv[1]]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('argparse', 'json', 'typing', 'shutil') if m in sys.modules))"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(DATA / "bad_server.py")], capture_output=True, text=True)
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr

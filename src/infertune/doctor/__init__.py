@@ -7,7 +7,6 @@ milliseconds, like a linter. The environment's checks (`doctor.env`) and `--advi
 from __future__ import annotations
 
 import ast
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,7 +96,10 @@ def generation_defaults(model: str | None) -> dict | None:
         return None
     for f in (folder / "generation_config.json" for folder in folders(model)):
         try:
-            data = json.loads(f.read_text(encoding="utf-8"))
+            text = f.read_text(encoding="utf-8")
+            import json  # only when a checkpoint is here: json stays off the fast path
+
+            data = json.loads(text)
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):

@@ -3,7 +3,6 @@ standard library only, read lazily by the rules that need it."""
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cache
 from pathlib import Path
@@ -31,9 +30,13 @@ def chat_template(model: str | None) -> str | None:
     if not model:
         return None
     for folder in folders(model):
+        if not folder.is_dir():
+            continue
         try:
             if (folder / "chat_template.jinja").is_file():
                 return (folder / "chat_template.jinja").read_text(encoding="utf-8")
+            import json  # only for a folder that is here: json stays off the fast path
+
             if (folder / "chat_template.json").is_file():
                 return str(json.loads((folder / "chat_template.json").read_text(encoding="utf-8")))
             config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))

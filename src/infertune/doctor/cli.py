@@ -1,25 +1,73 @@
-"""`infertune doctor` on the fast path: argparse and the standard library only, so a check answers in tens of
-milliseconds (a pre-commit hook, an editor on save). Options that need the higher layers (--env, --advise,
---gpu, --model) return None: the caller hands over to the full CLI."""
+"""`infertune doctor` on the fast path: the standard library only, so a check answers in tens of milliseconds (a
+pre-commit hook, an editor on save). The common command lines (paths, --format, --select, --ignore,
+--target-version, --list-rules) are read without argparse, whose import, messages catalogue and help formatter
+cost more than the check of one file; anything else (--help, an unknown or misspelt option, a bad --format)
+goes through argparse, which answers or refuses. Options that need the higher layers (--env, --advise, --gpu,
+--model) return None: the caller hands over to the full CLI."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
+TYPE_CHECKING = False  # (typing is not imported at run time: mypy reads this name as typing's)
+if TYPE_CHECKING:
+    import argparse
+
 FORMATS = ("text", "json", "sarif")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one clear line, exit 2 (the project's rule for bad input)
-        sys.stderr.write(f"error: {message}\n")
-        raise SystemExit(2)
+class Args:
+    """What the command line asks for (argparse's Namespace, or the quick reading's)."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+        self.fmt = "text"
+        self.select: list[str] = []
+        self.ignore: list[str] = []
+        self.target_version: str | None = None
+        self.env = self.advise = self.list_rules = False
+        self.gpu: str | None = None
+        self.model: str | None = None
+
+
+VALUED = {"--format": "fmt", "--select": "select", "--ignore": "ignore", "--target-version": "target_version"}
+
+
+def quick_args(argv: list[str]) -> Args | None:
+    """The plain command lines read by hand; None for anything argparse must judge (help, errors, --env...)."""
+    out, i = Args(), 0
+    while i < len(argv):
+        a = argv[i]
+        name, eq, value = a.partition("=")
+        if a == "--list-rules":
+            out.list_rules = True
+        elif name in VALUED:
+            if not eq:
+                if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                    return None
+                i, value = i + 1, argv[i + 1]
+            if name in ("--select", "--ignore"):
+                getattr(out, VALUED[name]).append(value)
+            else:
+                setattr(out, VALUED[name], value)
+        elif a.startswith("-") and a != "-":
+            return None
+        else:
+            out.paths.append(Path(a))
+        i += 1
+    return out if out.fmt in FORMATS else None
 
 
 def parser() -> argparse.ArgumentParser:
+    import argparse  # here: the quick reading does without it
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # one clear line, exit 2 (the project's rule for bad input)
+            sys.stderr.write(f"error: {message}\n")
+            raise SystemExit(2)
+
     p = _Parser(
         prog="infertune doctor",
         description="Find the classic inference mistakes in your scripts, "
@@ -49,7 +97,7 @@ def split(values: list[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int | None:
-    args = parser().parse_args(argv)
+    args = quick_args(argv) or parser().parse_args(argv)
     if args.env or args.advise or args.gpu or args.model:
         return None
     from infertune import doctor
@@ -74,6 +122,8 @@ def main(argv: list[str]) -> int | None:
         from infertune.probe.versions import own_version  # lazily: only SARIF names the tool's version
 
         sarif = output.sarif(report.findings, report.errors, own_version())
+        import json
+
         sys.stdout.write(json.dumps(sarif, indent=2) + "\n")
     else:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")

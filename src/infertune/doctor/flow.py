@@ -21,6 +21,7 @@ from infertune.doctor.nodes import (
     PASSTHROUGH,
     TOKENIZER_CLASS,
     callee,
+    const,
     dotted,
     kw,
     method,
@@ -34,6 +35,9 @@ class Unpack:
 
     value: ast.expr | Unpack
     index: int
+
+
+ENV_READS = {"os.getenv", "os.environ.get", "environ.get", "getenv"}
 
 
 def _site(v: ast.AST | Unpack) -> ast.AST | None:
@@ -60,7 +64,9 @@ class Flow:
         self.functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
         self.assigns: dict[str, list] = {}
         self.classes: dict[str, ast.ClassDef] = {}
+        self.nodes: list[ast.AST] = []  # every node, walked once (the rules scan the file many times)
         for node in ast.walk(self.tree):
+            self.nodes.append(node)
             for child in ast.iter_child_nodes(node):
                 self.parents[child] = node
             if isinstance(node, ast.Call):
@@ -183,9 +189,74 @@ class Flow:
                 return [o for r in rets for o in self.origins(r, d)]
         if isinstance(node, ast.IfExp):
             return self.origins(node.body, d) + self.origins(node.orelse, d)
+        if isinstance(node, ast.Call) and dotted(node.func) in ENV_READS and len(node.args) > 1:
+            return self.origins(node.args[1], d)  # os.getenv("MODEL", "org/name"): the default
+        if isinstance(node, ast.Attribute) and (field := self._class_field(node, d)) is not None:
+            return self.origins(field, d)  # cfg.model_name, cfg = Config(): the class's default
+        if isinstance(node, ast.Subscript) and (key := const(node.slice)) is not None:
+            items = [
+                v
+                for o in self.origins(node.value, d)
+                if isinstance(o, ast.Dict)
+                for k, v in zip(o.keys, o.values, strict=True)
+                if k is not None and const(k) == key
+            ]
+            if items:  # MODELS["small"] of a dict literal: that entry
+                return [o for v in items for o in self.origins(v, d)]
+        if isinstance(node, ast.Name) and node.id not in self.assigns:
+            passed = self._parameter_values(node)
+            if passed:  # a parameter: its default and what this file's call sites pass
+                return [o for v in passed for o in self.origins(v, d)]
         if isinstance(node, ast.Await):
             return self.origins(node.value, d)
         return [node]
+
+    def _class_field(self, node: ast.Attribute, depth: int) -> ast.expr | None:
+        """`obj.attr` where obj is an instance of a class of this file (`Config()`) whose body gives attr a
+        value (`attr: str = "..."`, `attr = "..."`), unless the call passes it by keyword."""
+        for o in self.origins(node.value, depth + 1):
+            if not (isinstance(o, ast.Call) and callee(o) in self.classes):
+                continue
+            passed = kw(o, node.attr)
+            if passed is not None:
+                return passed
+            for stmt in self.classes[callee(o)].body:
+                if isinstance(stmt, ast.AnnAssign) and dotted(stmt.target) == node.attr and stmt.value is not None:
+                    return stmt.value
+                if isinstance(stmt, ast.Assign) and any(dotted(x) == node.attr for x in stmt.targets):
+                    return stmt.value
+        return None
+
+    def _parameter_values(self, node: ast.Name) -> list[ast.expr]:
+        """For a parameter of the enclosing function: its default and the arguments this file's calls pass it
+        (`f(x)`, `f(name=x)`; `Cls(x)` for `__init__`). Empty when it is no parameter or nothing is known."""
+        fn = self.enclosing_function(node)
+        if fn is None:
+            return []
+        params = [*fn.args.posonlyargs, *fn.args.args]
+        names = [a.arg for a in params]
+        if node.id not in names and node.id not in [a.arg for a in fn.args.kwonlyargs]:
+            return []
+        out: list[ast.expr] = []
+        if node.id in names:
+            i = names.index(node.id)
+            defaults = fn.args.defaults
+            if i >= len(names) - len(defaults):
+                out.append(defaults[i - (len(names) - len(defaults))])
+        else:
+            j = [a.arg for a in fn.args.kwonlyargs].index(node.id)
+            if (dflt := fn.args.kw_defaults[j]) is not None:
+                out.append(dflt)
+        owner = next((c for c in self.classes.values() if fn in c.body), None)
+        called, skip = (owner.name, 1) if owner is not None and fn.name == "__init__" else (fn.name, 0)
+        for c in self.calls:
+            if callee(c) != called or (owner is None and fn not in self.defined(c)):
+                continue
+            i = names.index(node.id) - skip if node.id in names else -1
+            if 0 <= i < len(c.args) and not any(isinstance(a, ast.Starred) for a in c.args[: i + 1]):
+                out.append(c.args[i])
+            out += [k.value for k in c.keywords if k.arg == node.id]
+        return out
 
     def _parsed_args(self, node: ast.AST, depth: int) -> bool:
         """Is this value argparse's namespace (parser.parse_args(), or the first of parse_known_args())?"""

@@ -3,13 +3,15 @@ code scanning (GitHub, GitLab, IDEs)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from infertune.doctor.nodes import Finding
 from infertune.doctor.rules import BY_KEY, RULES
+
+TYPE_CHECKING = False  # typing stays unimported on the fast path; mypy reads this name as typing's
+if TYPE_CHECKING:
+    from typing import Any
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/infertune/infertune"
@@ -30,6 +32,8 @@ def summary(n_findings: int, files: int | None, env: bool = False) -> str:
 
 
 def as_json(findings: list[Finding], files: int, errors: list[str]) -> str:
+    import json
+
     from infertune.core.schema import SCHEMA_VERSION
 
     return json.dumps(

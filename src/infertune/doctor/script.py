@@ -93,9 +93,15 @@ class Script(Flow):
     # --- where things are ---------------------------------------------------------------------------------
 
     def uses(self, load: ast.Call) -> list[ast.AST]:
-        """Expressions that evaluate to this load's model (its names and chains)."""
+        """Expressions that evaluate to this load's model (its names and chains); computed once per load."""
+        cache: dict[int, list[ast.AST]] = self.__dict__.setdefault("_uses", {})
+        if id(load) not in cache:
+            cache[id(load)] = self._uses_of(load)
+        return cache[id(load)]
+
+    def _uses_of(self, load: ast.Call) -> list[ast.AST]:
         out: list[ast.AST] = []
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if (
                 isinstance(node, (ast.Name, ast.Attribute))
                 and isinstance(getattr(node, "ctx", None), ast.Load)
@@ -175,6 +181,21 @@ class Script(Flow):
                 out.append(c)
         return out
 
+    def _reads(self) -> dict[str, set[str]]:
+        """For each bound name, the names (and dotted chains) its values read; computed once."""
+        if "_reads_by_name" not in self.__dict__:
+            self.__dict__["_reads_by_name"] = {
+                t: {
+                    dotted(x)
+                    for v in vs
+                    if isinstance(v, ast.AST)
+                    for x in ast.walk(v)
+                    if isinstance(x, (ast.Name, ast.Attribute))
+                }
+                for t, vs in self.assigns.items()
+            }
+        return self.__dict__["_reads_by_name"]
+
     def flow_names(self, node: ast.AST) -> set[str]:
         """The names this value is bound to, and those bound to values built from them (a few steps)."""
         n = node
@@ -189,17 +210,9 @@ class Script(Flow):
             else ({dotted(a.target)} if isinstance(a, (ast.AnnAssign, ast.NamedExpr)) else set())
         )
         names.discard("")
+        reads = self._reads()
         for _ in range(3):
-            grown = {
-                t
-                for t, vs in self.assigns.items()
-                if t not in names
-                and any(
-                    isinstance(v, ast.AST)
-                    and any(isinstance(x, (ast.Name, ast.Attribute)) and dotted(x) in names for x in ast.walk(v))
-                    for v in vs
-                )
-            }
+            grown = {t for t, r in reads.items() if t not in names and not r.isdisjoint(names)}
             if not grown:
                 break
             names |= grown

@@ -15,6 +15,7 @@ from infertune.doctor.rules import (
     devices,
     forward,
     generation,
+    hardware,
     loading,
     outputs,
     prompts,
@@ -93,7 +94,7 @@ RULES: list[Rule] = [
         "max-memory-full-card",
         "max_memory set to the whole card",
         "budget about 80 % of the card (e.g. {0: '64GiB'} on an 80 GB card)",
-        loading.max_memory_full_card,
+        hardware.max_memory_full_card,
     ),
     Rule(
         "IT008",
@@ -107,7 +108,7 @@ RULES: list[Rule] = [
         "flash-attention-unsupported",
         "FlashAttention with fp32 or on a GPU that cannot run it",
         "load in bf16/fp16 (dtype=torch.bfloat16), or use attn_implementation='sdpa' on pre-Ampere GPUs",
-        loading.flash_attention,
+        hardware.flash_attention,
     ),
     Rule(
         "IT010",
@@ -123,7 +124,6 @@ RULES: list[Rule] = [
         "a web handler runs generate per request",
         "serve with `transformers serve --continuous-batching`, batch with generate_batch, or use vLLM",
         serving.generate_in_handler,
-        default=False,
     ),
     Rule(
         "IT012",
@@ -194,7 +194,7 @@ RULES: list[Rule] = [
         "attn-on-tokenizer",
         "attn_implementation passed to the tokenizer",
         "pass attn_implementation to the model's from_pretrained",
-        loading.attn_on_tokenizer,
+        hardware.attn_on_tokenizer,
     ),
     Rule(
         "IT022",
@@ -287,7 +287,7 @@ SUPPRESS = re.compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
     """Rules chosen like ruff's --select/--ignore: ids, names or id prefixes (IT0, IT01); without --select the
-    rules on by default (IT010 and IT011 only when selected, by id, prefix or ALL). Raises ValueError."""
+    rules on by default (IT010 only when selected, by id, prefix or ALL). Raises ValueError."""
 
     def match(keys: list[str]) -> set[str]:
         out: set[str] = set()

@@ -18,7 +18,7 @@ RIGHT_BY_DEFAULT = re.compile(r"gpt2|distilgpt2|opt-\d|gpt-neo|gpt-j|pythia|phi-
 def _padding_assignments(s: Script) -> list[tuple[ast.AST, str, object]]:
     """`x.<attr> = value` where attr is padding_side or a misspelling of it: (node, attr, value)."""
     out: list[tuple[ast.AST, str, object]] = []
-    for n in ast.walk(s.tree):
+    for n in s.nodes:
         if isinstance(n, ast.Assign):
             for t in n.targets:
                 if isinstance(t, ast.Attribute) and _like_padding_side(t.attr):

@@ -7,7 +7,7 @@ import ast
 import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, method
-from infertune.doctor.rules.loading import GPU_INTENT, stays_on_cpu
+from infertune.doctor.rules.loading import gpu_intent, stays_on_cpu
 from infertune.doctor.script import Script
 
 FP16 = {"torch.float16", "torch.half", "float16", "fp16", "half"}
@@ -24,7 +24,7 @@ def _on_cpu(c: ast.Call) -> bool:
 
 
 def fp16_on_cpu(s: Script):
-    gpu = bool(GPU_INTENT.search(s.source))
+    gpu = gpu_intent(s)
     for c in [*s.loads, *s.pipelines]:
         value = kw(c, "dtype") or kw(c, "torch_dtype")
         if not _fp16(s, value):
@@ -43,7 +43,7 @@ def fp16_on_cpu(s: Script):
 def _visible_devices(s: Script) -> list[tuple[ast.AST, str]]:
     """`os.environ["CUDA_VISIBLE_DEVICES"] = "3"` (or setdefault / putenv): (node, the single id)."""
     out = []
-    for n in ast.walk(s.tree):
+    for n in s.nodes:
         value = None
         if isinstance(n, ast.Assign) and any(
             isinstance(t, ast.Subscript) and const(t.slice) == "CUDA_VISIBLE_DEVICES" for t in n.targets

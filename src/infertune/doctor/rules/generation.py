@@ -112,7 +112,7 @@ def encoder_decoder_call(s: Script, g: ast.Call) -> bool:
 def _static_cache(s: Script) -> bool:
     if any(callee(c) in ("StaticCache", "CompileConfig") for c in s.calls):
         return True
-    for n in ast.walk(s.tree):
+    for n in s.nodes:
         if (
             isinstance(n, ast.keyword)
             and n.arg in ("cache_implementation", "compile_config")
@@ -164,8 +164,17 @@ def hardcoded_sampling(s: Script):
                 yield (written_at(s, c, kws, given), f"overrides the model's generation_config.json: {', '.join(over)}")
 
 
+def unprompted(s: Script, c: ast.Call) -> bool:
+    """model.generate(...) given no input at all (no ids, no **inputs, no embeddings): it samples from BOS, so
+    there is no prompt to count or to decode back."""
+    inputs = ("input_ids", "inputs", "inputs_embeds", "input_features", "pixel_values", "input_values")
+    return c in s.generates and not c.args and not any(k.arg is None or k.arg in inputs for k in c.keywords)
+
+
 def max_length_budget(s: Script):
     for c, kws, _, opaque in generation_calls(s):
+        if unprompted(s, c):
+            continue
         if "max_length" in kws and "max_new_tokens" not in kws and not opaque and not encoder_decoder_call(s, c):
             yield (
                 kws["max_length"],
@@ -180,7 +189,7 @@ def _samples_elsewhere(s: Script) -> bool:
     """do_sample=True set outside the call: a GenerationConfig, generation_config.do_sample = True, the model's."""
     if (s.generation_defaults or {}).get("do_sample") is True:
         return True
-    for n in ast.walk(s.tree):
+    for n in s.nodes:
         if (
             isinstance(n, ast.keyword)
             and n.arg == "do_sample"
@@ -255,7 +264,7 @@ def _placed(s: Script, node, depth: int = 0) -> bool:
             isinstance(a, ast.Assign)
             and any(isinstance(t, ast.Subscript) and dotted(t.value) == name for t in a.targets)
             and any(isinstance(c, ast.Call) and method(c) in PLACES for c in ast.walk(a.value))
-            for a in ast.walk(s.tree)
+            for a in s.nodes
         ):
             return True  # for k in inputs: inputs[k] = inputs[k].to(device)
         return any(_placed(s, v, depth + 1) for v in s.assigns.get(name, []) if not isinstance(v, type(None)))
@@ -290,7 +299,10 @@ def _cuda_literal(s: Script, node: ast.AST) -> ast.Call | None:
             or (method(c) == "to" and c.args and str(const(c.args[0]) or "").startswith("cuda"))
         ):
             return c
-    for o in s.origins(node) if isinstance(node, ast.Name | ast.Attribute) else []:
+    if not isinstance(node, ast.Name | ast.Attribute):
+        return None
+    # what was assigned (`ids = tok(...).input_ids.cuda()`: origins see through the move), then where it came from
+    for o in [*s.assigns.get(dotted(node), []), *s.origins(node)]:
         if isinstance(o, ast.AST) and o is not node and (hit := _cuda_literal(s, o)) is not None:
             return hit
     return None

@@ -1,15 +1,25 @@
-"""Loading rules: dtype, placement, memory budget, quantization, attention kernels, remote code."""
+"""Loading rules: dtype, placement, quantization, casts of a dispatched model (memory budget and attention
+kernels: rules/hardware.py)."""
 
 from __future__ import annotations
 
 import ast
 import re
 
-from infertune.doctor.nodes import ENCODER_DECODER, PLACES, callee, const, dotted, has_star_kwargs, kw, method, receiver
+from infertune.doctor.nodes import (
+    ENCODER_DECODER,
+    MOVES,
+    PLACES,
+    callee,
+    const,
+    dotted,
+    has_star_kwargs,
+    kw,
+    method,
+    receiver,
+)
 from infertune.doctor.script import Script
 
-# Memory sizes of common cards, GB as sold (a max_memory equal to one of them is "the whole card").
-CARD_SIZES_GB = (8, 12, 16, 24, 32, 40, 48, 80, 94, 96, 141, 180, 192, 288)
 DISPATCH_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 # Calls that take a model and place it themselves (or may): a model handed to one is not "left on the CPU".
 PLACERS = {
@@ -54,7 +64,7 @@ HARMLESS = {
 }
 
 
-def _dtype_keywords(c: ast.Call) -> tuple[ast.expr | None, ast.expr | None]:
+def dtype_keywords(c: ast.Call) -> tuple[ast.expr | None, ast.expr | None]:
     return kw(c, "dtype"), kw(c, "torch_dtype")
 
 
@@ -67,6 +77,10 @@ def _saved_only(s: Script, c: ast.Call) -> bool:
     return (m is not None and method(m) in SAVES) or (
         bool(uses) and all((x := s.called_method(u)) is not None and method(x) in SAVES for u in uses)
     )
+
+
+# checkpoints published in fp32 (GPT-2 and DistilGPT-2, GPT-Neo, GPT-J's main branch): fp32 is their own dtype
+FP32_CHECKPOINT = re.compile(r"^(distil)?gpt2(-(medium|large|xl))?$|^gpt-neo-(125m|1\.3b|2\.7b)$|^gpt-j-6b$", re.I)
 
 
 def dtype_rule(s: Script):
@@ -90,11 +104,13 @@ def dtype_rule(s: Script):
             or _cpu_by_choice(s, c)
             or left_on_cpu(s, c)
             or _cast_after_dispatch(s, c)
+            or _halved_after_load(s, c)
+            or FP32_CHECKPOINT.search((s.model_id(c) or "").rstrip("/").rsplit("/", 1)[-1])
         ):
             # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs; a model
             # run on the CPU computes in fp32 there (a choice, or IT002's finding on this load: one per problem)
             continue
-        dtype, torch_dtype = _dtype_keywords(c)
+        dtype, torch_dtype = dtype_keywords(c)
         if dtype is None and torch_dtype is None:
             if major is not None and major >= 5:
                 continue  # 5.x loads the checkpoint's dtype ("auto")
@@ -148,6 +164,10 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
     """Is this use of the model a move (x.to(...), x.cuda()), or a hand-over to something that places it?"""
     parent = s.parents.get(use)
     m = s.called_method(use)
+    while m is not None and method(m) in MOVES and not (method(m) in PLACES and (explicit_cpu or _not_cpu(m))):
+        m = s.called_method(m)  # model.half().cuda(), model.eval().to(device): the move further along the chain
+        if m is None or method(m) not in MOVES:
+            return False
     if m is not None:
         return method(m) in PLACES and (explicit_cpu or _not_cpu(m))
     call = (
@@ -206,6 +226,11 @@ DATA_SETS = {"read_csv", "read_json", "read_parquet", "read_excel", "read_table"
 GPU_INTENT = re.compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", re.I)
 
 
+def gpu_intent(s: Script) -> bool:
+    """The code (not its comments: "no GPU needed" is no intent) names CUDA, MPS or a GPU."""
+    return any(GPU_INTENT.search(line.split("#", 1)[0]) for line in s.lines)
+
+
 def params_in_id(model: str | None) -> float | None:
     """Parameters as a model id names them (the largest count it writes), or None when it names none."""
     counts = [
@@ -219,7 +244,7 @@ def _cpu_on_purpose(s: Script, model: str | None) -> bool:
     """A script that never mentions a GPU, on a model small enough for a CPU (no size in its id: gpt2,
     distilgpt2, opus-mt, bart-large...; or under 2B by its id): running on the CPU is the author's choice.
     Real scripts run that way on purpose (toy demos, data-preparation helpers); a 7B or an 8x7B is not."""
-    if GPU_INTENT.search(s.source) or any(callee(c) in DATA_SETS for c in s.calls):
+    if gpu_intent(s) or any(callee(c) in DATA_SETS for c in s.calls):
         return False  # (a job over a whole data set is no toy demo: on a CPU it runs for hours)
     n = params_in_id(model)
     return n is None or n < CPU_SIZED
@@ -234,70 +259,6 @@ def _cpu_by_choice(s: Script, c: ast.Call) -> bool:
     """A CPU-sized model in a script that never mentions a GPU, never placed on one: fp32 is the CPU's own
     precision there, so a missing dtype is the author's choice (as IT002's silence says)."""
     return stays_on_cpu(s, c) and _cpu_on_purpose(s, s.model_id(c))
-
-
-def _size(text: str) -> tuple[float, float] | None:
-    """A max_memory string as (the number in G units as written, bytes): '80GiB' -> (80, 85.9e9)."""
-    m = re.fullmatch(r"\s*([\d.]+)\s*(GiB|GB|G|MiB|MB)\s*", str(text), re.I)
-    if not m:
-        return None
-    v, unit = float(m.group(1)), m.group(2).lower()
-    scale = {"gib": 2**30, "gb": 1e9, "g": 1e9, "mib": 2**20, "mb": 1e6}[unit]
-    return (v if unit[0] == "g" else v * scale / 1e9), v * scale
-
-
-def max_memory_full_card(s: Script):
-    for c in s.loads:
-        mm = kw(c, "max_memory")
-        mm = next((o for o in s.origins(mm) if isinstance(o, ast.Dict)), None) if mm is not None else None
-        if mm is None:
-            continue
-        for k, v in zip(mm.keys, mm.values, strict=True):
-            key, size = const(k), _size(const(v)) if isinstance(const(v), str) else None
-            if key in ("cpu", "disk") or key is None or size is None:
-                continue
-            card = s.target.gpu_memory_bytes
-            full = size[1] >= 0.9 * card if card else any(abs(size[0] - g) / g < 0.03 for g in CARD_SIZES_GB)
-            if card and size[1] > card:
-                yield (
-                    v,
-                    (
-                        f"max_memory gives device {key} {const(v)}, more than the {s.target.gpu_name}'s "
-                        f"{card / 1e9:.0f} GB"
-                    ),
-                )
-            elif full:
-                yield (
-                    v,
-                    (
-                        f"max_memory gives device {key} {const(v)}: the whole card for weights leaves nothing "
-                        "for the KV cache and activations"
-                    ),
-                )
-
-
-def flash_attention(s: Script):
-    major = s.target.pinned_major
-    for c in s.loads:
-        attn = kw(c, "attn_implementation")
-        if const(attn) not in ("flash_attention_2", "flash_attention_3"):
-            continue
-        if const(kw(c, "device_map")) in ("cpu", "mps"):
-            yield c, f"FlashAttention needs a CUDA GPU; this model is placed on {const(kw(c, 'device_map'))}"
-        dtype, torch_dtype = _dtype_keywords(c)
-        dt = const(dtype or torch_dtype)
-        no_dtype = dtype is None and torch_dtype is None and not has_star_kwargs(c) and not s.quantized(c)
-        if dt in ("float32", "float") or (no_dtype and major == 4):
-            yield attn, "FlashAttention runs only in fp16/bf16: with fp32 weights it refuses to load"
-        cc = s.target.compute_capability
-        if cc is not None and cc < 8.0:
-            yield (
-                attn,
-                (
-                    f"FlashAttention 2 needs an Ampere or newer GPU (compute capability 8.0+); "
-                    f"{s.target.gpu_name or 'the target'} has {cc:g}"
-                ),
-            )
 
 
 def _bnb(s: Script, c: ast.Call) -> bool:
@@ -322,6 +283,22 @@ def _dispatched(c: ast.Call) -> bool:
     return dm is not None and (
         const(dm) in DISPATCH_MAPS or (isinstance(dm, ast.Dict) and len({const(v) for v in dm.values}) > 1)
     )  # {"": 0} is one device: no hooks
+
+
+def _halved_after_load(s: Script, c: ast.Call) -> bool:
+    """Cast to half precision right after the load or on a later use (`.half()`, `.bfloat16()`,
+    `.to("cuda", dtype=torch.bfloat16)`): the copy that runs is not fp32, whatever from_pretrained read."""
+    node: ast.AST = c
+    casts = []
+    while isinstance(dot := s.parents.get(node), ast.Attribute) and isinstance(call := s.parents.get(dot), ast.Call):
+        casts.append(call)
+        node = call
+    for u in s.uses(c):
+        m = s.called_method(u)
+        while m is not None:
+            casts.append(m)
+            m = s.called_method(m)
+    return any(_casts(m) and method(m) != "float" and "float32" not in ast.unparse(m) for m in casts)
 
 
 def _cast_after_dispatch(s: Script, c: ast.Call) -> bool:
@@ -378,10 +355,3 @@ def move_dispatched(s: Script):
                         "it (5.x needs bitsandbytes>=0.48 for 8-bit)"
                     ),
                 )
-
-
-def attn_on_tokenizer(s: Script):
-    for c in s.tokenizers:
-        v = kw(c, "attn_implementation")
-        if v is not None:
-            yield (v, "attn_implementation given to the tokenizer: it is ignored there; the model keeps its default")

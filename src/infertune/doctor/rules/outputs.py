@@ -4,9 +4,12 @@ answer). What goes into them is rules/generation.py."""
 from __future__ import annotations
 
 import ast
+import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver
-from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of
+from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
+from infertune.doctor.rules.prompts import TEMPLATE_TOKENS, base_models_only, model_ids
+from infertune.doctor.rules.serving import is_route
 from infertune.doctor.script import Script
 
 STRIPS_PROMPT = {
@@ -46,8 +49,8 @@ def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
     if isinstance(node, ast.Call) and method(node) in ("tolist", "numpy", "detach", "cpu", "squeeze"):
         return _raw_output(s, receiver(node), depth + 1)
     for o in s.origins(node):
-        if o in s.generates:  # (from inputs_embeds alone, the output holds only the new tokens)
-            return None if encoder_decoder_call(s, o) or kw(o, "inputs_embeds") is not None else o
+        if o in s.generates:  # (from inputs_embeds alone, or from nothing, the output holds only new tokens)
+            return None if encoder_decoder_call(s, o) or kw(o, "inputs_embeds") is not None or unprompted(s, o) else o
         if isinstance(o, (ast.ListComp, ast.GeneratorExp)):
             targets = {dotted(t) for g in o.generators for t in ast.walk(g.target)}
             elt = o.elt
@@ -68,34 +71,72 @@ def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
     return None
 
 
-def _prompt_removed(s: Script, node: ast.AST, depth: int = 0) -> bool:
-    """Is this text (a decode result, a pipeline's output) cut or searched afterwards: [len(p):], .split(M)[-1]?"""
+# role markers that are special tokens (dropped by skip_special_tokens=True); [INST] and <|user|> are plain text in
+# Llama 2's and Zephyr's tokenizers, so they survive it
+SPECIAL_MARKERS = re.compile(r"<\|im_start\|>|<\|im_end\|>|<\|start_header_id\|>|<\|eot_id\|>|<start_of_turn>")
+# the markers each template family writes, by model id (a pattern for another family's markers never matches)
+FAMILIES = {
+    r"qwen|chatml|yi-|openhermes|dolphin": r"<\|im_start\|>|<\|im_end\|>",
+    r"llama-?3|meta-llama-3": r"<\|start_header_id\|>|<\|end_header_id\|>|<\|eot_id\|>|<\|begin_of_text\|>",
+    r"llama-?2|mistral|mixtral": r"\[/?INST\]|<<SYS>>",
+    r"gemma": r"<start_of_turn>|<end_of_turn>",
+}
+
+
+def _family(s: Script) -> str | None:
+    """The markers of the script's model's template family, when every model id names the same one."""
+    found = {m for i in model_ids(s) for k, m in FAMILIES.items() if re.search(k, i, re.I)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _cannot_match(s: Script, search: ast.Call, skipped: bool) -> bool:
+    """A cleanup pattern that looks only for chat-template markers the decoded text cannot hold: special tokens
+    dropped by skip_special_tokens=True, or another template family's markers (`[/INST]` for a Llama 3)."""
+    pattern = search.args[0] if search.args else kw(search, "pattern")
+    texts = [t.replace("\\", "") for _, t in s.strings(pattern)] if pattern is not None else []
+    marked = [t for t in texts if TEMPLATE_TOKENS.search(t) or "[/INST]" in t]
+    if not marked:
+        return False
+    if skipped and all(SPECIAL_MARKERS.search(t) for t in marked):
+        return True
+    own = _family(s)
+    return own is not None and not any(re.search(own, t) for t in marked)
+
+
+def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = False) -> bool:
+    """Is this text (a decode result, a pipeline's output) cut or searched afterwards: [len(p):], .split(M)[-1]?
+    skipped: it was decoded with skip_special_tokens=True (a search for a special token then finds nothing)."""
     if depth > 5:
         return False
     parent = s.parents.get(node)
     if isinstance(parent, ast.Attribute) and parent.attr in STRIPS_PROMPT:
         return True
     if isinstance(parent, ast.Subscript) and parent.value is node:
-        return _has_slice(parent.slice) or _prompt_removed(s, parent, depth + 1)
+        return _has_slice(parent.slice) or _prompt_removed(s, parent, depth + 1, skipped)
     if isinstance(parent, ast.Attribute) and parent.attr in ("strip", "rstrip", "lower"):
-        return _prompt_removed(s, up, depth + 1) if isinstance(up := s.parents.get(parent), ast.Call) else False
-    if isinstance(parent, ast.Call) and (
-        dotted(parent.func).startswith("re.") or callee(parent) in PARSERS or s.defined(parent)
-    ):
-        return True  # searched, measured, parsed, or handed to a helper of the file (which may cut it)
+        return (
+            _prompt_removed(s, up, depth + 1, skipped) if isinstance(up := s.parents.get(parent), ast.Call) else False
+        )
+    if isinstance(parent, ast.Call) and dotted(parent.func).startswith("re."):
+        return not _cannot_match(s, parent, skipped)  # searched (unless for a token decoding dropped)
+    if isinstance(parent, ast.Call) and (callee(parent) in PARSERS or s.defined(parent)):
+        return True  # measured, parsed, or handed to a helper of the file (which may cut it)
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         names = {dotted(t) for t in targets} - {""}
-        for n in ast.walk(s.tree):
+        for n in s.nodes:
             if (
                 isinstance(n, (ast.Name, ast.Attribute))
                 and dotted(n) in names
                 and isinstance(getattr(n, "ctx", None), ast.Load)
-                and _prompt_removed(s, n, depth + 1)
+                and _prompt_removed(s, n, depth + 1, skipped)
             ):
                 return True
     if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.comprehension)):
-        return _prompt_removed(s, parent, depth + 1)
+        return _prompt_removed(s, parent, depth + 1, skipped)
+    if isinstance(parent, ast.Return) and (fn := s.enclosing_function(node)) is not None:
+        sites = [c for c in s.calls if fn in s.defined(c)]  # returned: cut where the helper's result is used?
+        return any(_prompt_removed(s, c, depth + 1, skipped) for c in sites)
     return False
 
 
@@ -110,11 +151,31 @@ def _chat_input(s: Script, node: ast.AST | None) -> bool:
     return any(w in dotted(node).lower() for w in ("message", "conversation", "chat", "history", "dialog"))
 
 
+CHATTY = re.compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog", re.I)
+
+
+def _completion(s: Script, node: ast.AST) -> bool:
+    """A completion endpoint: a web route continuing a prompt with a base completion model (gpt2, ...), where
+    prompt plus continuation is the expected output, not a leak (a route named chat/answer/reply/... is a chat)."""
+    if not base_models_only(s):
+        return False
+    fn = s.enclosing_function(node)
+    return fn is not None and is_route(fn) and not CHATTY.search(fn.name)
+
+
 def prompt_in_output(s: Script):
     for c in s.calls_method("decode") + s.calls_method("batch_decode"):
-        if c.args and _raw_output(s, c.args[0]) is not None and not _prompt_removed(s, c):
+        skipped = const(kw(c, "skip_special_tokens")) is True
+        if (
+            c.args
+            and _raw_output(s, c.args[0]) is not None
+            and not _prompt_removed(s, c, 0, skipped)
+            and not _completion(s, c)
+        ):
             yield c, "decoding the whole generate output: it starts with the prompt tokens"
     for c, kws, _, opaque in generation_calls(s):
+        if _completion(s, c):
+            continue
         if (pipe := pipe_of(s, c)) is None or task_of(pipe) not in ("text-generation", None):
             continue
         full = kws.get("return_full_text")

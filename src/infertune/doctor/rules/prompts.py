@@ -21,14 +21,34 @@ SINGLE_TOKEN = re.compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
 CHAT_MODEL = re.compile(r"instruct|chat|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", re.I)
 
 
+# small base (completion) language models: their output is a continuation of the prompt by design, and they are
+# demo-sized (a web route serving one of them is a toy, not a service to batch)
+BASE_LM = re.compile(r"^(distil)?gpt2(-(medium|large|xl))?$|^tiny-gpt2$|^gpt-neo-(125m|1\.3b)$|^opt-(125m|350m)$", re.I)
+
+
+def model_ids(s: Script) -> list[str]:
+    """The literal (or argparse-default) ids of every model and pipeline of the script."""
+    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [_pipeline_model_id(s, p) for p in s.pipelines]
+    return [i for i in ids if i]
+
+
+def base_models_only(s: Script) -> bool:
+    """Every model of the script is a known small base completion model (gpt2, distilgpt2, tiny-gpt2, ...)."""
+    ids = model_ids(s)
+    return bool(ids) and all(BASE_LM.search(i.rstrip("/").rsplit("/", 1)[-1]) for i in ids)
+
+
 def _text_args(c: ast.Call) -> list[ast.expr]:
     return list(c.args[:1]) + [v for k in ("text", "text_inputs", "prompt") if (v := kw(c, k)) is not None]
 
 
 def _prompt_sinks(s: Script) -> list[ast.Call]:
     """Calls that turn text into the model's input: a pipeline, and a tokenizer (called, or .encode) whose ids
-    are generate's input (not a stop word's ids, not a length count)."""
+    are generate's input (not a stop word's ids, not a length count). Computed once per script."""
+    if "_prompt_sinks" in s.__dict__:
+        return s.__dict__["_prompt_sinks"]
     out: list[ast.Call] = []
+    s.__dict__["_prompt_sinks"] = out
     for c in s.calls:
         if s.is_pipeline_call(c) or (
             (s.is_tokenizer_call(c) or (method(c) == "encode" and s.is_tokenizer(receiver(c))))
@@ -65,8 +85,23 @@ def _no_template(s: Script) -> bool:
     return bool(known) and all(k is False for k in known)
 
 
+# instruction-tuned families whose tokenizers ship no chat template: their documented prompt is written by hand
+# ("USER: ... ASSISTANT:", "### Instruction:", "Instruct: ... Output:"), so a hand-built prompt is their format
+TEMPLATELESS = re.compile(
+    r"vicuna-\d+b-v1\.[135]|alpaca|dolly-v2|falcon-(7b|40b)-instruct|mpt-\d+b-(instruct|chat)|^phi-(1_5|2)$", re.I
+)
+
+
+def _documented_by_hand(s: Script) -> bool:
+    """Every model of the script is of a family known to ship no chat template (read by id, offline)."""
+    ids = model_ids(s)
+    return bool(ids) and all(TEMPLATELESS.search(i.rstrip("/").rsplit("/", 1)[-1]) for i in ids)
+
+
 def hand_built_chat_prompt(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not (s.generates or s.pipelines) or _no_template(s):
+        return
+    if _documented_by_hand(s):
         return
     seen = set()
     markers = CHAT_MARKERS if _chat_ids(s) else TEMPLATE_TOKENS
@@ -155,12 +190,28 @@ def _writes_bos(model: str | None) -> bool:
     return bool(model and BOS_IN_TEMPLATE.search(model))
 
 
-def _templated_text(s: Script, value: ast.AST | None) -> ast.Call | None:
-    """The apply_chat_template(..., tokenize=False) call a value's text comes from."""
-    for o in s.origins(value) if value is not None else []:
-        if isinstance(o, ast.Call) and method(o) == "apply_chat_template" and const(kw(o, "tokenize")) is False:
-            return o
+def _templated_text(s: Script, value: ast.AST | None, depth: int = 0) -> ast.Call | None:
+    """The apply_chat_template(..., tokenize=False) call a value's text comes from: directly, as an item of a list
+    (`tok([text])`, a comprehension over prompts), or as what a helper of the file returns."""
+    if value is None or depth > 4:
+        return None
+    for o in s.origins(value):
+        if isinstance(o, ast.Call) and method(o) == "apply_chat_template":
+            if const(kw(o, "tokenize")) is False:
+                return o
+            continue
+        items = (
+            o.elts if isinstance(o, ast.List) else [o.elt] if isinstance(o, (ast.ListComp, ast.GeneratorExp)) else []
+        )
+        if isinstance(o, ast.Call):
+            items = [r.value for fn in s.defined(o) for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value]
+        for item in items:
+            if (found := _templated_text(s, item, depth + 1)) is not None:
+                return found
     return None
+
+
+ENCODES = {"encode", "encode_plus", "batch_encode_plus"}
 
 
 def double_bos(s: Script):
@@ -170,7 +221,8 @@ def double_bos(s: Script):
     if model is None:
         return
     for c in s.calls:
-        if not (s.is_tokenizer_call(c) or s.is_pipeline_call(c)) or not c.args:
+        encodes = method(c) in ENCODES and s.is_tokenizer(receiver(c))
+        if not (s.is_tokenizer_call(c) or s.is_pipeline_call(c) or encodes) or not c.args:
             continue
         if const(kw(c, "add_special_tokens")) is False or _templated_text(s, c.args[0]) is None:
             continue

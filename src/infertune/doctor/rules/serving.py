@@ -6,6 +6,8 @@ import ast
 import re
 
 from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, kw, method, pipeline_model, receiver
+from infertune.doctor.rules.loading import stays_on_cpu
+from infertune.doctor.rules.prompts import base_models_only
 from infertune.doctor.script import Script
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
@@ -111,24 +113,47 @@ def streamer_skip_prompt(s: Script):
                 isinstance(n, ast.Dict)
                 and any(const(k) == "streamer" and dotted(v) in names for k, v in zip(n.keys, n.values, strict=True))
             )
-            for n in ast.walk(s.tree)
+            for n in s.nodes
         )
         if fed:
             yield c, f"{callee(c)} without skip_prompt=True: the prompt is streamed back before the answer"
 
 
+def is_route(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(
+        isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr in HANDLER_DECORATORS
+        for d in fn.decorator_list
+    )
+
+
 def _routes(s: Script):
     for fns in s.functions.values():
-        for fn in fns:
-            if any(
-                isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr in HANDLER_DECORATORS
-                for d in fn.decorator_list
-            ):
-                yield fn
+        yield from (fn for fn in fns if is_route(fn))
+
+
+TIMERS = {"time.time", "time.perf_counter", "time.monotonic", "perf_counter", "timeit.default_timer"}
+
+
+def _times_itself(s: Script, fn: ast.AST) -> bool:
+    """A route that clocks its own generate: a benchmark harness driven by one client, not a shared service."""
+    return any(isinstance(c, ast.Call) and dotted(c.func) in TIMERS for c in ast.walk(fn))
+
+
+def _cpu_demo(s: Script) -> bool:
+    """Only small base completion models (gpt2, distilgpt2, ...), none placed on an accelerator."""
+    return (
+        base_models_only(s)
+        and all(stays_on_cpu(s, c) for c in s.loads)
+        and all(kw(p, "device") is None and kw(p, "device_map") is None for p in s.pipelines)
+    )
 
 
 def generate_in_handler(s: Script):
+    if _cpu_demo(s):
+        return  # a demo-sized base model (gpt2, ...) on the CPU: batching its requests would buy nothing
     for fn in _routes(s):
+        if _times_itself(s, fn):
+            continue
         direct = _generation_in(s, fn)
         if direct:
             yield (
