@@ -1,6 +1,7 @@
 """Trials on a real local Ray instance (2 CPUs, two custom "device" resources): placement, retry, refusal."""
 
 import os
+import re
 
 import pytest
 
@@ -128,3 +129,25 @@ def test_cli_refuses_a_bad_cluster_in_one_line(tmp_path):
     how, code, err = invoke("tune", "--model", "x", "--cluster", "dask", cwd=tmp_path)
     assert (how, code) == ("exit", 2)
     assert err.strip().count("\n") == 0 and "--cluster must be 'ray' or 'ray=ADDRESS'" in err
+
+
+def test_the_run_file_takes_cluster_and_the_flag_wins(tmp_path):
+    """`cluster:` in a run file: tune's (the flag over it), left alone by the verbs that read the workload only."""
+    from infertune import api
+    from infertune.core.workload import load_run
+    from infertune.measure.cluster import check_cluster
+    from tests.cli.test_bad_input import invoke
+
+    good, bad, odd = tmp_path / "good.yaml", tmp_path / "bad.yaml", tmp_path / "odd.yaml"
+    good.write_text("model: m\nmax_new_tokens: 4\ncluster: ray=10.0.0.5:6379\n")
+    bad.write_text("workload:\n  model: m\ncluster: dask\n")
+    odd.write_text("model: m\ncluster: [ray]\n")
+    assert load_run(good)[0].max_new_tokens == 4  # measure and advise read the same file and leave cluster:
+    assert check_cluster(None, good) == "ray=10.0.0.5:6379" and check_cluster("ray", good) == "ray"
+    assert check_cluster(None, None) is None
+    for path, needle in ((bad, "--cluster must be 'ray' or 'ray=ADDRESS' (got 'dask')"), (odd, "'cluster' must be")):
+        with pytest.raises(UserError, match=re.escape(needle)):
+            api.tune(path)
+        how, code, err = invoke("tune", str(path), cwd=tmp_path)
+        assert (how, code) == ("exit", 2) and err.strip().count("\n") == 0 and needle in err
+    assert not any(tmp_path.glob("infertune-runs"))  # refused before any run directory

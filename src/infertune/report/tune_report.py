@@ -10,6 +10,7 @@ from typing import Any
 
 from infertune.core.paths import write_atomic
 from infertune.core.schema import SCHEMA_VERSION
+from infertune.measure.cluster_node import by_node
 from infertune.measure.machine import combine
 from infertune.models.store import command_name
 from infertune.report import serve_table
@@ -108,6 +109,8 @@ def _environment(steps: list[Step]) -> dict[str, Any] | None:
         others_cpu=load.others_cpu if load else None,
         busy_reasons=load.reasons if load else [],
     )
+    if nodes := by_node([(s.trial.environment, s.machine or s.trial.machine) for s in steps]):
+        env["nodes"] = nodes  # a cluster run: where its steps ran and whether each node was busy (cluster_node.py)
     return env
 
 

@@ -113,6 +113,7 @@ def tune(
         return (abs(b / a - 1) if a and b is not None else None), [first, second]
 
     if not steps:
+        _pin(executor)
         t = trial(0, spec.start, role="baseline")
         ok = t.status == "ok"
         floor, piloted = pilot(0, spec.start, t) if ok else (None, [t])
@@ -150,6 +151,7 @@ def tune(
             break
         move = pool[0]
         tried.add(move.technique)
+        _pin(executor)  # this step's trials (its pilot and its pairs) on one node and one device
         floored = [s for s in steps if s.noise_floor is not None]
         floor = floored[-1].noise_floor if floored else None
         extra: list[TrialResult] = []
@@ -165,6 +167,7 @@ def tune(
             best = step
     if spec.confirm and not out_of_time and run.confirmation() is None:
         floors = [s.noise_floor for s in steps if s.noise_floor is not None]
+        _pin(executor)
         c = confirm(spec, steps, trial, floors[-1] if floors else None)
         if c is not None:
             run.save_confirmation(c)
@@ -175,6 +178,14 @@ def tune(
                     steps = [u if s.index == u.index else s for s in steps]
                     emit({"event": "step", "step": u})
     return steps
+
+
+def _pin(executor: Callable[..., TrialResult] | None) -> None:
+    """The trials from here to the next pin run on one node and one device, where the executor places trials
+    (a Ray cluster: measure/cluster.py's RayExecutor.pin): a step's pairs are never split across devices."""
+    pin = getattr(executor, "pin", None)
+    if pin is not None:
+        pin()
 
 
 def _busy(step: Step) -> bool:

@@ -1,0 +1,162 @@
+"""The real tuning loop through a real Ray head (tests/measure/ray_head.py: two CPUs, a custom device resource
+each) on the fixed fake-timing backend: the same verdicts and files as this machine gives, each step's trials on
+one device, and a run whose driver is killed mid-step resumed to the same end with nothing left running."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from infertune.api import host_facts
+from infertune.core.workload import Workload
+from infertune.probe.model import profile_model
+from infertune.techniques import Setup
+from infertune.tuning import loop
+from infertune.tuning.run import Run, TuneSpec
+from tests.measure.ray_head import ray_head
+from tests.tuning.test_candidate_flow import _fake_trial
+
+ray = pytest.importorskip("ray")
+
+from infertune.measure.cluster import RayExecutor  # noqa: E402
+
+
+def slow_fake(config, workload, model_path, delay_s=0.0, **kw):
+    """The fake backend's fixed timings, a trial lasting long enough for a driver to die in the middle of one."""
+    time.sleep(delay_s)
+    return _fake_trial(config, workload, model_path, **kw)
+
+
+class Recording(RayExecutor):
+    """Where each trial ran, grouped by pin (each group: a step's trials)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.groups: list[list[tuple[str, str]]] = []
+
+    def pin(self):
+        super().pin()
+        self.groups.append([])
+
+    def __call__(self, *a, **kw):
+        r = super().__call__(*a, **kw)
+        where = r.environment["placement"]
+        self.groups[-1].append((where["node"], where["device"]))
+        return r
+
+
+def _spec(model) -> TuneSpec:
+    wl = Workload(model=str(model), prompts=["Once upon a time"], max_new_tokens=4, warmup=0)
+    start = Setup(dtype="float32", attn="eager")
+    return TuneSpec(model=str(model), model_path=str(model), workload=wl, start=start, max_trials=3, min_pairs=2)
+
+
+def _lines(run_dir) -> list[dict]:
+    """results.jsonl without what may differ between two runs of the same steps: where and how long."""
+    out = []
+    for line in (run_dir / "results.jsonl").read_text().splitlines():
+        step = json.loads(line)
+        step["trial"].pop("environment")
+        out.append(step)
+    return out
+
+
+@pytest.fixture()
+def head(monkeypatch):
+    with ray_head() as (address, env):
+        for k in ("RAY_AUTH_MODE", "PYTHONPATH"):
+            monkeypatch.setenv(k, env[k])
+        yield address, env
+
+
+def test_a_tune_on_ray_gives_the_local_verdicts_and_files_each_step_on_one_device(head, tiny_model, tmp_path):
+    spec = _spec(tiny_model)
+    facts = host_facts(spec, profile_model(tiny_model))
+    local = loop.tune(Run.create(tmp_path / "local", spec), facts, executor=_fake_trial)
+    ray.init(address=head[0], log_to_driver=False)
+    try:
+        ex = Recording(trial_fn=_fake_trial)
+        on_ray = loop.tune(Run.create(tmp_path / "ray", spec), facts, executor=ex)
+    finally:
+        ray.shutdown()
+    assert [(s.technique, s.verdict, s.accepted) for s in on_ray] == [
+        (s.technique, s.verdict, s.accepted) for s in local
+    ]
+    assert _lines(tmp_path / "ray") == _lines(tmp_path / "local")  # the same files, but for where each trial ran
+    assert len(ex.groups) == len(on_ray) + 1  # the baseline, each step, the confirmation
+    assert all(len(set(g)) == 1 for g in ex.groups), ex.groups  # a step's pairs never split across devices
+    assert {g[0][1] for g in ex.groups} == {"infertune_device_0", "infertune_device_1"}  # the steps used both
+    assert all(len(g) >= 4 for g in ex.groups[1:])  # each step (and the confirmation) ran 2 pairs at least
+
+
+DRIVER = """
+import functools
+import sys
+from pathlib import Path
+import ray
+from infertune.api import host_facts
+from infertune.measure.cluster import RayExecutor
+from infertune.probe.model import profile_model
+from infertune.tuning import loop
+from infertune.tuning.run import Run
+from tests.tuning.test_cluster_tune import slow_fake
+
+run = Run(Path(sys.argv[2]))
+spec = run.spec()
+ray.init(address=sys.argv[1], log_to_driver=False)
+trial = functools.partial(slow_fake, delay_s=float(sys.argv[3]))
+steps = loop.tune(run, host_facts(spec, profile_model(spec.model_path)), executor=RayExecutor(trial_fn=trial))
+print("done", len(steps))
+"""
+
+
+def test_a_run_whose_driver_is_killed_resumes_to_the_same_end_and_leaves_nothing_running(head, tiny_model, tmp_path):
+    address, env = head
+    spec = _spec(tiny_model)
+    local = loop.tune(
+        Run.create(tmp_path / "local", spec), host_facts(spec, profile_model(tiny_model)), executor=_fake_trial
+    )
+    Run.create(tmp_path / "ray", spec)
+    results = tmp_path / "ray" / "results.jsonl"
+    cmd = [sys.executable, "-c", DRIVER, address, str(tmp_path / "ray")]
+    driver = subprocess.Popen([*cmd, "1.5"], env=env, cwd=tmp_path, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (results.exists() and results.read_text().count("\n") >= 1) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    placed = lambda: [p for p in _workers() if "placed" in p]  # noqa: E731
+    while not placed() and time.monotonic() < deadline:  # a trial of the first step is running on the cluster
+        time.sleep(0.1)
+    assert placed(), "no trial was running when the driver was to be killed"
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver (ours) dies mid-step, without a word
+    driver.wait()
+    before = results.read_text()
+    assert 1 <= before.count("\n") < len(local)
+    deadline = time.monotonic() + 30
+    while placed() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert placed() == []  # the dead driver's trials were stopped on the cluster
+    done = subprocess.run([*cmd, "0"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    after = results.read_text()
+    assert after.startswith(before)  # the finished steps were kept, not re-run
+    assert [s["index"] for s in map(json.loads, after.splitlines())] == list(range(len(local)))
+    assert _lines(tmp_path / "ray") == _lines(tmp_path / "local")
+
+
+def _workers() -> list[str]:
+    """The command lines (process titles) of Ray task workers on this machine: `ray::NAME` while running NAME."""
+    out = []
+    for proc in os.listdir("/proc"):
+        if proc.isdigit():
+            try:
+                with open(f"/proc/{proc}/cmdline", "rb") as f:
+                    title = f.read().split(b"\0")[0].decode(errors="replace")
+            except OSError:
+                continue
+            if title.startswith("ray::"):
+                out.append(title)
+    return out
