@@ -151,3 +151,18 @@ def test_the_run_file_takes_cluster_and_the_flag_wins(tmp_path):
         how, code, err = invoke("tune", str(path), cwd=tmp_path)
         assert (how, code) == ("exit", 2) and err.strip().count("\n") == 0 and needle in err
     assert not any(tmp_path.glob("infertune-runs"))  # refused before any run directory
+
+
+def test_gpu_name_and_driver_are_read_from_nvidia_smi_for_the_gpus_ray_gave(tmp_path):
+    """A stand-in nvidia-smi (an executable printing what the real one prints for --query-gpu) on a 2-GPU node."""
+    from infertune.measure.cluster_node import gpu_facts
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\necho '0, GPU-aaa, NVIDIA H100 80GB HBM3, 550.54.15'\necho '1, GPU-bbb, NVIDIA A10G, 550.54.15'\n"
+    )
+    smi.chmod(0o755)
+    assert gpu_facts(["1"], str(smi)) == {"gpu_name": "NVIDIA A10G", "driver": "550.54.15"}
+    assert gpu_facts(["GPU-aaa"], str(smi))["gpu_name"] == "NVIDIA H100 80GB HBM3"
+    assert gpu_facts([], str(smi)) == {} and gpu_facts(["7"], str(smi)) == {}
+    assert gpu_facts(["0"], str(tmp_path / "absent")) == {}

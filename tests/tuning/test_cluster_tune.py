@@ -91,6 +91,12 @@ def test_a_tune_on_ray_gives_the_local_verdicts_and_files_each_step_on_one_devic
     assert all(len(set(g)) == 1 for g in ex.groups), ex.groups  # a step's pairs never split across devices
     assert {g[0][1] for g in ex.groups} == {"infertune_device_0", "infertune_device_1"}  # the steps used both
     assert all(len(g) >= 4 for g in ex.groups[1:])  # each step (and the confirmation) ran 2 pairs at least
+    from infertune import api
+
+    nodes = api.report(tmp_path / "ray", rebuild=True)["environment"]["nodes"]  # busy per node, where, on what
+    assert list(nodes) == [ex.groups[0][0][0]] and nodes[ex.groups[0][0][0]]["steps"] == len(on_ray)
+    assert nodes[ex.groups[0][0][0]]["busy"] is False and nodes[ex.groups[0][0][0]]["model"]
+    assert "nodes" not in (api.report(tmp_path / "local", rebuild=True)["environment"] or {})
 
 
 DRIVER = """
