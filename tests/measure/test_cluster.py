@@ -166,3 +166,21 @@ def test_gpu_name_and_driver_are_read_from_nvidia_smi_for_the_gpus_ray_gave(tmp_
     assert gpu_facts(["GPU-aaa"], str(smi))["gpu_name"] == "NVIDIA H100 80GB HBM3"
     assert gpu_facts([], str(smi)) == {} and gpu_facts(["7"], str(smi)) == {}
     assert gpu_facts(["0"], str(tmp_path / "absent")) == {}
+
+
+def test_the_driver_alone_writes_the_reference_logprobs(local_ray, tmp_path):
+    """The trial writes its log-probs in a folder of the node's own; the driver writes them into the run folder."""
+    import numpy as np
+
+    from infertune.measure.results import TrialResult
+
+    def writes(config, workload, model_path, logprobs_path=None, **kw):
+        np.save(logprobs_path, np.arange(5, dtype=np.float32))
+        env = {"wrote": str(logprobs_path)}
+        return TrialResult(status="ok", config=config, workload=workload, model_path=str(model_path), environment=env)
+
+    target = tmp_path / "run" / "logprobs" / "step-3.npy"
+    r = RayExecutor(trial_fn=writes)(*_args(), logprobs_path=target)
+    assert r.status == "ok" and r.environment["wrote"] != str(target)  # the node wrote elsewhere
+    assert not os.path.exists(r.environment["wrote"])  # and cleaned up after itself
+    assert np.load(target).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]

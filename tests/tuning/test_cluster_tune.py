@@ -2,6 +2,7 @@
 each) on the fixed fake-timing backend: the same verdicts and files as this machine gives, each step's trials on
 one device, and a run whose driver is killed mid-step resumed to the same end with nothing left running."""
 
+import functools
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ from infertune.probe.model import profile_model
 from infertune.techniques import Setup
 from infertune.tuning import loop
 from infertune.tuning.run import Run, TuneSpec
-from tests.measure.ray_head import ray_head
+from tests.measure.ray_head import ray_head, timed_fake
 from tests.tuning.test_candidate_flow import _fake_trial
 
 ray = pytest.importorskip("ray")
@@ -32,27 +33,30 @@ def slow_fake(config, workload, model_path, delay_s=0.0, **kw):
 
 
 class Recording(RayExecutor):
-    """Where each trial ran, grouped by pin (each group: a step's trials)."""
+    """Where and when each trial ran, grouped by pin (a group: a step's trials, from any thread)."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        self.groups: list[list[tuple[str, str]]] = []
+        self.groups: list[list[tuple[str, str, float, float]]] = []
 
-    def pin(self):
-        super().pin()
+    def pin(self, lane=None):
+        super().pin(lane)
+        self.pinned["group"] = len(self.groups)  # a key of ours: the executor reads only device and node
         self.groups.append([])
 
     def __call__(self, *a, **kw):
         r = super().__call__(*a, **kw)
-        where = r.environment["placement"]
-        self.groups[-1].append((where["node"], where["device"]))
+        where, env = r.environment["placement"], r.environment
+        self.groups[self.pinned["group"]].append((where["node"], where["device"], env["began"], env["ended"]))
         return r
 
 
-def _spec(model) -> TuneSpec:
+def _spec(model, max_trials: int = 3) -> TuneSpec:
     wl = Workload(model=str(model), prompts=["Once upon a time"], max_new_tokens=4, warmup=0)
     start = Setup(dtype="float32", attn="eager")
-    return TuneSpec(model=str(model), model_path=str(model), workload=wl, start=start, max_trials=3, min_pairs=2)
+    return TuneSpec(
+        model=str(model), model_path=str(model), workload=wl, start=start, max_trials=max_trials, min_pairs=2
+    )
 
 
 def _lines(run_dir) -> list[dict]:
@@ -74,29 +78,30 @@ def head(monkeypatch):
 
 
 def test_a_tune_on_ray_gives_the_local_verdicts_and_files_each_step_on_one_device(head, tiny_model, tmp_path):
-    spec = _spec(tiny_model)
+    """Two devices: each step on one of them, the next candidate measured ahead on the other, side by side."""
+    spec = _spec(tiny_model, max_trials=4)
     facts = host_facts(spec, profile_model(tiny_model))
-    local = loop.tune(Run.create(tmp_path / "local", spec), facts, executor=_fake_trial)
+    local = loop.tune(Run.create(tmp_path / "local", spec), facts, executor=timed_fake)
     ray.init(address=head[0], log_to_driver=False)
     try:
-        ex = Recording(trial_fn=_fake_trial)
+        ex = Recording(trial_fn=functools.partial(timed_fake, delay_s=0.3))
         on_ray = loop.tune(Run.create(tmp_path / "ray", spec), facts, executor=ex)
     finally:
         ray.shutdown()
-    assert [(s.technique, s.verdict, s.accepted) for s in on_ray] == [
-        (s.technique, s.verdict, s.accepted) for s in local
-    ]
+    assert [(s.technique, s.verdict) for s in on_ray] == [(s.technique, s.verdict) for s in local]
     assert _lines(tmp_path / "ray") == _lines(tmp_path / "local")  # the same files, but for where each trial ran
-    assert len(ex.groups) == len(on_ray) + 1  # the baseline, each step, the confirmation
-    assert all(len(set(g)) == 1 for g in ex.groups), ex.groups  # a step's pairs never split across devices
-    assert {g[0][1] for g in ex.groups} == {"infertune_device_0", "infertune_device_1"}  # the steps used both
-    assert all(len(g) >= 4 for g in ex.groups[1:])  # each step (and the confirmation) ran 2 pairs at least
+    groups = [g for g in ex.groups if g]
+    assert all(len({(node, dev) for node, dev, *_ in g}) == 1 for g in groups)  # a step's pairs on one device
+    assert {g[0][1] for g in groups} == {"infertune_device_0", "infertune_device_1"}  # the steps used both
+    spans = sorted((min(t[2] for t in g), max(t[3] for t in g), g[0][1]) for g in groups)
+    side_by_side = [(a, b) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+    assert side_by_side and all(a[2] != b[2] for a, b in side_by_side)  # steps ran at once, on different devices
     from infertune import api
 
     nodes = api.report(tmp_path / "ray", rebuild=True)["environment"]["nodes"]  # busy per node, where, on what
-    assert list(nodes) == [ex.groups[0][0][0]] and nodes[ex.groups[0][0][0]]["steps"] == len(on_ray)
-    assert nodes[ex.groups[0][0][0]]["busy"] is False and nodes[ex.groups[0][0][0]]["model"]
-    assert "nodes" not in (api.report(tmp_path / "local", rebuild=True)["environment"] or {})
+    (node,) = {g[0][0] for g in groups}
+    assert list(nodes) == [node] and nodes[node]["steps"] == len(on_ray) and nodes[node]["busy"] is False
+    assert nodes[node]["model"] and "nodes" not in (api.report(tmp_path / "local", rebuild=True)["environment"])
 
 
 DRIVER = """

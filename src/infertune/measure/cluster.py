@@ -10,6 +10,8 @@ without it `--cluster` is refused in one line.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,15 +66,27 @@ class RayExecutor:
         self.trial_fn = trial_fn
         self.retries = retries
         self.pending: list[Any] = []
-        self.pinned: dict[str, Any] | None = None  # where the current group of trials runs (pin())
+        self.lock = threading.Lock()
+        self.local = threading.local()  # per thread (tuning/ahead.py measures steps side by side): its pin
         self.turn = 0
 
-    def pin(self) -> None:
-        """The trials from here to the next pin() run on one node and one device: the first where Ray puts it
-        (on the next of `devices`, in turn), the others beside it. A step's pairs are never split."""
-        device = self.devices[self.turn % len(self.devices)] if self.devices else None
-        self.turn += 1
-        self.pinned = {"device": device}
+    @property
+    def pinned(self) -> dict[str, Any] | None:
+        """Where this thread's current group of trials runs (pin()): device, then node once the first ran."""
+        return getattr(self.local, "pinned", None)
+
+    @pinned.setter
+    def pinned(self, value: dict[str, Any] | None) -> None:
+        self.local.pinned = value
+
+    def pin(self, lane: dict[str, Any] | None = None) -> None:
+        """This thread's trials from here to its next pin() run on one node and one device: the first where Ray
+        puts it (on `lane`, else on the next of `devices` in turn), the others beside it. A step's pairs are
+        never split."""
+        if lane is None:
+            lane = {"device": self.devices[self.turn % len(self.devices)] if self.devices else None}
+            self.turn += 1
+        self.pinned = dict(lane)
 
     def lanes(self) -> list[dict[str, Any]]:
         """Where trials can run side by side, each lane one at a time: a device resource each, else a GPU each
@@ -101,7 +115,8 @@ class RayExecutor:
         if node:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         ref = self.ray.remote(placed).options(**options).remote(self.trial_fn, args, kwargs, device)
-        self.pending.append(ref)
+        with self.lock:
+            self.pending.append(ref)
         return ref
 
     def wait(
@@ -117,7 +132,7 @@ class RayExecutor:
                 node = self._alive(node)
                 ref = self.submit(*args, device=device, node=node, **kwargs)
             try:
-                result = self.ray.get(ref)
+                result, blob = self.ray.get(ref)
             except KeyboardInterrupt:  # Ctrl-C: nothing of ours is left running on the cluster
                 self.cancel()
                 raise
@@ -125,7 +140,10 @@ class RayExecutor:
                 reasons.append(f"{type(err).__name__}: {str(err).splitlines()[0][:200]}")
                 continue
             finally:
-                self.pending = [r for r in self.pending if r is not ref]
+                with self.lock:
+                    self.pending = [r for r in self.pending if r is not ref]
+            if blob is not None:  # the reference log-probs, written here by the driver (cluster_node.placed)
+                _write_bytes(Path(kwargs["logprobs_path"]), blob)
             if reasons:  # what the retry replaced: the report says the trial was lost once
                 result.environment = {**(result.environment or {}), "lost": reasons}
             if self.pinned is not None and "node" not in self.pinned:  # the group's first trial: the rest follow
@@ -161,9 +179,17 @@ class RayExecutor:
 
     def cancel(self) -> None:
         """Ctrl-C: cancel every trial still on the cluster."""
-        for ref in self.pending:
+        with self.lock:
+            refs, self.pending = self.pending, []
+        for ref in refs:
             self.ray.cancel(ref, force=True)
-        self.pending = []
+
+
+def _write_bytes(path: Path, blob: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(blob)
+    os.replace(tmp, path)
 
 
 def check_cluster(cluster: str | None, run_file: str | Path | None = None) -> str | None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from infertune.measure.machine import MachineLoad, combine
@@ -38,11 +40,23 @@ def gpu_facts(gpu_ids: list[str], smi: str | None = None) -> dict[str, Any]:
     return {"gpu_name": ", ".join(sorted({r[2] for r in mine})), "driver": mine[0][3]}
 
 
-def placed(fn: Callable[..., TrialResult], args: tuple, kwargs: dict, device: str | None) -> TrialResult:
-    """Runs on the node, as the Ray task: the trial (the same isolated child as a local run), then where it ran."""
+def placed(
+    fn: Callable[..., TrialResult], args: tuple, kwargs: dict, device: str | None
+) -> tuple[TrialResult, bytes | None]:
+    """Runs on the node, as the Ray task: the trial (the same isolated child as a local run), then where it ran.
+    The reference log-probs the trial writes (`logprobs_path`, in the driver's run directory) go to a folder of the
+    node's own and come back as bytes: the driver alone writes the run directory, which a node may not see."""
     import ray
 
-    result = fn(*args, **kwargs)
+    want = kwargs.get("logprobs_path")
+    blob = None
+    if want is None:
+        result = fn(*args, **kwargs)
+    else:
+        with tempfile.TemporaryDirectory(prefix="infertune-logprobs-") as tmp:
+            here = Path(tmp) / Path(want).name
+            result = fn(*args, **{**kwargs, "logprobs_path": here})
+            blob = here.read_bytes() if here.is_file() else None
     ctx = ray.get_runtime_context()
     gpus = [str(g) for g in ctx.get_accelerator_ids().get("GPU", [])]
     placement: dict[str, Any] = {
@@ -56,7 +70,7 @@ def placed(fn: Callable[..., TrialResult], args: tuple, kwargs: dict, device: st
     }
     placement["model"] = placement.get("gpu_name") or placement["cpu"]
     result.environment = {**(result.environment or {}), "placement": placement}
-    return result
+    return result, blob
 
 
 def by_node(trials: list[tuple[dict[str, Any] | None, MachineLoad | None]]) -> dict[str, Any] | None:

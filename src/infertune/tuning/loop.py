@@ -21,6 +21,7 @@ from infertune.measure.quality import REFERENCE_TEXT, Quality, compare
 from infertune.measure.results import TrialResult
 from infertune.techniques import Facts, Setup
 from infertune.techniques.render import config_for
+from infertune.tuning.ahead import Ahead
 from infertune.tuning.confirm import confirm, undone
 from infertune.tuning.interleave import interleave
 from infertune.tuning.run import Constraints, Run, Step, TuneSpec
@@ -141,6 +142,7 @@ def tune(
     best = max((s for s in steps if s.accepted), key=lambda s: s.index)
     tried = {s.technique for s in steps if s.technique}
     out_of_time = False
+    ahead = Ahead(executor, lambda i, m, b, f: _step(spec, i, m, b, baseline, run, trial, floor=f))
     while len(steps) < spec.max_trials:
         if spec.time_budget_s is not None and spent + (time.monotonic() - began) >= spec.time_budget_s:
             emit({"event": "budget", "reason": "time budget spent"})
@@ -159,12 +161,17 @@ def tune(
             first = trial(len(steps), best.setup, role="pilot", scored=False)
             if first.status == "ok":
                 floor, extra = pilot(len(steps), best.setup, first)
-        step = _step(spec, len(steps), move, best, baseline, run, trial, floor=floor, pilot=extra)
+        step = ahead.take(len(steps), move, best, floor, remeasured=bool(extra))  # measured ahead: as it is
+        if step is None:
+            ahead.start(len(steps), pool[1 : spec.max_trials - len(steps)], best, floor)  # the next, on other lanes
+            step = _step(spec, len(steps), move, best, baseline, run, trial, floor=floor, pilot=extra)
+            ahead.settle()
         run.append(step)
         steps.append(step)
         emit({"event": "step", "step": step})
         if step.accepted:
             best = step
+    ahead.close()
     if spec.confirm and not out_of_time and run.confirmation() is None:
         floors = [s.noise_floor for s in steps if s.noise_floor is not None]
         _pin(executor)
