@@ -158,6 +158,60 @@ def test_a_run_whose_driver_is_killed_resumes_to_the_same_end_and_leaves_nothing
     assert _lines(tmp_path / "ray") == _lines(tmp_path / "local")
 
 
+LONG_TRIAL = """
+import sys
+import ray
+from infertune.core.config import InferenceConfig
+from infertune.core.workload import Workload
+from infertune.measure.cluster import RayExecutor
+
+ray.init(address=sys.argv[1], log_to_driver=False)
+wl = Workload(model=sys.argv[2], prompts=["Once upon a time"], max_new_tokens=256, repeats=200, warmup=0)
+RayExecutor()(InferenceConfig(dtype="float32"), wl, sys.argv[2], timeout_s=600)
+"""
+
+
+def test_a_killed_driver_leaves_no_trial_child_running_on_the_node(head, tiny_model, tmp_path):
+    """The real isolated trial child, started by a Ray task: the driver dies, the task and its child go too."""
+    address, env = head
+    driver = subprocess.Popen(
+        [sys.executable, "-c", LONG_TRIAL, address, str(tiny_model)], env=env, cwd=tmp_path, start_new_session=True
+    )
+    deadline, children = time.monotonic() + 180, []
+    while not children and time.monotonic() < deadline and driver.poll() is None:
+        time.sleep(0.5)
+        tasks = [pid for pid, title in _processes() if title.startswith("ray::placed")]
+        children = [pid for pid, title in _processes() if "infertune.measure.worker" in title and _ppid(pid) in tasks]
+    assert children, "the trial child never started"
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 60
+    while any(os.path.exists(f"/proc/{pid}") for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in children)  # the child died with its task
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _processes() -> list[tuple[int, str]]:
+    """(pid, command line) of every process here; a Ray worker's command line is its title (`ray::NAME`)."""
+    out = []
+    for proc in os.listdir("/proc"):
+        if proc.isdigit():
+            try:
+                with open(f"/proc/{proc}/cmdline", "rb") as f:
+                    out.append((int(proc), f.read().replace(b"\0", b" ").decode(errors="replace")))
+            except OSError:
+                continue
+    return out
+
+
 def _workers() -> list[str]:
     """The command lines (process titles) of Ray task workers on this machine: `ray::NAME` while running NAME."""
     out = []
