@@ -86,8 +86,29 @@ def test_bad_grids_are_refused_in_one_line(tmp_path):
         (("--grid", "colour=red,blue"), "--grid colour: not a knob"),
         (("--grid", "dtype"), "--grid 'dtype': KNOB=VALUE,VALUE"),
         (("--grid", "kv_cache=static,bogus"), "--grid kv_cache=bogus"),
+        (("--grid", "dtype=float32,float77"), "--grid dtype=float77: Input should be 'auto', 'float32'"),
+        (("--grid", "attn=sdpa,bogus"), "--grid attn=bogus: unknown attention implementation 'bogus'"),
         (("--grid", "dtype=float32"), "nothing to sweep"),
         (("--grid", "dtype=float32,bfloat16", "--cluster", "dask"), "--cluster must be 'ray' or 'ray=ADDRESS'"),
     ):
         how, code, err = invoke("sweep", "--model", "x", *args, cwd=tmp_path)
         assert (how, code) == ("exit", 2) and err.strip().count("\n") == 0 and needle in err, err
+
+
+def test_the_api_sweeps_the_tiny_model_here_and_the_cli_ranks_it(tiny_model, tmp_path, capsys):
+    """The real path: sweep_spec, the isolated trial child per configuration, the run directory, the table."""
+    from infertune import api
+    from infertune.cli.sweep import show
+
+    out = api.sweep(
+        models=[str(tiny_model)], grid=["attn=sdpa,eager"], max_new_tokens=4, repeats=1, output=tmp_path / "s"
+    )
+    assert [p.changes for p in out.points] == [{"attn": "sdpa"}, {"attn": "eager"}]
+    assert all(p.trial.status == "ok" and p.objective == p.trial.metrics.e2e_s for p in out.points)
+    assert list(out.ranking) == ["here"] and sorted(out.ranking["here"]) == [0, 1]
+    show(out)
+    table = capsys.readouterr().out
+    assert "here: latency (s), best first" in table and "attn=eager" in table and "attn=sdpa" in table
+    with pytest.raises(UserError, match="continues that sweep as it was specified"):
+        api.sweep(resume=tmp_path / "s", grid=["attn=sdpa,eager"])
+    assert api.sweep(resume=tmp_path / "s").points == out.points  # nothing left to run: the same points

@@ -82,11 +82,11 @@ def sweep_spec(
         repeats=repeats,
         warmup=warmup,
     )
+    cfg = config_from(cfg_data, "config", dtype=dtype, attn_implementation=attn)  # the knobs the grid leaves
     names = list(models) if models else [wl.model]
     if len(names) < 2 and all(len(v) < 2 for v in knobs.values()):
         raise UserError("nothing to sweep: give --grid KNOB=A,B (two values or more) or --model twice")
     paths = [str(store.resolve(m, wl.revision, say=say, weights=True, checksums=True)) for m in names]
-    cfg = config_from(cfg_data, "config", dtype=dtype, attn_implementation=attn)  # the knobs the grid leaves
     native = profile_model(paths[0], trust_remote_code).native_dtype
     start = Setup(dtype=resolve_dtype(cfg.dtype, native) or "float32", attn=cfg.attn_implementation or "sdpa")
     return SweepSpec(

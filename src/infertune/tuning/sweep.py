@@ -69,9 +69,12 @@ def grid_setups(start: Setup, grid: dict[str, list[Any]]) -> list[tuple[dict[str
         changes = dict(zip(grid, combo, strict=True))
         try:
             setup = Setup.model_validate({**start.model_dump(), **changes})
+            config_for(setup)  # what the trial will load: a dtype or attention it does not know is refused here
         except ValidationError as e:
             err = e.errors()[0]
-            raise UserError(f"--grid {err['loc'][0]}={err['input']}: {err['msg']}") from None
+            knob = {"attn_implementation": "attn"}.get(str(err["loc"][0]), str(err["loc"][0]))
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            raise UserError(f"--grid {knob}={err['input']}: {msg}") from None
         out.append(({k: getattr(setup, k) for k in changes}, setup))
     return out
 
