@@ -184,3 +184,25 @@ def test_the_driver_alone_writes_the_reference_logprobs(local_ray, tmp_path):
     assert r.status == "ok" and r.environment["wrote"] != str(target)  # the node wrote elsewhere
     assert not os.path.exists(r.environment["wrote"])  # and cleaned up after itself
     assert np.load(target).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_tensor_parallel_trial_holds_its_ranks_in_one_placement_group_on_one_node(local_ray):
+    """TP=2 on a 2-CPU node: a STRICT_PACK group of two bundles (rank 0's with the device), freed after; TP=3
+    cannot be held by any node: a failed trial saying so, not a wait forever."""
+    from infertune.measure.results import TrialResult
+
+    def inside(config, workload, model_path, **kw):
+        pg = ray.util.get_current_placement_group()
+        env = {"bundles": pg.bundle_specs, "free_cpus": ray.available_resources().get("CPU", 0.0)}
+        return TrialResult(status="ok", config=config, workload=workload, model_path=str(model_path), environment=env)
+
+    tp2 = (InferenceConfig(tp_size=2), *_args()[1:])
+    ex = RayExecutor(trial_fn=inside)
+    r = ex(*tp2, device="dev1")
+    assert r.status == "ok" and r.environment["placement"]["ranks"] == 2
+    assert r.environment["bundles"] == [{"CPU": 1.0, "dev1": 1.0}, {"CPU": 1.0}]
+    assert r.environment["free_cpus"] == 0.0  # both ranks' CPUs held while the trial ran
+    assert ex.gangs == {} and all(g["state"] == "REMOVED" for g in ray.util.placement_group_table().values())
+    ex.gang_timeout_s = 2
+    r = ex(InferenceConfig(tp_size=3), *_args()[1:])
+    assert r.status == "error" and r.error == "not run: no node of the cluster holds its 3 ranks (2 s)"

@@ -47,13 +47,13 @@ class RayExecutor:
 
     `devices`: custom resource names standing for devices (default: the cluster's `infertune_device*`
     resources); a trial asks for one of them, so that related trials stay on one device. `gpus_per_rank`: what
-    each tensor-parallel rank asks for (0 on a CPU cluster)."""
+    each tensor-parallel rank asks for (default: 1 on a cluster with GPUs, 0 on a CPU cluster)."""
 
     def __init__(
         self,
         address: str | None = None,
         devices: list[str] | None = None,
-        gpus_per_rank: float = 0.0,
+        gpus_per_rank: float | None = None,
         trial_fn: TrialFn = run_trial,
         retries: int = 1,
     ) -> None:
@@ -62,13 +62,19 @@ class RayExecutor:
             self.ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
         found = sorted(r for r in self.ray.cluster_resources() if r.startswith(DEVICE_PREFIX))
         self.devices = devices if devices is not None else found
-        self.gpus_per_rank = gpus_per_rank
+        # None: a GPU per rank where the cluster has GPUs (else Ray would show a trial every GPU, or none)
+        self.gpus_per_rank = gpus_per_rank if gpus_per_rank is not None else float(self._has_gpus())
         self.trial_fn = trial_fn
         self.retries = retries
         self.pending: list[Any] = []
         self.lock = threading.Lock()
         self.local = threading.local()  # per thread (tuning/ahead.py measures steps side by side): its pin
         self.turn = 0
+        self.gangs: dict[Any, Any] = {}  # a tensor-parallel trial's ref -> its placement group, while it runs
+        self.gang_timeout_s = 300.0  # how long a tensor-parallel trial waits for a node that holds all its ranks
+
+    def _has_gpus(self) -> bool:
+        return bool(self.ray.cluster_resources().get("GPU", 0))
 
     @property
     def pinned(self) -> dict[str, Any] | None:
@@ -114,10 +120,46 @@ class RayExecutor:
         }
         if node:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
-        ref = self.ray.remote(placed).options(**options).remote(self.trial_fn, args, kwargs, device)
+        visible, gang = None, None
+        if config.tp_size > 1:  # tensor parallel: its ranks reserved together on one node, the task in rank 0's
+            held = self._gang(config.tp_size, options, pin.get("address") if node else None)
+            if held is None:
+                return None
+            options, visible, gang = held
+        ref = self.ray.remote(placed).options(**options).remote(self.trial_fn, args, kwargs, device, visible)
         with self.lock:
             self.pending.append(ref)
+            if gang is not None:
+                self.gangs[ref] = gang
         return ref
+
+    def _gang(
+        self, ranks: int, options: dict[str, Any], address: str | None
+    ) -> tuple[dict[str, Any], list[str] | None, Any] | None:
+        """A placement group of the trial's ranks (a CPU and `gpus_per_rank` each; rank 0 also its device
+        resource, and the pinned node's address), STRICT_PACK: one node. The trial task runs in rank 0's bundle;
+        it sees every rank's GPUs (`visible`, read by one short task in each other bundle). None when no node can
+        hold them within `gang_timeout_s`: the trial fails saying so."""
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        rank = {"CPU": 1.0, **({"GPU": self.gpus_per_rank} if self.gpus_per_rank else {})}
+        first = {**rank, **options["resources"], **({f"node:{address}": 0.001} if address else {})}
+        pg = placement_group([first] + [dict(rank)] * (ranks - 1), strategy="STRICT_PACK")
+        ready, _ = self.ray.wait([pg.ready()], timeout=self.gang_timeout_s)
+        if not ready:
+            remove_placement_group(pg)
+            return None
+        in_bundle = [PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i) for i in range(ranks)]
+        visible = None
+        if self.gpus_per_rank:
+            probe = self.ray.remote(_gpu_ids)
+            others = [
+                probe.options(num_cpus=1, num_gpus=self.gpus_per_rank, scheduling_strategy=s) for s in in_bundle[1:]
+            ]
+            visible = [g for ids in self.ray.get([o.remote() for o in others]) for g in ids]
+        task = {**options, "num_gpus": self.gpus_per_rank, "resources": {}, "scheduling_strategy": in_bundle[0]}
+        return task, visible, pg
 
     def wait(
         self, ref: Any, args: tuple, kwargs: dict, device: str | None = None, node: str | None = None
@@ -131,6 +173,10 @@ class RayExecutor:
             if attempt:
                 node = self._alive(node)
                 ref = self.submit(*args, device=device, node=node, **kwargs)
+            if ref is None:  # a tensor-parallel trial no node can hold: not lost, impossible here
+                config = args[0] if args else kwargs["config"]
+                reasons.append(f"no node of the cluster holds its {config.tp_size} ranks ({self.gang_timeout_s:g} s)")
+                break
             try:
                 result, blob = self.ray.get(ref)
             except KeyboardInterrupt:  # Ctrl-C: nothing of ours is left running on the cluster
@@ -140,22 +186,22 @@ class RayExecutor:
                 reasons.append(f"{type(err).__name__}: {str(err).splitlines()[0][:200]}")
                 continue
             finally:
-                with self.lock:
-                    self.pending = [r for r in self.pending if r is not ref]
+                self._release(ref)
             if blob is not None:  # the reference log-probs, written here by the driver (cluster_node.placed)
                 _write_bytes(Path(kwargs["logprobs_path"]), blob)
             if reasons:  # what the retry replaced: the report says the trial was lost once
                 result.environment = {**(result.environment or {}), "lost": reasons}
             if self.pinned is not None and "node" not in self.pinned:  # the group's first trial: the rest follow
                 where = (result.environment or {})["placement"]
-                self.pinned.update(node=where["node"], model=where.get("model"))
+                self.pinned.update(node=where["node"], model=where.get("model"), address=where.get("address"))
             return result
         config = args[0] if args else kwargs["config"]
         workload = args[1] if len(args) > 1 else kwargs["workload"]
         model_path = args[2] if len(args) > 2 else kwargs["model_path"]
+        lost_n = sum(not r.startswith("no node") for r in reasons)
         return TrialResult(
             status="error",
-            error=f"lost on the cluster {len(reasons)} times: " + "; ".join(reasons),
+            error=(f"lost on the cluster {lost_n} times: " if lost_n else "not run: ") + "; ".join(reasons),
             config=config,
             workload=workload,
             model_path=str(model_path),
@@ -177,12 +223,30 @@ class RayExecutor:
         ref = self.submit(*args, device=device, node=node, **kw)
         return self.wait(ref, args, kw, device, node)
 
+    def _release(self, ref: Any) -> None:
+        """A finished (or lost, or cancelled) trial: off the pending list, its ranks' placement group freed."""
+        from ray.util.placement_group import remove_placement_group
+
+        with self.lock:
+            self.pending = [r for r in self.pending if r is not ref]
+            gang = self.gangs.pop(ref, None)
+        if gang is not None:
+            remove_placement_group(gang)
+
     def cancel(self) -> None:
-        """Ctrl-C: cancel every trial still on the cluster."""
+        """Ctrl-C: cancel every trial still on the cluster (and free its ranks' placement group)."""
         with self.lock:
             refs, self.pending = self.pending, []
         for ref in refs:
             self.ray.cancel(ref, force=True)
+            self._release(ref)
+
+
+def _gpu_ids() -> list[str]:
+    """In a placement group's bundle: the GPUs Ray gave it (held by the group after this task ends)."""
+    import ray
+
+    return [str(g) for g in ray.get_runtime_context().get_accelerator_ids().get("GPU", [])]
 
 
 def _write_bytes(path: Path, blob: bytes) -> None:

@@ -41,30 +41,40 @@ def gpu_facts(gpu_ids: list[str], smi: str | None = None) -> dict[str, Any]:
 
 
 def placed(
-    fn: Callable[..., TrialResult], args: tuple, kwargs: dict, device: str | None
+    fn: Callable[..., TrialResult], args: tuple, kwargs: dict, device: str | None, visible: list[str] | None = None
 ) -> tuple[TrialResult, bytes | None]:
     """Runs on the node, as the Ray task: the trial (the same isolated child as a local run), then where it ran.
     The reference log-probs the trial writes (`logprobs_path`, in the driver's run directory) go to a folder of the
-    node's own and come back as bytes: the driver alone writes the run directory, which a node may not see."""
+    node's own and come back as bytes: the driver alone writes the run directory, which a node may not see.
+    `visible`: a tensor-parallel trial's other ranks' GPUs (held by its placement group), shown to its child."""
     import ray
 
+    gpus = [str(g) for g in ray.get_runtime_context().get_accelerator_ids().get("GPU", [])]
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:  # rank 0's GPU (this task's), then the other ranks': the child's torchrun sees them all
+        gpus = gpus + [g for g in visible if g not in gpus]
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     want = kwargs.get("logprobs_path")
     blob = None
-    if want is None:
-        result = fn(*args, **kwargs)
-    else:
-        with tempfile.TemporaryDirectory(prefix="infertune-logprobs-") as tmp:
-            here = Path(tmp) / Path(want).name
-            result = fn(*args, **{**kwargs, "logprobs_path": here})
-            blob = here.read_bytes() if here.is_file() else None
+    try:
+        if want is None:
+            result = fn(*args, **kwargs)
+        else:
+            with tempfile.TemporaryDirectory(prefix="infertune-logprobs-") as tmp:
+                here = Path(tmp) / Path(want).name
+                result = fn(*args, **{**kwargs, "logprobs_path": here})
+                blob = here.read_bytes() if here.is_file() else None
+    finally:
+        if visible and before is not None:  # this worker process runs other tasks after this one
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
     ctx = ray.get_runtime_context()
-    gpus = [str(g) for g in ctx.get_accelerator_ids().get("GPU", [])]
     placement: dict[str, Any] = {
         "node": ctx.get_node_id(),
         "address": ray.util.get_node_ip_address(),
         "device": device,
         "gpus": gpus,
         "pid": os.getpid(),
+        "ranks": getattr(args[0] if args else kwargs.get("config"), "tp_size", 1),
         "cpu": cpu_model_name() or None,
         **gpu_facts(gpus),
     }
