@@ -98,7 +98,11 @@ def test_a_tune_on_ray_gives_the_local_verdicts_and_files_each_step_on_one_devic
     assert side_by_side and all(a[2] != b[2] for a, b in side_by_side)  # steps ran at once, on different devices
     from infertune import api
 
-    nodes = api.report(tmp_path / "ray", rebuild=True)["environment"]["nodes"]  # busy per node, where, on what
+    report = api.report(tmp_path / "ray", rebuild=True)
+    assert [r["placement"]["device"] for r in report["steps"]] == [
+        s.trial.environment["placement"]["device"] for s in on_ray
+    ]
+    nodes = report["environment"]["nodes"]  # busy per node, where, on what
     (node,) = {g[0][0] for g in groups}
     assert list(nodes) == [node] and nodes[node]["steps"] == len(on_ray) and nodes[node]["busy"] is False
     assert nodes[node]["model"] and "nodes" not in (api.report(tmp_path / "local", rebuild=True)["environment"])

@@ -130,6 +130,7 @@ def _step_row(s: Step) -> dict[str, Any]:
         "stopped": s.stopped,  # how many pairs the step needed and why it stopped there
         "noise_floor": s.noise_floor,
         "busy": bool(busy and busy.busy),
+        "placement": (s.trial.environment or {}).get("placement"),  # on a cluster: where the step's trials ran
         "pairs": [p.model_dump() for p in s.pairs],
         "tie": s.tie.model_dump() if s.tie else None,
         "measured": _metrics_row(s),
