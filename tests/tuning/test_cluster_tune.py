@@ -162,6 +162,52 @@ def test_a_run_whose_driver_is_killed_resumes_to_the_same_end_and_leaves_nothing
     assert _lines(tmp_path / "ray") == _lines(tmp_path / "local")
 
 
+INTERRUPTED = (
+    DRIVER.replace('print("done", len(steps))', "")
+    .replace(
+        "steps = loop.tune(",
+        """import time
+try:
+    steps = loop.tune(""",
+    )
+    .replace(
+        "executor=RayExecutor(trial_fn=trial))",
+        """executor=RayExecutor(trial_fn=trial))
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    time.sleep(60)  # alive: what is still running on the cluster now is not the dead driver's clean-up""",
+    )
+)
+
+
+def test_ctrl_c_cancels_every_trial_on_the_cluster_the_steps_measured_ahead_too(head, tiny_model, tmp_path):
+    address, env = head
+    Run.create(tmp_path / "ray", _spec(tiny_model, max_trials=4))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED, address, str(tmp_path / "ray"), "8"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        placed = lambda: [t for _, t in _processes() if t.startswith("ray::placed")]  # noqa: E731
+        while len(placed()) < 2 and time.monotonic() < deadline:  # a step and the next, measured ahead, at once
+            time.sleep(0.2)
+        assert len(placed()) == 2, placed()
+        os.kill(driver.pid, signal.SIGINT)  # Ctrl-C
+        assert driver.stdout.readline().strip() == "interrupted"
+        deadline = time.monotonic() + 5  # well within the 8 s trials: stopped, not finished
+        while placed() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert placed() == [] and driver.poll() is None  # cancelled by the driver, which is still alive
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+
+
 LONG_TRIAL = """
 import sys
 import ray

@@ -46,9 +46,16 @@ class Ahead:
         return self.measure(index, move, best, floor)
 
     def settle(self) -> None:
-        """Wait for every step measured ahead: none may still write its trials' files when its index is reused."""
-        for f in self.running.values():
-            f.exception()
+        """Wait for every step measured ahead: none may still write its trials' files when its index is reused.
+        Ctrl-C while waiting cancels what runs on the cluster, as it does while a trial runs."""
+        try:
+            for f in self.running.values():
+                f.exception()
+        except KeyboardInterrupt:
+            cancel = getattr(self.executor, "cancel", None)
+            if cancel is not None:
+                cancel()
+            raise
 
     def take(
         self, index: int, move: Candidate, best: Step, floor: float | None, remeasured: bool = False
