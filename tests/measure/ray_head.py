@@ -86,3 +86,13 @@ def timed_fake(config, workload, model_path, delay_s=0.0, **kw):
     r = _fake_trial(config, workload, model_path, **kw)
     r.environment = {"began": began, "ended": time.time()}
     return r
+
+
+def slow_once(config, workload, model_path, marker: str = "", **kw):
+    """The first attempt writes `marker` and runs long (its node is removed meanwhile); the retry returns."""
+    from infertune.measure.results import TrialResult
+
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(120)
+    return TrialResult(status="ok", config=config, workload=workload, model_path=str(model_path))

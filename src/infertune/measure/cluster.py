@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ class RayExecutor:
         self.turn = 0
         self.gangs: dict[Any, Any] = {}  # a tensor-parallel trial's ref -> its placement group, while it runs
         self.gang_timeout_s = 300.0  # how long a tensor-parallel trial waits for a node that holds all its ranks
+        self.settle_s = 20.0  # how long a retry watches the node that lost a worker: still up, or dying
 
     def _has_gpus(self) -> bool:
         return bool(self.ray.cluster_resources().get("GPU", 0))
@@ -171,7 +173,7 @@ class RayExecutor:
         reasons = []
         for attempt in range(self.retries + 1):
             if attempt:
-                node = self._alive(node)
+                node, device = self._alive(node, device)
                 ref = self.submit(*args, device=device, node=node, **kwargs)
             if ref is None:  # a tensor-parallel trial no node can hold: not lost, impossible here
                 config = args[0] if args else kwargs["config"]
@@ -208,15 +210,33 @@ class RayExecutor:
             environment={"retries": len(reasons) - 1},
         )
 
-    def _alive(self, node: str | None) -> str | None:
-        """Before a retry: `node` (or the pinned one) when it is still up; a lost node is let go (the pin moves)."""
-        up = {n["NodeID"] for n in self.ray.nodes() if n.get("Alive")}
-        if self.pinned is not None and self.pinned.get("node") not in up:
-            self.pinned.pop("node", None)
-            have = self.ray.cluster_resources()  # its device went with it: another one (a lost one waits forever)
-            if self.pinned.get("device") not in have:
-                self.pinned["device"] = next((d for d in self.devices if d in have), None)
-        return node if node in up else None
+    def _alive(self, node: str | None, device: str | None) -> tuple[str | None, str | None]:
+        """Before a retry: `node` and `device` (or the pinned ones) where they are still up; a lost node is let go
+        (the pin moves), and so is a device that went with it (a task asking for a lost one would wait forever).
+        A node that just lost a worker is watched for `settle_s` first: a dying node takes seconds to be marked."""
+        pin = self.pinned if self.pinned is not None else {}
+        want_node, want_device = node or pin.get("node"), device or pin.get("device")
+        deadline = time.monotonic() + self.settle_s
+        while True:
+            nodes = self.ray.nodes()
+            up = {n["NodeID"] for n in nodes if n.get("Alive")}
+            have = {r for n in nodes if n.get("Alive") for r in n.get("Resources", {})}
+            lost = (want_node is not None and want_node not in up) or (
+                want_device is not None and want_device not in have
+            )
+            if lost or (want_node is None and want_device is None) or time.monotonic() >= deadline:
+                break
+            time.sleep(1.0)
+
+        def elsewhere(d: str | None) -> str | None:
+            return d if d is None or d in have else next((x for x in self.devices if x in have), None)
+
+        if self.pinned is not None:
+            if self.pinned.get("node") not in up:
+                self.pinned.pop("node", None)
+                self.pinned.pop("address", None)
+            self.pinned["device"] = elsewhere(self.pinned.get("device"))
+        return (node if node in up else None), elsewhere(device)
 
     def __call__(self, *args: Any, device: str | None = None, node: str | None = None, **kwargs: Any) -> TrialResult:
         kw = {k: v for k, v in kwargs.items() if k != "on_event"}
