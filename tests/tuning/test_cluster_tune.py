@@ -3,6 +3,7 @@ each) on the fixed fake-timing backend: the same verdicts and files as this mach
 one device, and a run whose driver is killed mid-step resumed to the same end with nothing left running."""
 
 import functools
+import itertools
 import json
 import os
 import signal
@@ -94,7 +95,7 @@ def test_a_tune_on_ray_gives_the_local_verdicts_and_files_each_step_on_one_devic
     assert all(len({(node, dev) for node, dev, *_ in g}) == 1 for g in groups)  # a step's pairs on one device
     assert {g[0][1] for g in groups} == {"infertune_device_0", "infertune_device_1"}  # the steps used both
     spans = sorted((min(t[2] for t in g), max(t[3] for t in g), g[0][1]) for g in groups)
-    side_by_side = [(a, b) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+    side_by_side = [(a, b) for a, b in itertools.pairwise(spans) if b[0] < a[1]]
     assert side_by_side and all(a[2] != b[2] for a, b in side_by_side)  # steps ran at once, on different devices
     from infertune import api
 
@@ -110,6 +111,7 @@ def test_a_tune_on_ray_gives_the_local_verdicts_and_files_each_step_on_one_devic
 
 DRIVER = """
 import functools
+import itertools
 import sys
 from pathlib import Path
 import ray

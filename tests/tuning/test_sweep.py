@@ -3,6 +3,8 @@ two devices (tests/measure/ray_head.py), on the fixed fake-timing backend; durab
 refused in one line."""
 
 import functools
+import itertools
+import time
 
 import pytest
 
@@ -69,8 +71,10 @@ def test_a_sweep_on_ray_runs_side_by_side_on_both_devices_with_the_same_results(
     assert _summary(on_ray) == _summary(here)  # the same configurations, measured the same
     where = [p.trial.environment["placement"]["device"] for p in on_ray]
     assert set(where) == {"infertune_device_0", "infertune_device_1"}
-    spans = sorted((p.trial.environment["began"], p.trial.environment["ended"], d) for p, d in zip(on_ray, where))
-    overlapped = [(a, b) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+    spans = sorted(
+        (p.trial.environment["began"], p.trial.environment["ended"], d) for p, d in zip(on_ray, where, strict=True)
+    )
+    overlapped = [(a, b) for a, b in itertools.pairwise(spans) if b[0] < a[1]]
     assert overlapped and all(a[2] != b[2] for a, b in overlapped)  # side by side, never two on one device
     assert (tmp_path / "ray" / "sweep.jsonl").read_text().count('"placement":{"node"') == 4  # the driver wrote where
 
@@ -112,3 +116,56 @@ def test_the_api_sweeps_the_tiny_model_here_and_the_cli_ranks_it(tiny_model, tmp
     with pytest.raises(UserError, match="continues that sweep as it was specified"):
         api.sweep(resume=tmp_path / "s", grid=["attn=sdpa,eager"])
     assert api.sweep(resume=tmp_path / "s").points == out.points  # nothing left to run: the same points
+
+
+SWEEP_DRIVER = """
+import functools, sys, time
+from pathlib import Path
+import ray
+from infertune.measure.cluster import RayExecutor
+from infertune.tuning.sweep import SweepRun, sweep
+from tests.measure.ray_head import timed_fake
+
+ray.init(address=sys.argv[1], log_to_driver=False)
+try:
+    sweep(SweepRun(Path(sys.argv[2])), RayExecutor(trial_fn=functools.partial(timed_fake, delay_s=8.0)))
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    time.sleep(60)  # alive: what still runs on the cluster now is not the dead driver's clean-up
+"""
+
+
+def test_ctrl_c_stops_every_lane_of_a_sweep_on_the_cluster(head, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.measure.ray_head import driver_env
+    from tests.tuning.test_cluster_tune import _processes
+
+    SweepRun.create(tmp_path / "s", _spec())
+    driver = subprocess.Popen(
+        [sys.executable, "-c", SWEEP_DRIVER, head, str(tmp_path / "s")],
+        env=driver_env(),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    placed = lambda: [t for _, t in _processes() if t.startswith("ray::placed")]  # noqa: E731
+    try:
+        deadline = time.monotonic() + 120
+        while len(placed()) < 2 and time.monotonic() < deadline:  # both lanes busy
+            time.sleep(0.2)
+        assert len(placed()) == 2, placed()
+        os.kill(driver.pid, signal.SIGINT)
+        assert driver.stdout.readline().strip() == "interrupted"
+        deadline = time.monotonic() + 5  # well within the 8 s trials: stopped, not finished
+        while placed() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert placed() == [] and driver.poll() is None
+        assert not (tmp_path / "s" / "sweep.jsonl").exists()  # nothing was written for the cancelled trials
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
