@@ -118,6 +118,7 @@ def server():
     from mcp.server.mcpserver import MCPServer
 
     from infertune import __version__, api
+    from infertune.api.sweeps import sweep_spec
 
     srv = MCPServer(
         "infertune",
@@ -125,13 +126,14 @@ def server():
         instructions=(
             "Pick, prove and ship inference optimizations for Hugging Face Transformers. estimate and advise "
             "answer from config.json (estimates); measure and tune run trials on this machine (measured); "
+            "sweep measures every configuration of a grid (side by side on a Ray cluster with `cluster`); "
             "loadtest measures an OpenAI-compatible server at a given URL, serve_trial starts one on loopback "
             "and load-tests it, engines lists the serving engines installed here."
         ),
     )
     tune_extra = [
         inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None)
-        for n in ("output", "resume")
+        for n in ("output", "resume", "cluster")  # cluster: ray or ray=ADDRESS (measure/cluster.py)
     ]
     for name, fn, options in (
         ("env", api.env, {}),
@@ -145,7 +147,20 @@ def server():
                 "long": True,
                 "total_arg": "max_trials",
                 "extra": tune_extra,
-                "call": lambda output=None, resume=None, **a: api.tune(output=output, resume=resume, **a),
+                "call": lambda output=None, resume=None, cluster=None, **a: api.tune(
+                    output=output, resume=resume, cluster=cluster, **a
+                ),
+            },
+        ),
+        (
+            "sweep",
+            sweep_spec,
+            {
+                "long": True,
+                "extra": tune_extra,
+                "call": lambda output=None, resume=None, cluster=None, **a: api.sweep(
+                    output=output, resume=resume, cluster=cluster, **a
+                ),
             },
         ),
         ("doctor", api.doctor, {}),

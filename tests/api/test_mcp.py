@@ -49,6 +49,8 @@ def test_tools_estimate_advise_and_errors_over_stdio(tiny_model):
                 ("advise", {"model": str(tiny_model), "gpu": "nvidia a100"}),
                 ("tune", {"resume": "tests/data", "max_trials": 2}),
                 ("tune", {"model": str(tiny_model), "time_budget": -10}),
+                ("tune", {"model": str(tiny_model), "cluster": "dask"}),
+                ("sweep", {"models": [str(tiny_model)], "grid": ["colour=red,blue"]}),
             )
         ]
         after = await session.call_tool("doctor", {"paths": ["tests/data/doctor/good.py"]})
@@ -61,6 +63,7 @@ def test_tools_estimate_advise_and_errors_over_stdio(tiny_model):
         "advise",
         "measure",
         "tune",
+        "sweep",
         "doctor",
         "report",
         "loadtest",
@@ -85,6 +88,8 @@ def test_tools_estimate_advise_and_errors_over_stdio(tiny_model):
             "A100 40GB, A100 80GB",
             "--max-trials would change it",
             "--time-budget -10: allowed more than 0",
+            "--cluster must be 'ray' or 'ray=ADDRESS' (got 'dask')",
+            "--grid colour: not a knob",
         ),
         strict=True,
     ):

@@ -152,6 +152,12 @@ CASES = [
     (["tune", "--resume", "{root}/run", "--max-trials", "2"], "--max-trials would change it"),
     (["tune", "--resume", "{root}/run", "--objective", "memory"], "--objective would change it"),
     (["tune", "--model", "demo"], "fails its check"),
+    # sweep
+    (["sweep", "--model", "{tiny}", "--grid", "attn=sdpa,eager", "--objective", "speed"], "--objective speed"),
+    (["sweep", "--model", "{tiny}", "--grid", "attn=sdpa,eager", "--trial-timeout", "0"], "--trial-timeout 0"),
+    (["sweep", "--model", "{tiny}", "--grid", "attn=sdpa,eager", "--dtype", "float77"], "--dtype"),
+    (["sweep", "--model", "{tiny}", "--grid", "attn=sdpa,eager", "--output", "{root}/a-file.txt"], "is a file"),
+    (["sweep", "--model", "{tiny}", "--grid", "dtype=float32,bfloat16", "--cluster", "ray="], "--cluster must be"),
     # estimate
     (["estimate", "--model", "{tiny}", "--input-len", "10000000k"], "allowed 1 to 16,777,216 tokens"),
     (["estimate", "--model", "{tiny}", "--kv-nbits", "3"], "--kv-nbits 3"),

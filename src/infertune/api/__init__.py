@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         tune_spec,
     )
     from infertune.api.serving import engines, install_engine, loadtest, serve_trial
+    from infertune.api.sweeps import SweepOutcome, sweep
 
 # Each name is imported from its module on first use, so a verb loads only what it needs: `estimate` on a
 # model seen before stays clear of the trial runner, the tuner and their libraries (start-up, see
@@ -62,6 +63,7 @@ _HOME = {
         "tune_spec",
     ),
     "serving": ("engines", "install_engine", "loadtest", "serve_trial"),
+    "sweeps": ("SweepOutcome", "sweep"),
 }
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 
@@ -82,6 +84,7 @@ __all__ = [
     "OnEvent",
     "Say",
     "ScriptAdvice",
+    "SweepOutcome",
     "TuneOutcome",
     "advise",
     "check_device",
@@ -102,6 +105,7 @@ __all__ = [
     "resume_only",
     "run_tune",
     "serve_trial",
+    "sweep",
     "tune",
     "tune_spec",
 ]

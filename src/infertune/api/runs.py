@@ -361,7 +361,7 @@ def tune(
 
     check_output(output, "dir")
     check_output(resume, "run", "resume")
-    check_cluster(cluster)  # `ray` or `ray=ADDRESS`: trials on a Ray cluster (measure/cluster.py)
+    cluster = check_cluster(cluster, None if resume is not None else workload)  # ray[=ADDRESS]: trials on Ray
     if resume is not None:
         resume_only(resume, workload=workload, output=output, **options)
         spec = (run := Run(Path(resume))).spec()

@@ -21,6 +21,7 @@ COMMANDS = (
     ("", "advise", "plan", "advise"),
     ("", "tune", "tune", "tune"),
     ("", "demo", "tune", "demo"),
+    ("", "sweep", "sweep", "sweep"),
     ("", "loadtest", "serving", "loadtest"),
     ("", "doctor", "doctor", "doctor"),
     ("", "report", "tune", "report"),

@@ -23,7 +23,7 @@ def models() -> dict[str, type[BaseModel]]:
     """Published name -> the pydantic model of that output."""
     from infertune.advisor.advise import Advice
     from infertune.advisor.predicted import Measurement
-    from infertune.api import DoctorResult, EnvReport, EstimateSweep, TuneOutcome
+    from infertune.api import DoctorResult, EnvReport, EstimateSweep, SweepOutcome, TuneOutcome
     from infertune.estimate import Estimate
     from infertune.serving.loadtest import LoadTestResult
     from infertune.serving.trial import ServeTrial
@@ -35,6 +35,7 @@ def models() -> dict[str, type[BaseModel]]:
         "advice": Advice,
         "measurement": Measurement,
         "tune": TuneOutcome,
+        "sweep": SweepOutcome,
         "doctor": DoctorResult,
         "loadtest": LoadTestResult,
         "serve-trial": ServeTrial,

@@ -99,7 +99,8 @@ def tune(
 
     check_output(output, "dir")
     check_output(resume, "run", "--resume")
-    check_cluster(cluster)  # refused in one line before anything runs (no Ray, a bad value)
+    # the flag over the run file's cluster:, refused in one line before anything runs (no Ray, a bad value)
+    cluster = check_cluster(cluster, None if resume is not None else workload)
 
     if resume is not None:  # the run goes on as specified: a flag that would change it is refused
         from infertune.tuning.run import Run

@@ -132,8 +132,9 @@ def read_run_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Parse a YAML, TOML or JSON run file into (workload fields, config fields).
 
     The file holds workload fields at the top level (or under `workload:`), and optionally the
-    InferenceConfig under `config:` and what the user saw under `observed:` (`read_observed`; advise reads
-    it, the verbs that run the model leave it). Any problem is one UserError line.
+    InferenceConfig under `config:`, what the user saw under `observed:` (`read_observed`; advise reads
+    it, the verbs that run the model leave it) and where tune runs its trials under `cluster:` (`read_cluster`).
+    Any problem is one UserError line.
     """
     return _sections(path)[:2]
 
@@ -148,7 +149,17 @@ def read_observed(path: str | Path | None) -> dict[str, Any] | None:
     return observed
 
 
-def _sections(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], Any]:
+def read_cluster(path: str | Path | None) -> str | None:
+    """A run file's `cluster:` (ray, ray=ADDRESS): where tune runs its trials (measure/cluster.py); None: here."""
+    if path is None:
+        return None
+    cluster = _sections(path)[3]
+    if cluster is not None and not isinstance(cluster, str):
+        raise UserError(f"workload file {path}: 'cluster' must be 'ray' or 'ray=ADDRESS', got {cluster!r}")
+    return cluster
+
+
+def _sections(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], Any, Any]:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -172,6 +183,7 @@ def _sections(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], Any]:
         raise UserError(f"workload file {path} must hold a mapping of fields, got {type(data).__name__}")
     config = data.pop("config", None)
     observed = data.pop("observed", None)
+    cluster = data.pop("cluster", None)  # tune's: the others leave it
     config = {} if config is None else config  # `config: []` or `config: 0` is an error below, not "empty"
     workload = data.pop("workload") if "workload" in data else data
     for name, section in (("workload", workload), ("config", config)):
@@ -179,9 +191,10 @@ def _sections(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], Any]:
             raise UserError(f"workload file {path}: section '{name}' must be a mapping")
     if workload is not data and data:
         raise UserError(
-            f"workload file {path}: unknown top-level keys {sorted(data)} (use workload:, config: and observed:)"
+            f"workload file {path}: unknown top-level keys {sorted(data)} (use workload:, config:, observed: "
+            "and cluster:)"
         )
-    return workload, config, observed
+    return workload, config, observed, cluster
 
 
 def workload_from(data: dict[str, Any], source: str = "workload", **overrides: Any) -> Workload:

@@ -10,6 +10,7 @@ from typing import Any
 
 from infertune.core.paths import write_atomic
 from infertune.core.schema import SCHEMA_VERSION
+from infertune.measure.cluster_node import by_node
 from infertune.measure.machine import combine
 from infertune.models.store import command_name
 from infertune.report import serve_table
@@ -108,6 +109,8 @@ def _environment(steps: list[Step]) -> dict[str, Any] | None:
         others_cpu=load.others_cpu if load else None,
         busy_reasons=load.reasons if load else [],
     )
+    if nodes := by_node([(s.trial.environment, s.machine or s.trial.machine) for s in steps]):
+        env["nodes"] = nodes  # a cluster run: where its steps ran and whether each node was busy (cluster_node.py)
     return env
 
 
@@ -127,6 +130,7 @@ def _step_row(s: Step) -> dict[str, Any]:
         "stopped": s.stopped,  # how many pairs the step needed and why it stopped there
         "noise_floor": s.noise_floor,
         "busy": bool(busy and busy.busy),
+        "placement": (s.trial.environment or {}).get("placement"),  # on a cluster: where the step's trials ran
         "pairs": [p.model_dump() for p in s.pairs],
         "tie": s.tie.model_dump() if s.tie else None,
         "measured": _metrics_row(s),

@@ -21,6 +21,7 @@ from infertune.measure.quality import REFERENCE_TEXT, Quality, compare
 from infertune.measure.results import TrialResult
 from infertune.techniques import Facts, Setup
 from infertune.techniques.render import config_for
+from infertune.tuning.ahead import Ahead
 from infertune.tuning.confirm import confirm, undone
 from infertune.tuning.interleave import interleave
 from infertune.tuning.run import Constraints, Run, Step, TuneSpec
@@ -113,6 +114,7 @@ def tune(
         return (abs(b / a - 1) if a and b is not None else None), [first, second]
 
     if not steps:
+        _pin(executor)
         t = trial(0, spec.start, role="baseline")
         ok = t.status == "ok"
         floor, piloted = pilot(0, spec.start, t) if ok else (None, [t])
@@ -140,6 +142,7 @@ def tune(
     best = max((s for s in steps if s.accepted), key=lambda s: s.index)
     tried = {s.technique for s in steps if s.technique}
     out_of_time = False
+    ahead = Ahead(executor, lambda i, m, b, f: _step(spec, i, m, b, baseline, run, trial, floor=f))
     while len(steps) < spec.max_trials:
         if spec.time_budget_s is not None and spent + (time.monotonic() - began) >= spec.time_budget_s:
             emit({"event": "budget", "reason": "time budget spent"})
@@ -150,6 +153,7 @@ def tune(
             break
         move = pool[0]
         tried.add(move.technique)
+        _pin(executor)  # this step's trials (its pilot and its pairs) on one node and one device
         floored = [s for s in steps if s.noise_floor is not None]
         floor = floored[-1].noise_floor if floored else None
         extra: list[TrialResult] = []
@@ -157,14 +161,20 @@ def tune(
             first = trial(len(steps), best.setup, role="pilot", scored=False)
             if first.status == "ok":
                 floor, extra = pilot(len(steps), best.setup, first)
-        step = _step(spec, len(steps), move, best, baseline, run, trial, floor=floor, pilot=extra)
+        step = ahead.take(len(steps), move, best, floor, remeasured=bool(extra))  # measured ahead: as it is
+        if step is None:
+            ahead.start(len(steps), pool[1 : spec.max_trials - len(steps)], best, floor)  # the next, on other lanes
+            step = _step(spec, len(steps), move, best, baseline, run, trial, floor=floor, pilot=extra)
+            ahead.settle()
         run.append(step)
         steps.append(step)
         emit({"event": "step", "step": step})
         if step.accepted:
             best = step
+    ahead.close()
     if spec.confirm and not out_of_time and run.confirmation() is None:
         floors = [s.noise_floor for s in steps if s.noise_floor is not None]
+        _pin(executor)
         c = confirm(spec, steps, trial, floors[-1] if floors else None)
         if c is not None:
             run.save_confirmation(c)
@@ -175,6 +185,14 @@ def tune(
                     steps = [u if s.index == u.index else s for s in steps]
                     emit({"event": "step", "step": u})
     return steps
+
+
+def _pin(executor: Callable[..., TrialResult] | None) -> None:
+    """The trials from here to the next pin run on one node and one device, where the executor places trials
+    (a Ray cluster: measure/cluster.py's RayExecutor.pin): a step's pairs are never split across devices."""
+    pin = getattr(executor, "pin", None)
+    if pin is not None:
+        pin()
 
 
 def _busy(step: Step) -> bool:
