@@ -99,6 +99,8 @@ def test_a_truncated_last_line_is_ignored_with_a_warning_and_that_step_rerun(fin
     assert any("incomplete" in w for w in r.warnings)
     assert {e["index"] for e in events if e["event"] == "trial"} == {2}  # only the lost step
     assert len(resumed) == 3
+    again = Run(copy)  # the re-run step's line went on a line of its own, not onto the cut one
+    assert [s.index for s in again.steps()] == [0, 1, 2] and len(again.warnings) == 1
 
 
 def test_report_files(finished):

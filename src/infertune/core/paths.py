@@ -19,6 +19,18 @@ def home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "infertune"
 
 
+def append_line(path: Path, line: str) -> None:
+    """Append `line` to a JSON-lines file on a line of its own, fsynced before returning. A line a kill cut short
+    (the file does not end in a newline) is closed first, so it stays one unreadable line the reader skips and
+    never swallows this one."""
+    with open(path, "a+b") as fh:
+        fh.seek(0, os.SEEK_END)
+        cut = fh.tell() > 0 and (fh.seek(-1, os.SEEK_END), fh.read(1))[1] != b"\n"
+        fh.write((b"\n" if cut else b"") + line.encode("utf-8") + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` through a temp file in the same folder and a rename."""
     path = Path(path)

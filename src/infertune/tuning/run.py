@@ -9,7 +9,6 @@ resumed run re-runs no finished step.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from infertune.advisor.moves import Expected
 from infertune.core.errors import UserError
-from infertune.core.paths import write_json_atomic
+from infertune.core.paths import append_line, write_json_atomic
 from infertune.core.workload import Workload
 from infertune.measure.machine import MachineLoad
 from infertune.measure.quality import Quality, Tolerance
@@ -185,10 +184,7 @@ class Run:
         disk) stops the run with one line: every earlier line is intact and `--resume` re-runs this step."""
         path = self.results if isinstance(step, Step) else self.path / "serve.jsonl"
         try:
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write(step.model_dump_json() + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+            append_line(path, step.model_dump_json())
         except OSError as e:
             raise UserError(
                 f"cannot write {path}: {e.strerror or e} (disk full?); the finished trials before "

@@ -11,7 +11,6 @@ model (`by_device`), never across.
 from __future__ import annotations
 
 import itertools
-import os
 import queue
 import threading
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from infertune.core.errors import UserError
-from infertune.core.paths import write_json_atomic
+from infertune.core.paths import append_line, write_json_atomic
 from infertune.core.workload import Workload
 from infertune.measure import run_trial
 from infertune.measure.results import TrialResult
@@ -125,12 +124,8 @@ class SweepRun:
 
     def append(self, point: SweepPoint) -> None:
         """One finished configuration, on a line of its own (after a line a kill cut short too), fsynced."""
-        with self.lock, open(self.lines, "a+b") as fh:
-            fh.seek(0, os.SEEK_END)
-            cut = fh.tell() > 0 and (fh.seek(-1, os.SEEK_END), fh.read(1))[1] != b"\n"
-            fh.write((b"\n" if cut else b"") + point.model_dump_json().encode() + b"\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        with self.lock:
+            append_line(self.lines, point.model_dump_json())
 
 
 def sweep(
