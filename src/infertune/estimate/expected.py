@@ -48,6 +48,7 @@ from infertune.estimate.factors import (
     QUANT_KERNELS,
     SYNC_S,
 )
+from infertune.estimate.library import Factor
 
 if TYPE_CHECKING:
     from infertune.estimate.memory import EstimateSettings, MemoryEstimate
@@ -65,12 +66,6 @@ class Datasheet(Protocol):
     def bandwidth_Bps(self) -> float: ...
     @property
     def flops(self) -> dict[str, float]: ...
-
-
-class Factor(BaseModel):
-    name: str
-    value: float
-    source: str
 
 
 class ExpectedSpeed(BaseModel):

@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
+
 from infertune.estimate.factors import (
     FP8_SYNC_S,
     FP8_TRITON_LINEAR_S,
@@ -52,7 +54,6 @@ from infertune.estimate.factors import (
 )
 
 if TYPE_CHECKING:
-    from infertune.estimate.expected import Factor
     from infertune.estimate.memory import EstimateSettings
     from infertune.probe.model import ModelProfile
 
@@ -70,6 +71,12 @@ FA2_NO_REPEAT = (4, 48, 0)  # the attention refactor: FlashAttention-2 gets the 
 FA2_REPEAT_KV_MODELS = frozenset({"mistral", "mixtral", "qwen2", "qwen2_moe", "starcoder2", "phi3", "qwen2_vl"})
 FP8_DEQUANT_ON_OLD_GPUS = (5, 0, 0)  # below compute capability 8.9: refused before 5.0, dequantized to bf16 from 5.0
 GPTQMODEL = (4, 49, 0)  # transformers may load GPTQ through GPTQModel (before: AutoGPTQ's kernels only)
+
+
+class Factor(BaseModel):  # one named term of speed.expected: what it is, its value, where the value comes from
+    name: str
+    value: float
+    source: str
 
 
 def version(s: EstimateSettings) -> tuple[int, ...] | None:
@@ -120,8 +127,6 @@ def quant_eff(s: EstimateSettings, rows: int) -> float:
 
 def fp8_as_bf16_factor(s: EstimateSettings) -> Factor:
     """The term speed.expected names when fine-grained FP8 weights were loaded as bf16 (fp8_dequantized_at_load)."""
-    from infertune.estimate.expected import Factor
-
     src = f"transformers >= 5.0 on compute capability {s.compute_capability} (quantizer_finegrained_fp8: < 8.9)"
     return Factor(name="fine-grained FP8 dequantized to bf16 at load: bytes per weight", value=2.0, source=src)
 
