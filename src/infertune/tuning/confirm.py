@@ -20,7 +20,7 @@ from infertune.measure.machine import combine
 from infertune.measure.results import TrialResult
 from infertune.tuning.interleave import interleave
 from infertune.tuning.run import Confirmation, Step, TuneSpec
-from infertune.tuning.sequential import CLEAR_LOSER, clear_threshold
+from infertune.tuning.sequential import clear_threshold
 from infertune.tuning.verdict import decide
 
 
@@ -36,7 +36,15 @@ def confirm(
         return None
     threshold = clear_threshold(floor)
     pairs, trials, _, stopped = interleave(
-        spec, trial, len(steps), pick.setup, base.setup, candidate_first=False, threshold=threshold, role="confirm "
+        spec,
+        trial,
+        len(steps),
+        pick.setup,
+        base.setup,
+        candidate_first=False,
+        threshold=threshold,
+        role="confirm ",
+        loser_pairs=2,  # a reversal rests on both orders, never on one pair
     )
     common = {
         "winner": pick.index,
@@ -46,16 +54,6 @@ def confirm(
         "duration_s": sum(t.duration_s or 0 for t in trials),
     }
     head = f"the pick (step {pick.index}) against the baseline, {len(pairs)} fresh interleaved pair(s) at the end: "
-    if len(pairs) == 1 and CLEAR_LOSER in stopped:
-        delta = pairs[0].candidate / pairs[0].incumbent - 1
-        return Confirmation(
-            **common,
-            outcome="reversed",
-            verdict="rejected",
-            delta=delta,
-            noise=floor,
-            reason=head + f"{spec.objective} {delta:+.1%} in one pair, a loss beyond {threshold:.0%}: reversed",
-        )
     if len(pairs) < 2:
         return Confirmation(
             **common, outcome="not confirmed", reason=head + "too few usable pairs (failed trials) to confirm"

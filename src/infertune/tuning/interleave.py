@@ -24,12 +24,14 @@ def interleave(
     gate: Gate | None = None,
     threshold: float | None = None,
     role: str = "",
+    loser_pairs: int = 1,
 ) -> tuple[list[Pair], list[TrialResult], str | None, str]:
     """Interleaved pairs of the candidate and the incumbent, the order alternating from `candidate_first`, until
     `stop_after` says stop or max_pairs are spent. A pair with a failed trial is lost, its budget spent. `gate`
     sees each candidate trial (and whether it is the first, the one scored for quality) and may refuse the
     candidate at once: then (the pairs so far, every trial, why). `threshold`: the run's clear-loser/winner
-    threshold (sequential.clear_threshold). `role` prefixes the trials' roles (e.g. "confirm "). Last: why the
+    threshold (sequential.clear_threshold), and `loser_pairs` the pairs its clear-loser stop needs.
+    `role` prefixes the trials' roles (e.g. "confirm "). Last: why the
     pairs stopped."""
     pairs: list[Pair] = []
     trials: list[TrialResult] = []
@@ -50,7 +52,7 @@ def interleave(
         if any(t.status != "ok" for t in runs.values()):
             continue
         pairs.append(pair(spec, runs["incumbent"], runs["candidate"]))
-        if why := stop_after(spec.objective, pairs, spec.min_pairs, spec.max_pairs, threshold):
+        if why := stop_after(spec.objective, pairs, spec.min_pairs, spec.max_pairs, threshold, loser_pairs):
             return pairs, trials, None, why
     return pairs, trials, None, f"{len(pairs)} pairs: the budget of {spec.max_pairs} spent on a close call"
 

@@ -86,12 +86,19 @@ def futile(pairs: list[Pair], max_pairs: int) -> bool:
 
 
 def stop_after(
-    objective: Objective, pairs: list[Pair], min_pairs: int, max_pairs: int, threshold: float | None
+    objective: Objective,
+    pairs: list[Pair],
+    min_pairs: int,
+    max_pairs: int,
+    threshold: float | None,
+    loser_pairs: int = 1,
 ) -> str | None:
-    """Why the pairs so far are enough (None: measure another pair)."""
+    """Why the pairs so far are enough (None: measure another pair). `loser_pairs`: the pairs rule 1 needs (the
+    end-of-run confirmation asks two, one in each order: a reversal undoes every adopted step, and one pair
+    that a burst of other work slowed must not)."""
     n = len(pairs)
     if threshold is not None and not any(p.busy for p in pairs):  # a busy pair never stops a step early
-        if all(loss(objective, p) > threshold for p in pairs):
+        if n >= loser_pairs and all(loss(objective, p) > threshold for p in pairs):
             return f"stopped after {n} pair(s): {CLEAR_LOSER} (each lost > {threshold:.0%})"
         if n >= 2 and all(-loss(objective, p) > threshold for p in pairs) and decide(objective, pairs).accepted:
             return f"stopped after {n} pairs: {CLEAR_WINNER} (each gained > {threshold:.0%})"
