@@ -4,7 +4,9 @@ either way, or can no longer change; the pair budget is spent only on close call
 
 After each pair, in this order (`stop_after`):
 1. a clear loser: every pair so far, none on a busy machine, loses by more than the run's threshold
-   (`clear_threshold`: LOSER_FLOORS x the noise floor, at least CLEAR_MIN): rejected, from the first pair;
+   (`clear_threshold`: LOSER_FLOORS x the noise floor, at least CLEAR_MIN): rejected, from the first pair
+   (from the second when every pair gains TIE_GAIN on the tie axis: a pair in each order before a real
+   saving is thrown away);
 2. a clear winner: at least two pairs (one in each order, so a drift cancels), none busy, every one gaining
    by more than the same threshold, and the verdict rule agrees (kept);
 3. a clear winner on the tie: at least two pairs, none busy, the objective can no longer be rejected (a pair
@@ -72,6 +74,19 @@ def tie_winner(objective: Objective, pairs: list[Pair], max_pairs: int) -> bool:
     return min(gains) > TIE_GAIN + margin and decide(objective, pairs).accepted
 
 
+def _tie_gains(objective: Objective, pairs: list[Pair]) -> bool:
+    """Every pair gains at least TIE_GAIN on the tie axis: a candidate with something to offer there (bf16's half
+    the memory) is rejected on the objective only on a pair in each order, never on one."""
+    axis = TIE_AXIS[objective]
+    return all(
+        p.incumbent_tie is not None
+        and p.candidate_tie is not None
+        and p.incumbent_tie > 0
+        and -loss(axis, Pair(incumbent=p.incumbent_tie, candidate=p.candidate_tie)) >= TIE_GAIN
+        for p in pairs
+    )
+
+
 def futile(pairs: list[Pair], max_pairs: int) -> bool:
     """True when no further pair within `max_pairs` can change an inconclusive verdict. While the band is the
     range of the ratios (band_rank 1: up to 7 pairs), pairs on both sides of "no change" keep the band across
@@ -98,7 +113,8 @@ def stop_after(
     that a burst of other work slowed must not)."""
     n = len(pairs)
     if threshold is not None and not any(p.busy for p in pairs):  # a busy pair never stops a step early
-        if n >= loser_pairs and all(loss(objective, p) > threshold for p in pairs):
+        need = max(loser_pairs, 2) if _tie_gains(objective, pairs) else loser_pairs
+        if n >= need and all(loss(objective, p) > threshold for p in pairs):
             return f"stopped after {n} pair(s): {CLEAR_LOSER} (each lost > {threshold:.0%})"
         if n >= 2 and all(-loss(objective, p) > threshold for p in pairs) and decide(objective, pairs).accepted:
             return f"stopped after {n} pairs: {CLEAR_WINNER} (each gained > {threshold:.0%})"
