@@ -58,33 +58,32 @@ def _both_sides(values: list[tuple[float | None, float | None]]) -> bool:
     return any(b <= a for a, b in known) and any(b >= a for a, b in known)
 
 
+def _tie_gains(objective: Objective, pairs: list[Pair]) -> list[float] | None:
+    """Each pair's gain on the tie axis (positive: better); None when a pair has no tie value to judge."""
+    axis = TIE_AXIS[objective]
+    if any(p.incumbent_tie is None or p.candidate_tie is None or p.incumbent_tie <= 0 for p in pairs):
+        return None
+    return [-loss(axis, Pair(incumbent=p.incumbent_tie or 0, candidate=p.candidate_tie or 0)) for p in pairs]
+
+
 def tie_winner(objective: Objective, pairs: list[Pair], max_pairs: int) -> bool:
     """True when the step is adopted on the tie whatever the rest of the budget brings: the objective cannot
     be rejected (a pair gains on it, and the band is the range of the ratios: a rejection needs every pair to
     lose), and every pair gains on the tie axis by more than TIE_GAIN plus TIE_FLOORS spreads of those gains."""
     if len(pairs) < 2 or band_rank(max_pairs) != 1 or not any(loss(objective, p) < 0 for p in pairs):
         return False
-    axis = TIE_AXIS[objective]
-    gains = []
-    for p in pairs:
-        if p.incumbent_tie is None or p.candidate_tie is None or p.incumbent_tie <= 0:
-            return False
-        gains.append(-loss(axis, Pair(incumbent=p.incumbent_tie, candidate=p.candidate_tie)))
+    gains = _tie_gains(objective, pairs)
+    if gains is None:
+        return False
     margin = TIE_FLOORS * max(max(gains) - min(gains), TIE_FLOOR_MIN)
     return min(gains) > TIE_GAIN + margin and decide(objective, pairs).accepted
 
 
-def _tie_gains(objective: Objective, pairs: list[Pair]) -> bool:
+def _saves_on_tie(objective: Objective, pairs: list[Pair]) -> bool:
     """Every pair gains at least TIE_GAIN on the tie axis: a candidate with something to offer there (bf16's half
     the memory) is rejected on the objective only on a pair in each order, never on one."""
-    axis = TIE_AXIS[objective]
-    return all(
-        p.incumbent_tie is not None
-        and p.candidate_tie is not None
-        and p.incumbent_tie > 0
-        and -loss(axis, Pair(incumbent=p.incumbent_tie, candidate=p.candidate_tie)) >= TIE_GAIN
-        for p in pairs
-    )
+    gains = _tie_gains(objective, pairs)
+    return gains is not None and all(g >= TIE_GAIN for g in gains)
 
 
 def futile(pairs: list[Pair], max_pairs: int) -> bool:
@@ -113,7 +112,7 @@ def stop_after(
     that a burst of other work slowed must not)."""
     n = len(pairs)
     if threshold is not None and not any(p.busy for p in pairs):  # a busy pair never stops a step early
-        need = max(loser_pairs, 2) if _tie_gains(objective, pairs) else loser_pairs
+        need = max(loser_pairs, 2) if _saves_on_tie(objective, pairs) else loser_pairs
         if n >= need and all(loss(objective, p) > threshold for p in pairs):
             return f"stopped after {n} pair(s): {CLEAR_LOSER} (each lost > {threshold:.0%})"
         if n >= 2 and all(-loss(objective, p) > threshold for p in pairs) and decide(objective, pairs).accepted:
