@@ -29,6 +29,7 @@ import psutil
 
 PARENT_ENV = "INFERTUNE_PARENT"
 TRIAL_DIR_ENV = "INFERTUNE_TRIAL_DIR"
+ZYGOTE_ENV = "INFERTUNE_ZYGOTE"  # in a trial forked by measure/zygote.py: the pid of its direct parent, the zygote
 PREFIX = "infertune-trial-"
 PR_SET_PDEATHSIG = 1
 
@@ -85,7 +86,9 @@ def die_with_parent(interval_s: float = 1.0) -> None:
     except OSError:
         own_group = False
     direct = "LOCAL_RANK" not in os.environ  # under torchrun the direct parent is torchrun, not infertune
-    if not alive(tok) or (direct and os.getppid() != parent):
+    zygote = os.environ.get(ZYGOTE_ENV)  # forked by the zygote, which itself dies with `parent`
+    expected = int(zygote) if zygote else parent
+    if not alive(tok) or (direct and os.getppid() != expected):
         _end(own_group)  # the parent went before the kernel was asked to tell us
     threading.Thread(target=_watch, args=(tok, interval_s, own_group), daemon=True, name="infertune-lifeline").start()
 

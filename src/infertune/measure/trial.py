@@ -21,13 +21,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from infertune.core.config import InferenceConfig
 from infertune.core.workload import Workload
 from infertune.measure import lifeline
 from infertune.measure.machine import Watch
 from infertune.measure.results import Status, TrialResult, TrialSpec
+from infertune.measure.zygote import base_env, current
 from infertune.models.hub import revision_of
 
 Event = dict[str, Any]
@@ -40,19 +41,23 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def _child_env(folder: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {lifeline.PARENT_ENV: lifeline.token(), lifeline.TRIAL_DIR_ENV: str(folder)},
-        PYTHONUNBUFFERED="1",
-        HF_HUB_OFFLINE="1",  # a trial never downloads: what it measures is what is on disk
-        TOKENIZERS_PARALLELISM="false",
-        TRANSFORMERS_NO_ADVISORY_WARNINGS="1",
+    return {**base_env(), lifeline.PARENT_ENV: lifeline.token(), lifeline.TRIAL_DIR_ENV: str(folder)}
+
+
+def _start(python: str, worker: list[str], tmp: Path, log: IO[bytes], log_file: Path, ranks: bool) -> Any:
+    """The trial's child: forked from the warm launcher when a `warm_start` block is open (same interpreter, one
+    rank; measure/zygote.py), else a fresh interpreter. Either runs in a session of its own."""
+    env = _child_env(tmp)
+    zygote = None if ranks or python != sys.executable else current()
+    if zygote is not None and zygote.serves(env):
+        with contextlib.suppress(RuntimeError, OSError, TimeoutError):  # a launcher that died: start cold
+            return zygote.spawn(worker[2:], env, log_file)
+    return subprocess.Popen(
+        [python, *worker], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True
     )
-    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # torch and NVML then number GPUs the same way
-    return env
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: Any) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -144,14 +149,7 @@ def _run(
                 str(free_port()),
                 *worker,
             ]
-        proc = subprocess.Popen(
-            [python, *worker],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env=_child_env(tmp),
-            start_new_session=True,
-        )
+        proc = _start(python, worker, tmp, log, log_file, config.tp_size > 1)
         garbage: deque[str] = deque(maxlen=5)
 
         def read_events() -> None:

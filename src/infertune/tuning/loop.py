@@ -19,6 +19,7 @@ from infertune.measure import run_trial
 from infertune.measure.machine import combine
 from infertune.measure.quality import REFERENCE_TEXT, Quality, compare
 from infertune.measure.results import TrialResult
+from infertune.measure.zygote import warm_start
 from infertune.techniques import Facts, Setup
 from infertune.techniques.render import config_for
 from infertune.tuning.ahead import Ahead
@@ -87,7 +88,18 @@ def tune(
 ) -> list[Step]:
     """Run (or continue) the loop until no candidate is left or the trial/time budget is spent.
 
-    `executor`: what runs one trial (run_trial's arguments); measure/cluster.py's RayExecutor puts it on Ray."""
+    `executor`: what runs one trial (run_trial's arguments); measure/cluster.py's RayExecutor puts it on Ray.
+    Local trials fork from one warm process that has imported torch and transformers (measure/zygote.py)."""
+    with warm_start(run.spec().model_path, enabled=executor is None):
+        return _tune(run, facts, on_event, executor)
+
+
+def _tune(
+    run: Run,
+    facts: Facts,
+    on_event: Callable[[dict[str, Any]], None] | None,
+    executor: Callable[..., TrialResult] | None,
+) -> list[Step]:
     spec = run.spec()
     steps = run.steps()
     emit = on_event or (lambda e: None)

@@ -24,6 +24,7 @@ from infertune.core.paths import append_line, write_json_atomic
 from infertune.core.workload import Workload
 from infertune.measure import run_trial
 from infertune.measure.results import TrialResult
+from infertune.measure.zygote import warm_start
 from infertune.techniques import Setup
 from infertune.techniques.render import config_for
 from infertune.tuning.verdict import Objective, objective_value
@@ -179,18 +180,19 @@ def sweep(
             emit({"event": "point", "point": point})
 
     threads = [threading.Thread(target=lane, args=(w,), daemon=True) for w in lanes]
-    for th in threads:
-        th.start()
-    try:
+    with warm_start(enabled=executor is None):  # local trials fork from one warm process
         for th in threads:
-            while th.is_alive():
-                th.join(0.2)
-    except KeyboardInterrupt:
-        stop.set()
-        cancel = getattr(executor, "cancel", None)
-        if cancel is not None:
-            cancel()
-        raise
+            th.start()
+        try:
+            for th in threads:
+                while th.is_alive():
+                    th.join(0.2)
+        except KeyboardInterrupt:
+            stop.set()
+            cancel = getattr(executor, "cancel", None)
+            if cancel is not None:
+                cancel()
+            raise
     if errors:
         raise errors[0]
     return sorted(run.done(), key=lambda p: p.index)
