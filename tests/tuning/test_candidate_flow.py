@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from infertune.advisor.advise import advise, moves_to_try
+from infertune.advisor.advise import advise, moves_to_try, no_expected_change
 from infertune.api import host_facts
 from infertune.core.workload import Workload
 from infertune.measure.results import RequestOutput, TrialMetrics, TrialResult
@@ -138,3 +138,20 @@ def test_the_baseline_is_piloted_once_for_the_runs_noise_floor(tuned):
     _, _, steps, _ = tuned
     assert steps[0].noise_floor == 0.0
     assert all(s.stopped and f"{len(s.pairs)} pair" in s.stopped for s in steps[1:] if s.pairs)
+
+
+def test_a_move_whose_estimate_sees_no_difference_is_not_measured(tuned):
+    """After sdpa, FlexAttention is compatible but the estimate sees nothing it would change (same kernel tier, no
+    priced factor): the tuner spends no trial on it; a move it does see a difference for stays a candidate."""
+    facts, *_ = tuned
+    at = Setup(dtype="bfloat16", attn="sdpa")
+    every = {c.technique: c for c in moves_to_try(facts, at)}
+    assert "attn-flex" in every and no_expected_change(every["attn-flex"])
+    tried = {c.technique for c in loop.candidates(facts, at, set())}
+    assert "attn-flex" not in tried
+    seen = [t for t, c in every.items() if not no_expected_change(c)]
+    assert seen and all(
+        t in tried or every[t].compatibility.issues or not loop.measurable(every[t].setup) for t in seen
+    )
+    # a difference the estimate does see (eager -> sdpa: time and memory) keeps sdpa a candidate from eager
+    assert "attn-sdpa" in {c.technique for c in loop.candidates(facts, Setup(dtype="bfloat16", attn="eager"), set())}

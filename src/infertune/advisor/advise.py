@@ -282,12 +282,21 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
     return Assessment(base, diag, ordered, candidates, rejected)
 
 
-def moves_to_try(f: Facts, current: Setup) -> list[Candidate]:
+def moves_to_try(f: Facts, current: Setup, worth_a_trial: bool = False) -> list[Candidate]:
     """Every compatible move from `current`, as the advisor built it: the ranked ones first (what it would
-    recommend, in order), then the others in the expert's order. What the tuner measures, in this order."""
+    recommend, in order), then the others in the expert's order. What the tuner measures, in this order.
+    `worth_a_trial`: leave out the unranked moves whose estimate sees no difference at all (`no_expected_change`)."""
     a = assess(f, current)
     rest = sorted((c for c in a.compatible if c not in a.ranked), key=lambda c: REGISTRY[c.technique].rank(f))
+    if worth_a_trial:
+        rest = [c for c in rest if not no_expected_change(c)]
     return a.ranked + rest
+
+
+def no_expected_change(c: Candidate) -> bool:
+    """A move the advisor does not rank and whose estimate sees no difference on any axis (FlexAttention after sdpa
+    for a plain causal mask): a tune does not spend trials on it; the report lists it as not measured, and why."""
+    return c.expected is not None and not c.expected.sees_a_difference()
 
 
 def advise(

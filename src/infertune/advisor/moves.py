@@ -61,6 +61,21 @@ class Expected(BaseModel):
     weights_bytes_before: int | None = None
     weights_bytes_after: int | None = None
 
+    def sees_a_difference(self) -> bool:
+        """Whether the estimate expects the move to change anything at all: time, memory or capacity by any amount
+        (eager -> sdpa on a 4-token prompt: 0.1 % of memory), a priced slow path, or a kernel quality it names but
+        cannot price (`note`). False only where it computes the two setups as one (FlexAttention after sdpa)."""
+        pairs = [
+            (self.ttft_s_before, self.ttft_s_after),
+            (self.tpot_s_before, self.tpot_s_after),
+            (self.peak_bytes_before, self.peak_bytes_after),
+            (self.max_concurrency_before, self.max_concurrency_after),
+        ]
+        moved = any(a is not None and b is not None and a != b for a, b in pairs)
+        return (
+            moved or self.fits_before != self.fits_after or self.factors_before != self.factors_after or bool(self.note)
+        )
+
 
 class Compatibility(BaseModel):
     ok: bool

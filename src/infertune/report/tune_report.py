@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from infertune.advisor.advise import moves_to_try, no_expected_change
 from infertune.core.paths import write_atomic
 from infertune.core.schema import SCHEMA_VERSION
 from infertune.measure.cluster_node import by_node
@@ -170,6 +171,7 @@ def build(
     if best is not None:
         # Compatible with the accepted setup but not measured in this run: say why, mark unverified.
         tried = {s.technique for s in steps}
+        unchanged = {c.technique for c in moves_to_try(facts, best.setup) if no_expected_change(c)}
         if evidence:  # measured in the serve stage: its evidence is in "serving_engine"
             tried |= {tid for tid, t in REGISTRY.items() if t.measured_when_served}
         for tid, t in REGISTRY.items():
@@ -182,6 +184,8 @@ def build(
             why = "; ".join(c.issues) or (
                 "not measurable here (concurrency, several devices or another engine)"
                 if not measurable(after)
+                else "not tried: the estimate sees no difference it would make here (time, memory, capacity)"
+                if tid in unchanged
                 else "not tried (trial or time budget)"
             )
             unverified.append({"technique": tid, "why": why})

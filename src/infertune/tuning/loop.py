@@ -51,11 +51,11 @@ def measurable(s: Setup) -> bool:
 
 def candidates(f: Facts, best: Setup, tried: set[str]) -> list[Candidate]:
     """Runnable-here moves from `best`, as the advisor built them (its ranking first, then the rest in the
-    expert's order), one per technique. A move with an open item (a package to install, a question) is not
-    runnable here and now."""
+    expert's order, less those whose estimate sees no difference at all), one per technique. A move with an open
+    item (a package to install, a question) is not runnable here and now."""
     out: list[Candidate] = []
     seen = set(tried)
-    for c in moves_to_try(f, best):
+    for c in moves_to_try(f, best, worth_a_trial=True):
         if c.technique in seen or c.compatibility.issues or not measurable(c.setup) or c.setup == best:
             continue
         seen.add(c.technique)
