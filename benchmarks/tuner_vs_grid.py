@@ -35,6 +35,7 @@ from infertune.core.workload import Workload
 from infertune.measure import run_trial
 from infertune.measure.machine import combine
 from infertune.measure.stats import paired
+from infertune.measure.zygote import warm_start
 from infertune.models import store
 from infertune.probe.model import profile_model
 from infertune.techniques import Setup
@@ -98,15 +99,17 @@ def main() -> int:
     if best.setup not in cells:  # measured beside the grid, not counted as one of its configurations
         cells.append(best.setup)
     values: dict[int, list[float]] = {i: [] for i in range(len(cells))}
-    for r in range(args.repeats):
-        order = list(range(len(cells)))
-        order = order[r % len(order) :] + order[: r % len(order)]  # rotate: no cell always runs first
-        for i in order:
-            t = run_trial(config_for(cells[i]), wl, path, timeout_s=900)
-            loads.append(t.machine)
-            v = objective_value(args.objective, t)
-            values[i].append(np.nan if v is None else v)
-            print(f"  round {r + 1}: {label(cells[i]):40} {t.status:7} {v if v is not None else '-':>12}", flush=True)
+    with warm_start(path):  # trials fork from one warm process, as the tuner's do
+        for r in range(args.repeats):
+            order = list(range(len(cells)))
+            order = order[r % len(order) :] + order[: r % len(order)]  # rotate: no cell always runs first
+            for i in order:
+                t = run_trial(config_for(cells[i]), wl, path, timeout_s=900)
+                loads.append(t.machine)
+                v = objective_value(args.objective, t)
+                values[i].append(np.nan if v is None else v)
+                shown = v if v is not None else "-"
+                print(f"  round {r + 1}: {label(cells[i]):40} {t.status:7} {shown:>12}", flush=True)
     med = {i: float(np.nanmedian(v)) for i, v in values.items() if not np.all(np.isnan(v))}
     ranked = sorted(med, key=lambda i: -med[i] if higher else med[i])
     g, runner, pick = ranked[0], ranked[1], cells.index(best.setup)
