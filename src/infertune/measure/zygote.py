@@ -108,8 +108,13 @@ class Zygote:
             with self._lock:
                 self._started = started = Future[int]()
                 msg = json.dumps({"argv": argv, "env": env, "log": str(log)}).encode()
-                socket.send_fds(self._sock, [msg], [write_end])
-                pid = started.result(timeout=120)  # the zygote answers once it has imported (seconds)
+                try:
+                    socket.send_fds(self._sock, [msg], [write_end])
+                    pid = started.result(timeout=300)  # the zygote answers once it has imported (seconds)
+                except BaseException:  # no answer: never let it fork this trial later, beside the cold start
+                    os.close(read_end)
+                    self.close()
+                    raise
             with self._state:
                 done = self._exits.setdefault(pid, Future())
                 if pid in self._early:
