@@ -4,10 +4,18 @@ emulated (see techniques.factors); bf16 needs hardware support (not on T4/V100).
 
 from __future__ import annotations
 
+from infertune.probe.host import cpu_flags, native_cpu_dtypes
 from infertune.techniques.base import HF, OVERVIEW, Check, Facts, Risk, Setup, Technique, register
 
 DTYPES = ("bfloat16", "float16", "float32")
 FP16_KERNELS = ("awq", "gptq")  # quantized kernels built for fp16 activations (AWQ's refuse bf16 in vLLM)
+
+
+def _target_cpu_flags(f: Facts) -> set[str]:
+    """The target CPU's ISA flags: as stated (--cpu, --cpu-flags), else this host's when the target is this host."""
+    if f.accelerator.cpu_flags is not None:
+        return set(f.accelerator.cpu_flags)
+    return cpu_flags() if f.accelerator.vendor == "host" else set()
 
 
 def bf16_tensor_cores(f: Facts) -> bool:
@@ -41,14 +49,14 @@ class Dtype(Technique):
 
     def tradeoffs_for(self, f: Facts, s: Setup) -> list[str]:
         """Rounding always; float16 overflow and its CPU emulation only for float16; bf16's CPU prefill cost
-        only for bf16 on a CPU."""
+        only for bf16 on a CPU without native bf16 (AVX512-BF16, AMX-BF16, ARM bf16)."""
         rounding, fp16_overflow, bf16_cpu, fp16_cpu = self.tradeoffs
         if not self.applied(s):  # full precision: none of them
             return []
         out = [rounding]
         if s.dtype == "float16":
             out += [fp16_overflow, fp16_cpu] if f.platform == "cpu" else [fp16_overflow]
-        elif f.platform == "cpu":
+        elif f.platform == "cpu" and not native_cpu_dtypes(_target_cpu_flags(f))["bfloat16"]:
             out.append(bf16_cpu)
         return out
 
