@@ -147,3 +147,23 @@ def test_the_end_of_run_confirmation_is_the_headline_gain_and_shows_under_the_st
     assert "<h3>Confirmed at the end</h3>" in tune_page(r)
     r["confirmation"].update(outcome="not confirmed", verdict="inconclusive", delta=-0.02, noise=0.08)
     assert summary(r)["sure"] == "low"
+
+
+def test_a_pick_confirmed_on_the_tie_leads_with_what_it_saves():
+    """Adopted for memory at a latency inside its noise: the headline says the saving first, then the tie."""
+    r = copy.deepcopy(DEMO)
+    best = r["best"]["index"]
+    r["confirmation"] = {
+        "winner": best,
+        "outcome": "confirmed",
+        "verdict": "inconclusive",
+        "delta": 0.116,
+        "noise": 0.123,
+        "tie": {"n": 3, "a": 946720768.0, "b": 425562112.0, "delta": -0.55, "noise": 0.0001, "clear": True},
+        "pairs": [{"incumbent": 1.42, "candidate": 1.58}] * 3,
+    }
+    v = summary(r)
+    assert v["headline"].startswith(f"Ship {v['ship']}: peak memory above the process baseline -55%")
+    assert "+12%, noise band ±12%" in v["headline"] and "within its noise" in v["headline"]
+    r["confirmation"].update(verdict="kept", delta=-0.3)  # a clear gain on the objective: that leads
+    assert "peak memory" not in summary(r)["headline"]

@@ -156,11 +156,21 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
             if confirmed and confirmed.get("winner") == shipped["index"]
             else "against the baseline"
         )
-        headline = (
-            f"Ship {human.settings(changes)}: {what} {human.objective(obj, before)} → "
-            f"{human.objective(obj, after)} ({human.change(gain)}{band}), measured "
-            f"{how} on this machine."
-        )
+        tie = (confirmed or {}).get("tie") if confirmed and confirmed.get("winner") == shipped["index"] else None
+        on_tie = confirmed is not None and confirmed.get("verdict") != "kept" and bool(tie and tie.get("clear"))
+        if on_tie and tie is not None:  # adopted for the other axis: say so first, the objective a tie beside it
+            axis = "peak memory above the process baseline" if obj != "memory" else "end-to-end latency"
+            headline = (
+                f"Ship {human.settings(changes)}: {axis} {human.change(tie['delta'])} at the same {what} within its "
+                f"noise ({human.objective(obj, before)} → {human.objective(obj, after)}, {human.change(gain)}{band}), "
+                f"measured {how} on this machine."
+            )
+        else:
+            headline = (
+                f"Ship {human.settings(changes)}: {what} {human.objective(obj, before)} → "
+                f"{human.objective(obj, after)} ({human.change(gain)}{band}), measured "
+                f"{how} on this machine."
+            )
     costs = [f"{x['metric']} {x['baseline']} → {x['shipped']} ({x['change']})" for x in rows if x["better"] is False]
     q = shipped.get("quality") or {}
     if q:
