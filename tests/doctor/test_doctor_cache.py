@@ -99,11 +99,23 @@ def test_a_checkpoint_arriving_here_is_a_miss(tmp_path, env):
     assert templated[3] is True and "IT003" in templated[1]
 
 
-def test_bad_input_is_never_cached(tmp_path, env):
-    (tmp_path / "a.py").write_text("def broken(:\n")
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("a.py", b"def broken(:\n", "a.py:1:12: syntax error"),
+        ("a.py", b"\xff\xfe\x00", "a.py: not a UTF-8 text file"),
+        ("a.py", None, "a.py: no such file or directory"),
+        ("a", "dir", "a: no Python files to check"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_with_the_cache_on_and_never_cached(tmp_path, env, name, content, says):
+    if content == "dir":
+        (tmp_path / name).mkdir()
+    elif content is not None:
+        (tmp_path / name).write_bytes(content)
     for _ in range(2):
-        code, _, err, loaded = doctor(env, "a.py", cwd=tmp_path)
-        assert code == 2 and loaded and err.strip().count("\n") == 0 and "syntax error" in err
+        code, out, err, _ = doctor(env, name, cwd=tmp_path)
+        assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith(f"error: {says}"), err
     assert not (tmp_path / "home" / "doctor").exists()
 
 
