@@ -23,7 +23,9 @@ CHAT_MODEL = re.compile(r"instruct|chat|[-_]it(\b|[-_])|zephyr|vicuna|hermes|ope
 
 # small base (completion) language models: their output is a continuation of the prompt by design, and they are
 # demo-sized (a web route serving one of them is a toy, not a service to batch)
-BASE_LM = re.compile(r"^(distil)?gpt2(-(medium|large|xl))?$|^tiny-gpt2$|^gpt-neo-(125m|1\.3b)$|^opt-(125m|350m)$", re.I)
+BASE_LM = re.compile(
+    r"^(distil)?gpt2(-(medium|large|xl))?$|^tiny-gpt2$|^openai-gpt$|^gpt-neo-(125m|1\.3b)$|^opt-(125m|350m)$", re.I
+)
 
 
 def model_ids(s: Script) -> list[str]:
