@@ -214,22 +214,48 @@ def _templated_text(s: Script, value: ast.AST | None, depth: int = 0) -> ast.Cal
 
 
 ENCODES = {"encode", "encode_plus", "batch_encode_plus"}
+BOS_TEXT = ("<s>", "<|begin_of_text|>", "<bos>")  # Llama 2 / Mistral, Llama 3, Gemma: what their tokenizers add
+
+
+def _leading_text(s: Script, value: ast.AST | None, depth: int = 0) -> str | None:
+    """How a text value starts, when the file says: a literal, an f-string's first part, a concatenation's left."""
+    if value is None or depth > 4:
+        return None
+    for o in s.origins(value):
+        if isinstance(o, ast.Constant) and isinstance(o.value, str):
+            return o.value
+        if isinstance(o, ast.JoinedStr) and o.values:
+            return _leading_text(s, o.values[0], depth + 1)
+        if isinstance(o, ast.BinOp) and isinstance(o.op, ast.Add):
+            return _leading_text(s, o.left, depth + 1)
+    return None
 
 
 def double_bos(s: Script):
     ids = [s.model_id(c) for c in [*s.loads, *s.tokenizers]]
     ids += [_pipeline_model_id(s, p) for p in s.pipelines]
     model = next((m for m in ids if m and _writes_bos(m)), None)
-    if model is None:
+    adds_bos = next((m for m in ids if m and BOS_IN_TEMPLATE.search(m)), None)  # its tokenizer adds BOS itself
+    if model is None and adds_bos is None:
         return
     for c in s.calls:
         encodes = method(c) in ENCODES and s.is_tokenizer(receiver(c))
         if not (s.is_tokenizer_call(c) or s.is_pipeline_call(c) or encodes) or not c.args:
             continue
-        if const(kw(c, "add_special_tokens")) is False or _templated_text(s, c.args[0]) is None:
+        if const(kw(c, "add_special_tokens")) is False:
             continue
-        yield (
-            c,
-            f"{model}'s chat template already writes the BOS token into the text; tokenizing that text again adds "
-            "a second one (the model sees <bos><bos>)",
-        )
+        if model is not None and _templated_text(s, c.args[0]) is not None:
+            yield (
+                c,
+                f"{model}'s chat template already writes the BOS token into the text; tokenizing that text again "
+                "adds a second one (the model sees <bos><bos>)",
+            )
+        elif adds_bos is not None:
+            lead = (_leading_text(s, c.args[0]) or "").lstrip()
+            if lead.startswith(BOS_TEXT):
+                yield (
+                    c,
+                    f"the text starts with {next(b for b in BOS_TEXT if lead.startswith(b))} written by hand and "
+                    f"{adds_bos}'s tokenizer adds its own BOS: the model sees two (pass add_special_tokens=False, "
+                    "or drop it from the text)",
+                )
