@@ -124,14 +124,22 @@ def _pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
     return next((i for i in ids if i), None)
 
 
-def _chat_ids(s: Script) -> list[str]:
+# vision-language chat checkpoints with no chat word in their ids (llava-hf/llava-1.5-7b-hf, llava-v1.6-mistral-...):
+# their processors ship a chat template, and a bare prompt is off their format (IT013 only: their documented
+# hand-built formats, `USER: <image>\n... ASSISTANT:` and `[INST] <image>\n... [/INST]`, are not IT003's concern)
+VLM_CHAT = re.compile(r"llava", re.I)
+
+
+def _chat_ids(s: Script, vlm: bool = False) -> list[str]:
     ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
     ids += [_pipeline_model_id(s, p) or "" for p in s.pipelines]
-    return [i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1])]
+    return [
+        i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1]) or (vlm and VLM_CHAT.search(i.rsplit("/", 1)[-1]))
+    ]
 
 
 def chat_model_raw_text(s: Script):
-    if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s) or _no_template(s):
+    if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s, vlm=True) or _no_template(s):
         return
     for c in _prompt_sinks(s):
         args = _text_args(c)
@@ -150,7 +158,7 @@ def chat_model_raw_text(s: Script):
             yield (
                 c,
                 (
-                    f"{_chat_ids(s)[0]} is a chat model fed raw text: without its chat template it answers "
+                    f"{_chat_ids(s, vlm=True)[0]} is a chat model fed raw text: without its chat template it answers "
                     "off-format or rambles"
                 ),
             )
