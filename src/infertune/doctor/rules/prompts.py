@@ -66,13 +66,14 @@ def _prompt_sinks(s: Script) -> list[ast.Call]:
 def _feeds_input(s: Script, tok: ast.Call, gen: ast.Call) -> bool:
     """Are the tokenizer's ids generate's input (positional, input_ids=, inputs=, **enc; a Thread's kwargs)? Also
     as items of a list built by a comprehension (`ids = [tok(p).input_ids for p in ps]`, then `for i in ids`)."""
-    names, n = s.flow_names(tok), tok
-    while isinstance(p := s.parents.get(n), (ast.Attribute, ast.Subscript)) or (
-        isinstance(p, ast.Call) and p.func is n
+    names = s.flow_names(tok)
+    top: ast.AST = tok
+    while isinstance(up := s.parents.get(top), (ast.Attribute, ast.Subscript)) or (
+        isinstance(up, ast.Call) and up.func is top
     ):
-        n = p
-    if isinstance(p, ast.ListComp) and p.elt is n:
-        names |= s.flow_names(p)
+        top = up
+    if isinstance(up, ast.ListComp) and up.elt is top:
+        names |= s.flow_names(up)
     args = list(gen.args[:1]) + [k.value for k in gen.keywords if k.arg in (None, "input_ids", "inputs", "kwargs")]
     return any(
         n is tok or (isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names) for a in args for n in ast.walk(a)
