@@ -132,3 +132,16 @@ def test_a_folder_is_answered_whole_from_the_cache(tmp_path, env):
     (pkg / "sub" / "c.py").write_text("y = 2\n")  # a new file: checked, and counted
     grown = doctor(env, "pkg", cwd=tmp_path)
     assert grown[3] is True and "3 files" in grown[2]
+
+
+def test_a_damaged_entry_or_a_file_given_twice_is_checked_again(tmp_path, env):
+    (tmp_path / "app.py").write_text(HEAD + 'm = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf")\n')
+    first = doctor(env, "app.py", cwd=tmp_path)
+    (entry,) = (tmp_path / "home" / "doctor").iterdir()
+    entry.write_bytes(b"\x00not a cache entry")
+    damaged = doctor(env, "app.py", cwd=tmp_path)
+    assert damaged[:3] == first[:3] and damaged[3] is True
+    assert doctor(env, "app.py", cwd=tmp_path)[3] is False  # rewritten whole
+    twice = doctor(env, "app.py", "app.py", cwd=tmp_path)
+    assert twice[3] is True and twice[1].count("IT001") == 2 * first[1].count("IT001") and "2 files" in twice[2]
+    assert doctor(env, "app.py", "app.py", cwd=tmp_path)[:3] == twice[:3]

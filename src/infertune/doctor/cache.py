@@ -117,7 +117,7 @@ def content(name: str) -> bytes | None:
 def lookup(paths: list[str], asked: tuple) -> tuple[list[Row], int] | None:
     """(findings, files checked) when every file's entry holds; None on any miss."""
     names = python_files(paths)
-    if names is None:
+    if names is None or len(set(names)) != len(names):  # a file given twice: checked (and counted) twice
         return None
     code, rows = code_stamp(), []
     for name in names:
@@ -133,8 +133,10 @@ def lookup(paths: list[str], asked: tuple) -> tuple[list[Row], int] | None:
 
 
 def digests(paths: list[str]) -> dict[str, bytes | None]:
-    """Each file's digest, taken before the check reads it (a file edited meanwhile then misses next time)."""
-    return {name: content(name) for name in python_files(paths) or []}
+    """Each file's digest, taken before the check reads it (a file edited meanwhile then misses next time); none
+    when a file is given twice (its findings would be stored twice over)."""
+    names = python_files(paths) or []
+    return {name: content(name) for name in names} if len(set(names)) == len(names) else {}
 
 
 def store(
