@@ -2,12 +2,13 @@
 
     python benchmarks/doctor_speed.py [--runs 15]
 
-Runs A (bare `python -c pass`), B (`python -m infertune doctor FILE`, bytecode cached as after
-`pip install`) and C (the same from a source tree under PYTHONDONTWRITEBYTECODE=1: every module compiled each
-run) interleaved A B C A B C ... in fresh processes, so a busy moment hits all; prints wall-clock and CPU
+Runs A (bare `python -c pass`), B (`python -m infertune doctor FILE` answered from its findings cache, the file
+unchanged since the run before), C (the same with `--no-cache`: every rule loaded and run; bytecode cached as
+after `pip install`) and D (C from a source tree under PYTHONDONTWRITEBYTECODE=1: every module compiled each run)
+interleaved A B C D A B C D ... in fresh processes, so a busy moment hits all; prints wall-clock and CPU
 (user+sys) medians, spread and the median ratios. Then checks a folder of 300 files (the corpus shapes,
-copied) a few times. The load average before and after says how noisy the machine was. Nothing is asserted:
-timing belongs here, not in tests.
+copied) a few times, with and without the findings cache. The load average before and after says how noisy the
+machine was. Nothing is asserted: timing belongs here, not in tests.
 """
 
 from __future__ import annotations
@@ -53,42 +54,43 @@ def main() -> None:
     args = ap.parse_args()
     py = sys.executable
     cache = tempfile.mkdtemp(prefix="pycache-")
+    home = tempfile.mkdtemp(prefix="infertune-home-")  # the findings cache's own folder, empty at the start
     # installed: bytecode cached (pip compiles it at install time); here in a private cache folder
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONPYCACHEPREFIX": cache}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONPYCACHEPREFIX": cache, "INFERTUNE_HOME": home}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("INFERTUNE_NO_DOCTOR_CACHE", None)
     # a source tree with PYTHONDONTWRITEBYTECODE=1 (this machine's default): the doctor compiles every run
-    src_env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+    src_env = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
     src_env.pop("PYTHONPYCACHEPREFIX", None)
     load0 = os.getloadavg()
-    bare_cmd, doc_cmd = [py, "-c", "pass"], [py, "-m", "infertune", "doctor", str(ONE)]
-    timed(bare_cmd, env), timed(doc_cmd, env)  # fill the bytecode cache once
-    bare, doc, src, ratios, src_ratios = [], [], [], [], []
+    doc = [py, "-m", "infertune", "doctor", str(ONE)]
+    rows = {  # name: (command, environment)
+        "bare interpreter (python -c pass)": ([py, "-c", "pass"], env),
+        "doctor, findings cached (a hit)": (doc, env),
+        "doctor, --no-cache, bytecode cached": ([*doc, "--no-cache"], env),
+        "doctor, --no-cache, compiled each run": ([*doc, "--no-cache"], src_env),
+    }
+    for cmd, e in rows.values():
+        timed(cmd, e)  # fill the bytecode cache and the findings cache once
+    times: dict[str, list[tuple[float, float, int]]] = {name: [] for name in rows}
     for _ in range(args.runs):
-        a, b, c = timed(bare_cmd, env), timed(doc_cmd, env), timed(doc_cmd, src_env)
-        assert b[2] in (0, 1) and c[2] in (0, 1), "doctor failed"
-        bare.append(a)
-        doc.append(b)
-        src.append(c)
-        ratios.append(b[0] / a[0])
-        src_ratios.append(c[0] / a[0])
+        for name, (cmd, e) in rows.items():
+            times[name].append(timed(cmd, e))
+    assert all(rc in (0, 1) for name in rows for _, _, rc in times[name][1:]), "doctor failed"
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} interleaved rounds, "
         f"load average before {load0[0]:.2f}"
     )
-    print(f"bare interpreter (python -c pass)      wall {summary([w for w, _, _ in bare])}")
-    print(f"doctor, one file, bytecode cached      wall {summary([w for w, _, _ in doc])}")
-    print(f"doctor, one file, compiled each run    wall {summary([w for w, _, _ in src])}")
-    print(f"bare interpreter                       cpu  {summary([c for _, c, _ in bare])}")
-    print(f"doctor, one file, bytecode cached      cpu  {summary([c for _, c, _ in doc])}")
-    print(f"doctor, one file, compiled each run    cpu  {summary([c for _, c, _ in src])}")
-    print(
-        f"ratio doctor/bare, cached (wall, per round): median {statistics.median(ratios):.1f}x "
-        f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x); limit 10x"
-    )
-    print(
-        f"ratio doctor/bare, compiled each run:        median {statistics.median(src_ratios):.1f}x "
-        f"(min {min(src_ratios):.1f}x, max {max(src_ratios):.1f}x)"
-    )
+    for kind, at in (("wall", 0), ("cpu ", 1)):
+        for name in rows:
+            print(f"{name:40s} {kind} {summary([t[at] for t in times[name]])}")
+    bare = times["bare interpreter (python -c pass)"]
+    for name in list(rows)[1:]:
+        ratios = [t[0] / b[0] for t, b in zip(times[name], bare, strict=True)]
+        print(
+            f"ratio {name} / bare (wall, per round): median {statistics.median(ratios):.1f}x "
+            f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x)"
+        )
     shapes = sorted(CORPUS.glob("*.py"))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "scripts"
@@ -96,14 +98,21 @@ def main() -> None:
             sub = folder / f"pkg{i // 50}"
             sub.mkdir(parents=True, exist_ok=True)
             shutil.copy(shapes[i % len(shapes)], sub / f"s{i}.py")
-        runs = [timed([py, "-m", "infertune", "doctor", str(folder)], env) for _ in range(args.folder_runs)]
-    print(f"doctor, 300 files (one process)     wall {summary([w for w, _, _ in runs])}")
-    print(f"doctor, 300 files                   cpu  {summary([c for _, c, _ in runs])}")
+        cold = [
+            timed([py, "-m", "infertune", "doctor", "--no-cache", str(folder)], env) for _ in range(args.folder_runs)
+        ]
+        timed([py, "-m", "infertune", "doctor", str(folder)], env)  # fills the findings cache
+        warm = [timed([py, "-m", "infertune", "doctor", str(folder)], env) for _ in range(args.folder_runs)]
+    print(f"doctor, 300 files, --no-cache        wall {summary([w for w, _, _ in cold])}")
+    print(f"doctor, 300 files, --no-cache        cpu  {summary([c for _, c, _ in cold])}")
+    print(f"doctor, 300 files, findings cached   wall {summary([w for w, _, _ in warm])}")
+    print(f"doctor, 300 files, findings cached   cpu  {summary([c for _, c, _ in warm])}")
     print(
         f"load average after {os.getloadavg()[0]:.2f} (2 cores shared with other work: compare the ratios, "
         "not the absolute times)"
     )
     shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":

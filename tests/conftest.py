@@ -96,6 +96,9 @@ def _offline(monkeypatch):
     # kept answers are tested on their own (test_answers.py); elsewhere a test that changes what a command sees
     # in-process must not be answered from an earlier test's output
     monkeypatch.setenv("INFERTUNE_NO_ANSWER_CACHE", "1")
+    monkeypatch.setenv(
+        "INFERTUNE_NO_DOCTOR_CACHE", "1"
+    )  # the same for the doctor's findings cache (test_doctor_cache.py)
 
 
 @pytest.fixture(scope="session")

@@ -507,7 +507,7 @@ def test_a_failing_rule_is_reported_and_the_others_still_run(tmp_path, monkeypat
 
     broken = [rules_mod.Rule("IT012", "trust-remote-code", "x", "y", boom)] + rules_mod.RULES[:1]
     monkeypatch.setattr(rules_mod, "RULES", broken)
-    monkeypatch.setattr("infertune.doctor.select_rules", lambda select, ignore: broken)
+    monkeypatch.setattr("infertune.doctor.checker.select_rules", lambda select, ignore: broken)
     report = doctor.check([DATA / "bad_server.py"])
     assert [f.rule for f in report.findings] == ["IT001"]
     assert len(report.errors) == 1 and "rule IT012 failed (ValueError: boom)" in report.errors[0]

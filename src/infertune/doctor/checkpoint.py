@@ -7,6 +7,16 @@ import os
 from functools import cache
 from pathlib import Path
 
+seen: set[tuple[str, str]] | None = None  # while the findings cache records a script: what its check looked at
+
+
+def note(path: object, kind: str = "stat") -> None:
+    """Say that the check looked at `path`: its modification time and size ("stat": a file's text, a folder's
+    entries), or only which version-pin files a folder holds ("pins"). The findings cache keeps that stamp, and
+    an entry whose stamps moved is not used."""
+    if seen is not None:
+        seen.add((kind, os.path.abspath(str(path))))
+
 
 def hf_cache() -> Path:
     if os.environ.get("HF_HUB_CACHE"):
@@ -20,6 +30,9 @@ def folders(model: str) -> list[Path]:
     snapshots = hf_cache() / f"models--{model.replace('/', '--')}" / "snapshots"
     if "/" in model and snapshots.is_dir():
         out += sorted(p for p in snapshots.iterdir() if p.is_dir())
+    if seen is not None:
+        for p in (*out, snapshots):
+            note(p)
     return out
 
 
@@ -32,6 +45,9 @@ def chat_template(model: str | None) -> str | None:
     for folder in folders(model):
         if not folder.is_dir():
             continue
+        if seen is not None:
+            for name in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json"):
+                note(folder / name)
         try:
             if (folder / "chat_template.jinja").is_file():
                 return (folder / "chat_template.jinja").read_text(encoding="utf-8")

@@ -1,15 +1,15 @@
 """`infertune doctor` on the fast path: the standard library only, so a check answers in tens of milliseconds (a
 pre-commit hook, an editor on save). The common command lines (paths, --format, --select, --ignore,
---target-version, --list-rules) are read without argparse, whose import, messages catalogue and help formatter
-cost more than the check of one file; anything else (--help, an unknown or misspelt option, a bad --format)
-goes through argparse, which answers or refuses. Options that need the higher layers (--env, --advise, --gpu,
---model) return None: the caller hands over to the full CLI."""
+--target-version, --list-rules, --no-cache) are read without argparse, whose import, messages catalogue and help
+formatter cost more than the check of one file; anything else (--help, an unknown or misspelt option, a bad
+--format) goes through argparse, which answers or refuses. Options that need the higher layers (--env, --advise,
+--gpu, --model) return None: the caller hands over to the full CLI. Text and JSON answers for unchanged files come
+from the findings cache (`doctor.cache`) without loading the rules."""
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 TYPE_CHECKING = False  # (typing is not imported at run time: mypy reads this name as typing's)
 if TYPE_CHECKING:
@@ -22,12 +22,12 @@ class Args:
     """What the command line asks for (argparse's Namespace, or the quick reading's)."""
 
     def __init__(self) -> None:
-        self.paths: list[Path] = []
+        self.paths: list[str] = []
         self.fmt = "text"
         self.select: list[str] = []
         self.ignore: list[str] = []
         self.target_version: str | None = None
-        self.env = self.advise = self.list_rules = False
+        self.env = self.advise = self.list_rules = self.no_cache = False
         self.gpu: str | None = None
         self.model: str | None = None
 
@@ -43,6 +43,8 @@ def quick_args(argv: list[str]) -> Args | None:
         name, eq, value = a.partition("=")
         if a == "--list-rules":
             out.list_rules = True
+        elif a == "--no-cache":
+            out.no_cache = True
         elif name in VALUED:
             if not eq:
                 if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
@@ -55,7 +57,7 @@ def quick_args(argv: list[str]) -> Args | None:
         elif a.startswith("-") and a != "-":
             return None
         else:
-            out.paths.append(Path(a))
+            out.paths.append(a)
         i += 1
     return out if out.fmt in FORMATS else None
 
@@ -73,7 +75,7 @@ def parser() -> argparse.ArgumentParser:
         description="Find the classic inference mistakes in your scripts, "
         "statically (never runs them). Exit 1 on findings, 2 on bad input (nothing is checked then).",
     )
-    p.add_argument("paths", nargs="*", type=Path, help="Python files or folders to check")
+    p.add_argument("paths", nargs="*", help="Python files or folders to check")
     p.add_argument("--format", dest="fmt", choices=FORMATS, default="text", help="text, json or sarif")
     p.add_argument(
         "--select", action="append", default=[], help="only these rules (ids, names, prefixes; comma-separated)"
@@ -89,6 +91,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", help="the GPU the scripts target (full CLI)")
     p.add_argument("--model", help="with --env: this model's weights against free memory (full CLI)")
     p.add_argument("--list-rules", action="store_true", help="print the rules and exit")
+    p.add_argument("--no-cache", action="store_true", help="check every file again (no findings cache)")
     return p
 
 
@@ -100,35 +103,57 @@ def main(argv: list[str]) -> int | None:
     args = quick_args(argv) or parser().parse_args(argv)
     if args.env or args.advise or args.gpu or args.model:
         return None
-    from infertune import doctor
-    from infertune.doctor import output
-
     if args.list_rules:
+        from infertune.doctor import output
+
         sys.stdout.write(output.rule_table())
         return 0
     if not args.paths:
         sys.stderr.write("error: give Python files or folders to check (infertune doctor app.py), or --env\n")
         return 2
+    select, ignore = split(args.select), split(args.ignore)
+    asked = (tuple(select), tuple(ignore), args.target_version)
+    deps: dict[str, list[tuple[str, str]]] | None = None
+    before: dict[str, bytes | None] | None = None
+    if args.fmt != "sarif":
+        from infertune.doctor import cache
+
+        if cache.enabled(args.no_cache):
+            hit = cache.lookup(args.paths, asked)
+            if hit is not None:
+                return answer(args.fmt, *hit, [])
+            deps, before = {}, cache.digests(args.paths)
+    from infertune import doctor
+
     try:
-        report = doctor.check(
-            args.paths, select=split(args.select), ignore=split(args.ignore), target_version=args.target_version
-        )
+        report = doctor.check(args.paths, select=select, ignore=ignore, target_version=args.target_version, deps=deps)
     except ValueError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
-    if args.fmt == "json":
-        sys.stdout.write(output.as_json(report.findings, report.files, report.errors) + "\n")
-    elif args.fmt == "sarif":
+    if deps is not None and before is not None and not report.errors:
+        cache.store(asked, before, report.findings, deps)
+    if args.fmt == "sarif":
+        import json
+
+        from infertune.doctor import output
         from infertune.probe.versions import own_version  # lazily: only SARIF names the tool's version
 
         sarif = output.sarif(report.findings, report.errors, own_version())
-        import json
-
         sys.stdout.write(json.dumps(sarif, indent=2) + "\n")
+        return 2 if report.errors else 1 if report.findings else 0
+    return answer(args.fmt, report.findings, report.files, report.errors)
+
+
+def answer(fmt: str, findings: list, files: int, errors: list[str]) -> int:
+    """Print the findings as text or JSON (from a check or from the cache); the exit code."""
+    from infertune.doctor import output
+
+    if fmt == "json":
+        sys.stdout.write(output.as_json(findings, files, errors) + "\n")
     else:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        sys.stdout.write(output.text(report.findings, color))
-        for err in report.errors:
+        sys.stdout.write(output.text(findings, color))
+        for err in errors:
             sys.stderr.write(f"error: {err}\n")
-        sys.stderr.write(output.summary(len(report.findings), report.files) + "\n")
-    return 2 if report.errors else 1 if report.findings else 0
+        sys.stderr.write(output.summary(len(findings), files) + "\n")
+    return 2 if errors else 1 if findings else 0

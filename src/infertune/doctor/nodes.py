@@ -61,10 +61,28 @@ GENERATIVE = re.compile(
     r"(CausalLM|Seq2SeqLM|ConditionalGeneration|LMHeadModel|Vision2Seq|ImageTextToText|"
     r"SpeechSeq2Seq|TextToWaveform)$"
 )
-ENCODER_DECODER = re.compile(
+_SEQ2SEQ = re.compile(
     r"(Seq2SeqLM|SpeechSeq2Seq|T5\w*|Bart\w*|Marian\w*|Pegasus\w*|Whisper\w*|"
     r"\w+ForConditionalGeneration)$"
 )
+# vision-language models whose class is *ForConditionalGeneration but whose language model is decoder-only: their
+# output starts with the prompt, they load in fp32 without a dtype, their batches pad on the left
+DECODER_VLM = re.compile(
+    r"^(Llava\w*|Qwen2VL|Qwen2_5_VL|Qwen3VL\w*|PaliGemma|Idefics\d?|Mllama|Gemma3|Mistral3|InternVL|AyaVision|"
+    r"Kosmos2|Chameleon|Emu3|Llama4|SmolVLM|Fuyu|Glm4v\w*)ForConditionalGeneration$"
+)
+
+
+class _EncoderDecoder:
+    """`ENCODER_DECODER.search(class_name)`: a seq2seq class (T5, BART, Marian, Whisper, ...), not a decoder-only
+    vision-language model that shares the *ForConditionalGeneration name."""
+
+    @staticmethod
+    def search(name: str) -> bool:
+        return bool(_SEQ2SEQ.search(name)) and not DECODER_VLM.search(name)
+
+
+ENCODER_DECODER = _EncoderDecoder()
 MOVES = {
     "to",
     "cuda",

@@ -3,21 +3,18 @@ code scanning (GitHub, GitLab, IDEs)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from pathlib import Path
-
-from infertune.doctor.nodes import Finding
-from infertune.doctor.rules import BY_KEY, RULES
-
 TYPE_CHECKING = False  # typing stays unimported on the fast path; mypy reads this name as typing's
 if TYPE_CHECKING:
     from typing import Any
+
+    from infertune.doctor.cache import Row
+    from infertune.doctor.nodes import Finding
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/infertune/infertune"
 
 
-def text(findings: list[Finding], color: bool = False) -> str:
+def text(findings: list[Finding] | list[Row], color: bool = False) -> str:
     bold, dim, reset = ("\033[1m", "\033[2m", "\033[0m") if color else ("", "", "")
     return "".join(
         f"{f.path}:{f.line}:{f.col} {bold}{f.rule}{reset} {f.message}\n{dim}    fix: {f.fix}{reset}\n" for f in findings
@@ -31,7 +28,7 @@ def summary(n_findings: int, files: int | None, env: bool = False) -> str:
     return f"{n_findings} finding{'s' * (n_findings != 1)} in {scope}" if n_findings else f"no findings in {scope}"
 
 
-def as_json(findings: list[Finding], files: int, errors: list[str]) -> str:
+def as_json(findings: list[Finding] | list[Row], files: int, errors: list[str]) -> str:
     import json
 
     from infertune.core.schema import SCHEMA_VERSION
@@ -40,7 +37,7 @@ def as_json(findings: list[Finding], files: int, errors: list[str]) -> str:
         {
             "kind": "doctor",
             "schema_version": SCHEMA_VERSION,
-            "findings": [asdict(f) for f in findings],
+            "findings": [f.model_dump() for f in findings],
             "files": files,
             "errors": errors,
             "advice": None,
@@ -54,6 +51,8 @@ SRCROOT = "%SRCROOT%"  # relative URIs resolve against this base, declared in th
 
 def _location(path: str) -> dict[str, str]:
     """A file under the working folder: a relative URI on %SRCROOT%; elsewhere an absolute file:// URI."""
+    from pathlib import Path
+
     p = Path(path).resolve()
     try:
         return {"uri": p.relative_to(Path.cwd().resolve()).as_posix(), "uriBaseId": SRCROOT}
@@ -63,6 +62,10 @@ def _location(path: str) -> dict[str, str]:
 
 def sarif(findings: list[Finding], errors: list[str], version: str | None = None) -> dict:
     """One SARIF 2.1.0 log: every rule in the driver, each finding a result with its location."""
+    from pathlib import Path
+
+    from infertune.doctor.rules import RULES
+
     index = {r.id: i for i, r in enumerate(RULES)}
     rules = [
         {
@@ -113,7 +116,9 @@ def sarif(findings: list[Finding], errors: list[str], version: str | None = None
 
 
 def rule_table() -> str:
+    from infertune.doctor.rules import RULES
+
     return "".join(f"{r.id} {r.name}: {r.summary}\n" for r in RULES)
 
 
-__all__ = ["BY_KEY", "as_json", "rule_table", "sarif", "summary", "text"]
+__all__ = ["as_json", "rule_table", "sarif", "summary", "text"]

@@ -162,9 +162,12 @@ class Script(Flow):
                 ast.FormattedValue,
                 ast.Dict,
                 ast.List,
+                ast.ListComp,  # [tok(p, ...).input_ids for p in prompts]: the list carries each item's value
             ),
         ):
             p = self.parents[n]
+            if isinstance(p, ast.ListComp) and n is not p.elt:
+                break
             if isinstance(p, ast.Call) and self.is_sink(p):
                 return [p]
             n = p
@@ -172,7 +175,7 @@ class Script(Flow):
             fn = self.enclosing_function(n)
             if fn is not None:
                 return [s for c in self.calls_named(fn.name) for s in self.sinks_of(c)]
-        names = self.flow_names(node) | names
+        names = self.flow_names(node) | (self.flow_names(n) if n is not node else set()) | names
         out = []
         for c in self.calls:
             if self.is_sink(c) and any(

@@ -8,6 +8,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from infertune.doctor.checkpoint import note
 from infertune.doctor.nodes import Target
 
 REQ = re.compile(r"""(?<![\w-])transformers\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^]=?\s*[\w.*]+\s*,?\s*)+)""", re.I)
@@ -71,8 +72,10 @@ def _specs_in(path: Path) -> list[str]:
 def pinned(folder: Path) -> tuple[VersionRange, str] | None:
     """The transformers pin in the nearest folder (this one or above) that has a requirements file."""
     for d in (folder, *folder.parents):
+        note(d, "pins")  # (a pin file added or removed there is a miss; other files come and go)
         files = sorted(d.glob("requirements*.txt")) + [d / n for n in PIN_FILES if (d / n).is_file()]
         for f in files:
+            note(f)
             for spec in _specs_in(f):
                 lo, hi = spec_range(spec)
                 if lo or hi:

@@ -278,7 +278,7 @@ RULES: list[Rule] = [
         "beam-no-repeat-ngram-chat",
         "beam search with no_repeat_ngram_size on a chat model",
         "drop no_repeat_ngram_size (use repetition_penalty lightly if needed)",
-        generation.beam_no_repeat_ngram_chat,
+        repeats.beam_no_repeat_ngram_chat,
     ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}

@@ -18,7 +18,7 @@ from infertune.doctor.nodes import (
     receiver,
 )
 from infertune.doctor.rules.loading import moved, placed_at_load
-from infertune.doctor.rules.prompts import CHAT_MODEL
+from infertune.doctor.rules.prompts import model_ids
 from infertune.doctor.script import Script
 
 SAMPLING = ("temperature", "top_p", "top_k", "repetition_penalty", "typical_p", "min_p")
@@ -171,11 +171,23 @@ def unprompted(s: Script, c: ast.Call) -> bool:
     return c in s.generates and not c.args and not any(k.arg is None or k.arg in inputs for k in c.keywords)
 
 
+def _dialogpt_budget(s: Script, value: ast.expr) -> bool:
+    """DialoGPT's documented use: max_length (1000 in its card) bounds the whole dialogue, history included."""
+    n, ids = const(value), model_ids(s)
+    return isinstance(n, int) and n >= 512 and bool(ids) and all("dialogpt" in i.lower() for i in ids)
+
+
 def max_length_budget(s: Script):
     for c, kws, _, opaque in generation_calls(s):
         if unprompted(s, c):
             continue
-        if "max_length" in kws and "max_new_tokens" not in kws and not opaque and not encoder_decoder_call(s, c):
+        if (
+            "max_length" in kws
+            and "max_new_tokens" not in kws
+            and not opaque
+            and not encoder_decoder_call(s, c)
+            and not _dialogpt_budget(s, kws["max_length"])
+        ):
             yield (
                 kws["max_length"],
                 (
@@ -380,20 +392,3 @@ def openai_args(s: Script):
 
 
 # --- IT033 ----------------------------------------------------------------------------------------------
-
-
-def beam_no_repeat_ngram_chat(s: Script):
-    """Beam search with no_repeat_ngram_size on a chat/instruct model: code, lists, names and markup repeat n-grams
-    on purpose, and the ban bends the answer around them."""
-    ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
-    chat = next((i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1])), None)
-    if chat is None:
-        return
-    for _, kws, hf, _ in generation_calls(s):
-        beams, ngram = const(kws.get("num_beams")), const(kws.get("no_repeat_ngram_size"))
-        if hf and isinstance(beams, int) and beams > 1 and isinstance(ngram, int) and ngram > 0:
-            yield (
-                kws["no_repeat_ngram_size"],
-                f"no_repeat_ngram_size={ngram} with beam search on {chat}, a chat model: it forbids every repeated "
-                f"{ngram}-gram (code, lists, names, markup repeat them), so answers get bent or cut; drop it",
-            )

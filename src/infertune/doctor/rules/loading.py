@@ -81,6 +81,9 @@ def _saved_only(s: Script, c: ast.Call) -> bool:
 
 # checkpoints published in fp32 (GPT-2 and DistilGPT-2, GPT-Neo, GPT-J's main branch): fp32 is their own dtype
 FP32_CHECKPOINT = re.compile(r"^(distil)?gpt2(-(medium|large|xl))?$|^gpt-neo-(125m|1\.3b|2\.7b)$|^gpt-j-6b$", re.I)
+# checkpoints whose own modelling code (trust_remote_code) picks half precision when none is given: Qwen (v1)'s
+# QWenLMHeadModel sets bf16, else fp16, on a card that supports it and casts itself (`autoset_precision`)
+CASTS_ITSELF = re.compile(r"^qwen/qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$", re.I)
 
 
 def dtype_rule(s: Script):
@@ -106,6 +109,7 @@ def dtype_rule(s: Script):
             or _cast_after_dispatch(s, c)
             or _halved_after_load(s, c)
             or FP32_CHECKPOINT.search((s.model_id(c) or "").rstrip("/").rsplit("/", 1)[-1])
+            or CASTS_ITSELF.search((s.model_id(c) or "").rstrip("/"))
         ):
             # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs; a model
             # run on the CPU computes in fp32 there (a choice, or IT002's finding on this load: one per problem)

@@ -8,8 +8,7 @@ import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
-from infertune.doctor.rules.prompts import TEMPLATE_TOKENS, base_models_only, model_ids
-from infertune.doctor.rules.serving import is_route
+from infertune.doctor.rules.prompts import CHAT_MARKERS, TEMPLATE_TOKENS, base_models_only, model_ids
 from infertune.doctor.script import Script
 
 STRIPS_PROMPT = {
@@ -155,12 +154,28 @@ CHATTY = re.compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog"
 
 
 def _completion(s: Script, node: ast.AST) -> bool:
-    """A completion endpoint: a web route continuing a prompt with a base completion model (gpt2, ...), where
-    prompt plus continuation is the expected output, not a leak (a route named chat/answer/reply/... is a chat)."""
-    if not base_models_only(s):
+    """A completion demo: a small base completion model (gpt2, openai-gpt, ...) continuing a prompt, where prompt
+    plus continuation is the expected output, not a leak: at module level (a script, a Streamlit page) or in a
+    function or web route not named as a chat (chat/answer/reply/respond/ask/bot/...) nor called from one; not
+    after a fine-tune, nor with a chat transcript (User:/Assistant:, template tokens) anywhere in the file."""
+    return (
+        base_models_only(s)
+        and not s.trains  # a fine-tune (into a chat, an instruction follower) is no longer the base model
+        and not any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and CHAT_MARKERS.search(n.value) for n in s.nodes
+        )
+        and not _chatty(s, s.enclosing_function(node))
+    )
+
+
+def _chatty(s: Script, fn: ast.AST | None, depth: int = 0) -> bool:
+    """Named as a chat, or called (two levels up) from a function named as one: a bot's `respond` calling a
+    `generate_text` helper is a chat too."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    fn = s.enclosing_function(node)
-    return fn is not None and is_route(fn) and not CHATTY.search(fn.name)
+    if CHATTY.search(fn.name):
+        return True
+    return depth < 2 and any(_chatty(s, s.enclosing_function(c), depth + 1) for c in s.calls if callee(c) == fn.name)
 
 
 def prompt_in_output(s: Script):

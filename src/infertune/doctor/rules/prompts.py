@@ -23,7 +23,9 @@ CHAT_MODEL = re.compile(r"instruct|chat|[-_]it(\b|[-_])|zephyr|vicuna|hermes|ope
 
 # small base (completion) language models: their output is a continuation of the prompt by design, and they are
 # demo-sized (a web route serving one of them is a toy, not a service to batch)
-BASE_LM = re.compile(r"^(distil)?gpt2(-(medium|large|xl))?$|^tiny-gpt2$|^gpt-neo-(125m|1\.3b)$|^opt-(125m|350m)$", re.I)
+BASE_LM = re.compile(
+    r"^(distil)?gpt2(-(medium|large|xl))?$|^tiny-gpt2$|^openai-gpt$|^gpt-neo-(125m|1\.3b)$|^opt-(125m|350m)$", re.I
+)
 
 
 def model_ids(s: Script) -> list[str]:
@@ -62,8 +64,16 @@ def _prompt_sinks(s: Script) -> list[ast.Call]:
 
 
 def _feeds_input(s: Script, tok: ast.Call, gen: ast.Call) -> bool:
-    """Are the tokenizer's ids generate's input (positional, input_ids=, inputs=, **enc; a Thread's kwargs)?"""
+    """Are the tokenizer's ids generate's input (positional, input_ids=, inputs=, **enc; a Thread's kwargs)? Also
+    as items of a list built by a comprehension (`ids = [tok(p).input_ids for p in ps]`, then `for i in ids`)."""
     names = s.flow_names(tok)
+    top: ast.AST = tok
+    while isinstance(up := s.parents.get(top), (ast.Attribute, ast.Subscript)) or (
+        isinstance(up, ast.Call) and up.func is top
+    ):
+        top = up
+    if isinstance(up, ast.ListComp) and up.elt is top:
+        names |= s.flow_names(up)
     args = list(gen.args[:1]) + [k.value for k in gen.keywords if k.arg in (None, "input_ids", "inputs", "kwargs")]
     return any(
         n is tok or (isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names) for a in args for n in ast.walk(a)
@@ -122,14 +132,22 @@ def _pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
     return next((i for i in ids if i), None)
 
 
-def _chat_ids(s: Script) -> list[str]:
+# vision-language chat checkpoints with no chat word in their ids (llava-hf/llava-1.5-7b-hf, llava-v1.6-mistral-...):
+# their processors ship a chat template, and a bare prompt is off their format (IT013 only: their documented
+# hand-built formats, `USER: <image>\n... ASSISTANT:` and `[INST] <image>\n... [/INST]`, are not IT003's concern)
+VLM_CHAT = re.compile(r"llava", re.I)
+
+
+def _chat_ids(s: Script, vlm: bool = False) -> list[str]:
     ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
     ids += [_pipeline_model_id(s, p) or "" for p in s.pipelines]
-    return [i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1])]
+    return [
+        i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1]) or (vlm and VLM_CHAT.search(i.rsplit("/", 1)[-1]))
+    ]
 
 
 def chat_model_raw_text(s: Script):
-    if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s) or _no_template(s):
+    if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s, vlm=True) or _no_template(s):
         return
     for c in _prompt_sinks(s):
         args = _text_args(c)
@@ -148,7 +166,7 @@ def chat_model_raw_text(s: Script):
             yield (
                 c,
                 (
-                    f"{_chat_ids(s)[0]} is a chat model fed raw text: without its chat template it answers "
+                    f"{_chat_ids(s, vlm=True)[0]} is a chat model fed raw text: without its chat template it answers "
                     "off-format or rambles"
                 ),
             )
@@ -212,22 +230,48 @@ def _templated_text(s: Script, value: ast.AST | None, depth: int = 0) -> ast.Cal
 
 
 ENCODES = {"encode", "encode_plus", "batch_encode_plus"}
+BOS_TEXT = ("<s>", "<|begin_of_text|>", "<bos>")  # Llama 2 / Mistral, Llama 3, Gemma: what their tokenizers add
+
+
+def _leading_text(s: Script, value: ast.AST | None, depth: int = 0) -> str | None:
+    """How a text value starts, when the file says: a literal, an f-string's first part, a concatenation's left."""
+    if value is None or depth > 4:
+        return None
+    for o in s.origins(value):
+        if isinstance(o, ast.Constant) and isinstance(o.value, str):
+            return o.value
+        if isinstance(o, ast.JoinedStr) and o.values:
+            return _leading_text(s, o.values[0], depth + 1)
+        if isinstance(o, ast.BinOp) and isinstance(o.op, ast.Add):
+            return _leading_text(s, o.left, depth + 1)
+    return None
 
 
 def double_bos(s: Script):
     ids = [s.model_id(c) for c in [*s.loads, *s.tokenizers]]
     ids += [_pipeline_model_id(s, p) for p in s.pipelines]
     model = next((m for m in ids if m and _writes_bos(m)), None)
-    if model is None:
+    adds_bos = next((m for m in ids if m and BOS_IN_TEMPLATE.search(m)), None)  # its tokenizer adds BOS itself
+    if model is None and adds_bos is None:
         return
     for c in s.calls:
         encodes = method(c) in ENCODES and s.is_tokenizer(receiver(c))
         if not (s.is_tokenizer_call(c) or s.is_pipeline_call(c) or encodes) or not c.args:
             continue
-        if const(kw(c, "add_special_tokens")) is False or _templated_text(s, c.args[0]) is None:
+        if const(kw(c, "add_special_tokens")) is False:
             continue
-        yield (
-            c,
-            f"{model}'s chat template already writes the BOS token into the text; tokenizing that text again adds "
-            "a second one (the model sees <bos><bos>)",
-        )
+        if model is not None and _templated_text(s, c.args[0]) is not None:
+            yield (
+                c,
+                f"{model}'s chat template already writes the BOS token into the text; tokenizing that text again "
+                "adds a second one (the model sees <bos><bos>)",
+            )
+        elif adds_bos is not None:
+            lead = (_leading_text(s, c.args[0]) or "").lstrip()
+            if lead.startswith(BOS_TEXT):
+                yield (
+                    c,
+                    f"the text starts with {next(b for b in BOS_TEXT if lead.startswith(b))} written by hand and "
+                    f"{adds_bos}'s tokenizer adds its own BOS: the model sees two (pass add_special_tokens=False, "
+                    "or drop it from the text)",
+                )

@@ -7,6 +7,7 @@ import re
 
 from infertune.doctor.nodes import callee, const, dotted
 from infertune.doctor.rules.generation import generation_calls
+from infertune.doctor.rules.prompts import CHAT_MODEL
 from infertune.doctor.script import Script
 
 # a loop that repeats on purpose: timing, warm-up, a benchmark, a retry until the output is valid
@@ -110,4 +111,21 @@ def regenerate_to_stream(s: Script):
                 f"streaming by calling generate for {n} new tokens at a time on the growing text: every call "
                 "prefills the whole text again with no KV cache kept (quadratic); pass a TextIteratorStreamer "
                 "to one generate call instead",
+            )
+
+
+def beam_no_repeat_ngram_chat(s: Script):
+    """Beam search with no_repeat_ngram_size on a chat/instruct model: code, lists, names and markup repeat n-grams
+    on purpose, and the ban bends the answer around them."""
+    ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
+    chat = next((i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1])), None)
+    if chat is None:
+        return
+    for _, kws, hf, _ in generation_calls(s):
+        beams, ngram = const(kws.get("num_beams")), const(kws.get("no_repeat_ngram_size"))
+        if hf and isinstance(beams, int) and beams > 1 and isinstance(ngram, int) and ngram > 0:
+            yield (
+                kws["no_repeat_ngram_size"],
+                f"no_repeat_ngram_size={ngram} with beam search on {chat}, a chat model: it forbids every repeated "
+                f"{ngram}-gram (code, lists, names, markup repeat them), so answers get bent or cut; drop it",
             )

@@ -4,5 +4,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers import pipeline
 writer = pipeline("text-generation", model="gpt2")
-out = writer("The world is", max_new_tokens=40)  # expect: IT004
+# silent since h-doc2: a small base model's continuation printed whole is a completion demo's expected output
+# (issue 32's real-script labels, doctor-real-1 b15); the same call in a chat (a function named respond/chat/...,
+# a User:/Assistant: transcript, a fine-tune) still reports IT004
+out = writer("The world is", max_new_tokens=40)
 print(out[0]["generated_text"])

@@ -5,4 +5,5 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers import pipeline
 writer = pipeline("text-generation", model="distilgpt2", device="cuda")
 def continue_text(seed):
-    return writer(seed, max_length=20, num_return_sequences=5)[0]["generated_text"]  # expect: IT004,IT014
+    # silent on IT004 since h-doc2: a small base model's continuation shown whole is a completion demo's expected output
+    return writer(seed, max_length=20, num_return_sequences=5)[0]["generated_text"]  # expect: IT014

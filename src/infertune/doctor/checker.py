@@ -1,0 +1,156 @@
+"""The doctor's checker: every rule over every file (read through `infertune.doctor`, which loads this module
+when one of its names is first asked for)."""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infertune.doctor import checkpoint
+from infertune.doctor.checkpoint import chat_template, folders, note
+from infertune.doctor.nodes import Finding, Target, const, dotted, kw
+from infertune.doctor.rules import RULES, Rule, check_script, select_rules
+from infertune.doctor.rules.generation import SAMPLING
+from infertune.doctor.script import Script
+from infertune.doctor.version import parse_version, pinned, target_for
+
+SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    files: int = 0  # Python files read
+    errors: list[str] = field(default_factory=list)  # inputs that could not be read or parsed
+
+
+def python_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """Files to check (folders walked for *.py, tool and hidden folders skipped) and missing inputs."""
+    files, errors = [], []
+    for p in paths:
+        if p.is_dir():
+            for root, dirs, names in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+                files += [Path(root) / n for n in sorted(names) if n.endswith(".py")]
+        elif p.is_file():
+            files.append(p)
+        else:
+            errors.append(f"{p}: no such file or directory")
+    return files, errors
+
+
+def parse(path: Path, target: Target | None = None) -> Script:
+    """Raises ValueError with a one-line reason (unreadable, not UTF-8, syntax error)."""
+    try:
+        source = path.read_text(encoding="utf-8-sig")  # a BOM (Windows editors) is not code
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a UTF-8 text file") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as e:
+        raise ValueError(f"{path}:{e.lineno or 0}:{e.offset or 0}: syntax error: {e.msg}") from None
+    except ValueError as e:  # null bytes
+        raise ValueError(f"{path}: cannot parse: {e}") from None
+    return Script(tree=tree, path=str(path), source=source, target=target or Target())
+
+
+def check(
+    paths: list[Path] | list[str],
+    target: Target | None = None,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    target_version: str | None = None,
+    deps: dict[str, list[tuple[str, str]]] | None = None,
+) -> Report:
+    """Every rule (or those selected) over every file. Raises ValueError (one line) on an unknown rule, a bad
+    --target-version, or any bad input (a missing path, a file that is not UTF-8 or not Python, a folder with no
+    Python file): every file is read and parsed before any rule runs, so bad input refuses the whole run.
+    `deps` (the findings cache's): filled with the paths each script's check looked at, by script path."""
+    rules = select_rules(select, ignore)
+    pinned.cache_clear()  # one look per folder and run: pins may change between runs in one process
+    chat_template.cache_clear()  # (and checkpoints may arrive in the cache)
+    if target_version and parse_version(target_version.lstrip("<>=!~^ ")) is None:
+        raise ValueError(f"--target-version: not a version: {target_version!r} (e.g. 4.46, 5, '>=4.40,<5')")
+    files, errors = python_files([Path(p) for p in paths])
+    if errors:
+        raise ValueError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    if paths and not files:  # no paths at all: `--env` alone, nothing to read
+        raise ValueError(f"{' '.join(str(p) for p in paths)}: no Python files to check (doctor reads *.py files)")
+    scripts = [(f, parse(f)) for f in files]
+    report = Report(files=len(scripts))
+    for f, script in scripts:
+        if deps is not None:  # one script's looks, from a clean slate: nothing remembered from the one before
+            pinned.cache_clear()
+            chat_template.cache_clear()
+            checkpoint.seen = set()
+        script.target = target_for(f, target or Target(), target_version)
+        model = settings(script).get("model")
+        script.generation_defaults = generation_defaults(model if isinstance(model, str) else None)
+        report.findings += check_script(script, rules, report.errors)
+        if deps is not None and checkpoint.seen is not None:
+            deps[script.path] = sorted(checkpoint.seen)
+            checkpoint.seen = None
+    return report
+
+
+def generation_defaults(model: str | None) -> dict | None:
+    """The sampling fields of a model's generation_config.json when the model is here (a folder, or the HF
+    cache); None when it is not (never downloads)."""
+    if not model:
+        return None
+    for f in (folder / "generation_config.json" for folder in folders(model)):
+        note(f)
+        try:
+            text = f.read_text(encoding="utf-8")
+            import json  # only when a checkpoint is here: json stays off the fast path
+
+            data = json.loads(text)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k in (*SAMPLING, "do_sample")}
+    return None
+
+
+# --- a script's settings, for `--advise` ------------------------------------------------------------------
+
+QUANT_FROM_BNB = {"load_in_4bit": "bnb-4bit", "load_in_8bit": "bnb-8bit"}
+
+
+def settings(script: Script) -> dict[str, object]:
+    """What the script loads and how, as `infertune advise` options (only what is written as literals)."""
+    out: dict[str, object] = {}
+    for c in script.loads:
+        mid = script.model_id(c)
+        if mid:
+            out.setdefault("model", mid)
+        dt = const(kw(c, "dtype") or kw(c, "torch_dtype"))
+        if isinstance(dt, str):
+            out.setdefault("dtype", {"float": "float32", "half": "float16"}.get(dt, dt))
+        attn = const(kw(c, "attn_implementation"))
+        if isinstance(attn, str):
+            out.setdefault("attn", attn)
+        placement = const(kw(c, "device_map"))
+        if isinstance(placement, str):  # the current placement, as advise --device-map reads it
+            out.setdefault("device_map", placement)
+    for c in script.calls_named("BitsAndBytesConfig"):
+        for key, q in QUANT_FROM_BNB.items():
+            if const(kw(c, key)) is True:
+                out.setdefault("quantization", q)
+    for c in script.generates:
+        n = const(kw(c, "max_new_tokens"))
+        if isinstance(n, int) and not isinstance(n, bool):
+            out.setdefault("max_new_tokens", str(n))
+        cache = const(kw(c, "cache_implementation"))
+        if isinstance(cache, str):
+            out.setdefault("kv_cache", cache)
+    if any(dotted(c.func) == "torch.compile" for c in script.calls) or out.get("kv_cache") == "static":
+        out["compile"] = True
+    return out
+
+
+__all__ = ["RULES", "Finding", "Report", "Rule", "Target", "check", "parse", "python_files", "settings"]
