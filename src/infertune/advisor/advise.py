@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from infertune.advisor.diagnose import Diagnosis, Finding, diagnose, worst_device
 from infertune.advisor.evidence import evidenced, unstated_unseen, with_observed
-from infertune.advisor.moves import GAP, Candidate, candidate, cures, effective, helps, observed_gaps, rank_key
+from infertune.advisor.moves import GAP, MEMORY, Candidate, candidate, cures, effective, helps, observed_gaps, rank_key
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
 from infertune.estimate import Estimate, _largest
@@ -254,6 +254,13 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
                 rank_key(f, c, cat, sev),
             ),
         )
+        if not helping and sev == "blocking" and cat in (*MEMORY, "concurrency"):
+            # memory on a device is one pool: where no move of this finding's own kind applies, a move that frees
+            # the device otherwise (weights quantized or offloaded) relieves it too
+            helping = sorted(
+                (c for c in candidates if set(c.addresses) & set(MEMORY) and helps(c, cat, sev)),
+                key=lambda c: rank_key(f, c, cat, sev),
+            )
         for c in helping:
             for p in cured[id(c)]:
                 line = f"leaves the known slow path {p.id} ({p.sources[0]})"
