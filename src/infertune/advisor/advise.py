@@ -203,7 +203,7 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
     # unstated version may be why (the band is wide where transformers' own path is the slow one)
     suspect = beyond | {g.category for g in gaps if g.ratio > GAP}
     # an upgrade past a problem of an unstated version, without the symptom beyond the model's error: a last resort
-    unseen = {id(c) for c in candidates if unstated_unseen(f, current, c, suspect)}
+    unseen = {id(c) for c in candidates if unstated_unseen(f, current, c, suspect, base)}
     findings = with_observed(f, current, diag.ranked, gaps)
     seen: set[str] = {g.category for g in gaps}  # speeds the user saw: their cures come first
 
@@ -254,13 +254,21 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
                 rank_key(f, c, cat, sev),
             ),
         )
-        if not helping and sev == "blocking" and cat in (*MEMORY, "concurrency"):
-            # memory on a device is one pool: where no move of this finding's own kind applies, a move that frees
-            # the device otherwise (weights quantized or offloaded) relieves it too
-            helping = sorted(
-                (c for c in candidates if set(c.addresses) & set(MEMORY) and helps(c, cat, sev)),
+        if sev == "blocking" and cat in (*MEMORY, "concurrency") and all(id(c) in unseen for c in helping):
+            # memory on a device is one pool: where no move of this finding's own kind applies (but a last resort),
+            # a move that frees the device otherwise (weights quantized or offloaded) relieves it too
+            freeing = sorted(
+                (
+                    c
+                    for c in candidates
+                    if c not in helping
+                    and set(c.addresses) & set(MEMORY)
+                    and helps(c, cat, sev)
+                    and id(c) not in unseen
+                ),
                 key=lambda c: rank_key(f, c, cat, sev),
             )
+            helping = freeing + helping
         for c in helping:
             for p in cured[id(c)]:
                 line = f"leaves the known slow path {p.id} ({p.sources[0]})"
