@@ -23,7 +23,7 @@ from infertune.measure.results import TrialResult
 from infertune.models.hub import REVISION_DOC
 from infertune.techniques import REGISTRY, Facts, Setup, slow_paths
 from infertune.techniques.render import estimate_setup, python_snippet, serve_command, validation
-from infertune.techniques.upgrade import KNOWN_PROBLEMS
+from infertune.techniques.upgrade import KNOWN_PROBLEMS, Upgrade
 
 
 class Snippet(BaseModel):
@@ -251,6 +251,9 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
                 not (cat in seen and cured[id(c)]),
                 # a slow path that holds as stated before one that holds only if an unstated version is the bad one
                 not (cat in seen and any(p.holds(f, current) is True for p in cured[id(c)])),
+                # a new major release of a library changes more than the one problem it fixes: where the user saw
+                # the symptom (its cures first), after a move that cures the same thing without it
+                cat in seen and c.technique == "upgrade" and Upgrade().crosses_major(f, current, c.setup),
                 rank_key(f, c, cat, sev),
             ),
         )

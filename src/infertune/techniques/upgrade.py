@@ -189,6 +189,19 @@ class Upgrade(Technique):
             return None
         return f"a known problem the estimate does not model: {problem.what} ({problem.source})"
 
+    def crosses_major(self, f: Facts, before: Setup, after: Setup) -> bool:
+        """The move is a new major release of the package (the stated version in an older major line, or, unstated,
+        a fix that only a new major's first release has): not "nothing else changes", since a major release breaks
+        APIs and models that ship their own code do not get its fix."""
+        problem = self.fixes(before, after)
+        if problem is None:
+            return False
+        fixed = parse_version(problem.fixed)
+        now = package_version(f, before, problem.package)
+        if now is not None:
+            return now[0] < fixed[0]
+        return fixed[0] >= 1 and fixed[1:] == (0, 0)
+
     def fixes(self, before: Setup, after: Setup) -> KnownProblem | None:
         """The problem this move removes."""
         for p in KNOWN_PROBLEMS:
