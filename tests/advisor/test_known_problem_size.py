@@ -72,3 +72,21 @@ def test_an_oom_the_estimate_already_explains_puts_the_unstated_problem_last(lla
     rank = _upgrade_rank(a)
     assert a.next is not None and a.next.technique != "upgrade"
     assert rank is None or all(r.technique == "upgrade" for r in a.recommendations[rank:])
+
+
+def _slow(f, factor=10):
+    f.packages_known = False
+    expected = advise(f, Setup(dtype="bfloat16")).diagnosis.evidence["expected_tpot_s"]
+    f.observed = Observed(tpot_s=factor * expected)
+    return f
+
+
+def test_a_small_unstated_problem_is_no_cause_of_a_slow_step(llama8k):
+    a = advise(_slow(facts(llama8k, "A100 80GB")), Setup(dtype="bfloat16"))
+    assert a.diagnosis.bottleneck == "decode-speed"
+    assert a.next is None or a.next.technique != "upgrade"  # a 0.2 GB mask beside 16 GB of weights: ~1 % a step
+
+
+def test_a_large_unstated_problem_stays_a_cause_of_a_slow_step(llama128k):
+    a = advise(_slow(facts(llama128k, "A100 80GB")), Setup(dtype="bfloat16"))
+    assert a.next is not None and a.next.technique == "upgrade"

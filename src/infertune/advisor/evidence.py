@@ -73,7 +73,7 @@ def unstated_unseen(f: Facts, current: Setup, c: Candidate, beyond: set[str], ba
     if p is None or p.affects(f, current) is not None:
         return False
     oom = f.observed.oom if f.observed is not None else None
-    speed = bool(set(p.addresses) & beyond & {"decode-speed", "prefill-speed"})
+    speed = bool(set(p.addresses) & beyond & {"decode-speed", "prefill-speed"}) and slows(f, current, p, base)
     # an out-of-memory is evidence for a problem of the phase it happened in: one that shows while generating
     # (a logits copy, a growing cache) cannot be why the model ran out of memory while loading
     memory = oom is not None and bool(set(p.addresses) & OOM_CATEGORIES[oom]) and plausible(f, current, p, base)
@@ -93,6 +93,15 @@ def plausible(f: Facts, current: Setup, p: KnownProblem, base: Estimate) -> bool
     if p.extra_bytes is None:
         return True
     return p.extra_bytes(f, current) >= PLAUSIBLE_SHARE * worst.headroom_bytes
+
+
+def slows(f: Facts, current: Setup, p: KnownProblem, base: Estimate) -> bool:
+    """Could this problem be why a step runs beyond GAP of the expected? A problem priced in bytes (a mask built at
+    every forward) slows a step by at most the share those bytes add to what the step reads anyway (the weights):
+    a 32 MB mask beside 13 GB of weights does not double a step. Unpriced problems stay candidates."""
+    if p.extra_bytes is None or not base.memory.weights_bytes:
+        return True
+    return 1 + p.extra_bytes(f, current) / base.memory.weights_bytes >= GAP
 
 
 # a problem adding less than half the room the estimate leaves is not why memory ran out, unless the estimate is off
