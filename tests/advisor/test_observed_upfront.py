@@ -54,3 +54,21 @@ def test_a_memory_finding_without_a_move_of_its_kind_takes_one_that_frees_the_de
     assert a.diagnosis.ranked[0].severity == "blocking" and a.diagnosis.bottleneck != "load-memory"
     assert a.next is not None and "load-memory" in a.next.addresses
     assert a.next.expected.peak_bytes_after < a.next.expected.peak_bytes_before
+
+
+def test_a_host_ram_finding_is_never_relieved_by_freeing_the_gpu(tmp_path):
+    # host RAM at load is not the device's pool: a KV-cache move frees GPU memory and does nothing for it
+    d = tmp_path / "bin-model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(LLAMA3_8B))
+    for i in (1, 2):
+        with open(d / f"pytorch_model-0000{i}-of-00002.bin", "wb") as shard:
+            shard.truncate(9_950_000_000)  # sparse: its size, no disk
+    f = facts(profile_model(d), "T4")
+    f.cpu_ram_bytes = int(12.7 * 2**30)
+    f.stated = {"transformers": "4.35.2", "accelerate": "0.24.1", "bitsandbytes": "0.41.2"}
+    f.observed = Observed(oom="host-ram")
+    a = advise(f, Setup(dtype="float16", quantization="bnb-4bit"))
+    top = a.diagnosis.ranked[0]
+    assert top.category == "load-memory" and top.evidence[0].startswith("host RAM at load")
+    assert a.next is not None and a.next.technique not in ("kv-offloaded", "kv-quantized", "kv-sliding-window")

@@ -257,7 +257,8 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
                 rank_key(f, c, cat, sev),
             ),
         )
-        if sev == "blocking" and cat in (*MEMORY, "concurrency") and all(id(c) in unseen for c in helping):
+        host = bool(finding.evidence) and finding.evidence[0].startswith("host RAM at load")  # not the device's
+        if sev == "blocking" and cat in (*MEMORY, "concurrency") and not host and all(id(c) in unseen for c in helping):
             # memory on a device is one pool: where no move of this finding's own kind applies (but a last resort),
             # a move that frees the device otherwise (weights quantized or offloaded) relieves it too
             freeing = sorted(
