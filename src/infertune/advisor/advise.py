@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from infertune.advisor.diagnose import Diagnosis, Finding, diagnose, worst_device
 from infertune.advisor.evidence import evidenced, unstated_unseen, with_observed
-from infertune.advisor.moves import GAP, Candidate, candidate, cures, effective, helps, observed_gaps, rank_key
+from infertune.advisor.moves import GAP, MEMORY, Candidate, candidate, cures, effective, helps, observed_gaps, rank_key
 from infertune.core.errors import UserError
 from infertune.core.schema import SCHEMA_VERSION
 from infertune.estimate import Estimate, _largest
@@ -23,7 +23,7 @@ from infertune.measure.results import TrialResult
 from infertune.models.hub import REVISION_DOC
 from infertune.techniques import REGISTRY, Facts, Setup, slow_paths
 from infertune.techniques.render import estimate_setup, python_snippet, serve_command, validation
-from infertune.techniques.upgrade import KNOWN_PROBLEMS
+from infertune.techniques.upgrade import KNOWN_PROBLEMS, Upgrade
 
 
 class Snippet(BaseModel):
@@ -203,7 +203,7 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
     # unstated version may be why (the band is wide where transformers' own path is the slow one)
     suspect = beyond | {g.category for g in gaps if g.ratio > GAP}
     # an upgrade past a problem of an unstated version, without the symptom beyond the model's error: a last resort
-    unseen = {id(c) for c in candidates if unstated_unseen(f, current, c, suspect)}
+    unseen = {id(c) for c in candidates if unstated_unseen(f, current, c, suspect, base)}
     findings = with_observed(f, current, diag.ranked, gaps)
     seen: set[str] = {g.category for g in gaps}  # speeds the user saw: their cures come first
 
@@ -251,9 +251,28 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
                 not (cat in seen and cured[id(c)]),
                 # a slow path that holds as stated before one that holds only if an unstated version is the bad one
                 not (cat in seen and any(p.holds(f, current) is True for p in cured[id(c)])),
+                # a new major release of a library changes more than the one problem it fixes: where the user saw
+                # the symptom (its cures first), after a move that cures the same thing without it
+                cat in seen and c.technique == "upgrade" and Upgrade().crosses_major(f, current, c.setup),
                 rank_key(f, c, cat, sev),
             ),
         )
+        host = bool(finding.evidence) and finding.evidence[0].startswith("host RAM at load")  # not the device's
+        if sev == "blocking" and cat in (*MEMORY, "concurrency") and not host and all(id(c) in unseen for c in helping):
+            # memory on a device is one pool: where no move of this finding's own kind applies (but a last resort),
+            # a move that frees the device otherwise (weights quantized or offloaded) relieves it too
+            freeing = sorted(
+                (
+                    c
+                    for c in candidates
+                    if c not in helping
+                    and set(c.addresses) & set(MEMORY)
+                    and helps(c, cat, sev)
+                    and id(c) not in unseen
+                ),
+                key=lambda c: rank_key(f, c, cat, sev),
+            )
+            helping = freeing + helping
         for c in helping:
             for p in cured[id(c)]:
                 line = f"leaves the known slow path {p.id} ({p.sources[0]})"

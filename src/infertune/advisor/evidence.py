@@ -4,10 +4,11 @@ counts, and whether a move's gain the estimate cannot show is worth proposing.""
 
 from __future__ import annotations
 
-from infertune.advisor.diagnose import Finding, Severity
+from infertune.advisor.diagnose import Finding, Severity, worst_device
 from infertune.advisor.moves import GAP, MEMORY, REAL_GAIN, Candidate, Gap, relief
+from infertune.estimate import Estimate
 from infertune.techniques import Facts, Setup, slow_paths
-from infertune.techniques.upgrade import Upgrade
+from infertune.techniques.upgrade import KnownProblem, Upgrade
 
 SEVERITY: tuple[Severity, ...] = ("blocking", "major", "minor")  # the gravest first
 
@@ -61,21 +62,51 @@ def with_observed(f: Facts, current: Setup, ranked: list[Finding], gaps: list[Ga
     return sorted(observed + out, key=key)
 
 
-def unstated_unseen(f: Facts, current: Setup, c: Candidate, beyond: set[str]) -> bool:
+def unstated_unseen(f: Facts, current: Setup, c: Candidate, beyond: set[str], base: Estimate) -> bool:
     """An upgrade past a known problem of a library version nobody stated, without the evidence that would make
     it the cause: a speed problem needs an observed speed beyond GAP of the expected (within the speed model's
-    error the problem would crowd out what the estimate finds), a memory problem an observed out-of-memory."""
+    error the problem would crowd out what the estimate finds), a memory problem an observed out-of-memory that
+    the estimate does not already explain and that the problem's own size could cause (`plausible`)."""
     if c.technique != "upgrade":
         return False
     p = Upgrade().fixes(current, c.setup)
     if p is None or p.affects(f, current) is not None:
         return False
     oom = f.observed.oom if f.observed is not None else None
-    speed = bool(set(p.addresses) & beyond & {"decode-speed", "prefill-speed"})
+    speed = bool(set(p.addresses) & beyond & {"decode-speed", "prefill-speed"}) and slows(f, current, p, base)
     # an out-of-memory is evidence for a problem of the phase it happened in: one that shows while generating
     # (a logits copy, a growing cache) cannot be why the model ran out of memory while loading
-    memory = oom is not None and bool(set(p.addresses) & OOM_CATEGORIES[oom])
+    memory = oom is not None and bool(set(p.addresses) & OOM_CATEGORIES[oom]) and plausible(f, current, p, base)
     return not (speed or memory)
+
+
+def plausible(f: Facts, current: Setup, p: KnownProblem, base: Estimate) -> bool:
+    """Could this problem be why the user ran out of memory? Not where the estimate already says the setup does not
+    fit (the weights or the workload's state are why, and the moves that make it fit come first), nor where its own
+    size, priced from its source, is far below the room the estimate leaves (a 20 MB mask buffer does not fill
+    9 GiB). Unpriced problems stay plausible."""
+    worst = worst_device(base)
+    if worst is None:
+        return True
+    if not worst.fits:
+        return False
+    if p.extra_bytes is None:
+        return True
+    return p.extra_bytes(f, current) >= PLAUSIBLE_SHARE * worst.headroom_bytes
+
+
+def slows(f: Facts, current: Setup, p: KnownProblem, base: Estimate) -> bool:
+    """Could this problem be why a step runs beyond GAP of the expected? A problem priced in bytes (a mask built at
+    every forward) slows a step by at most the share those bytes add to what the step reads anyway (the weights):
+    a 32 MB mask beside 13 GB of weights does not double a step. Unpriced problems stay candidates."""
+    if p.extra_bytes is None or not base.memory.weights_bytes:
+        return True
+    return 1 + p.extra_bytes(f, current) / base.memory.weights_bytes >= GAP
+
+
+# a problem adding less than half the room the estimate leaves is not why memory ran out, unless the estimate is off
+# by more than that room (its memory rows: benchmarks/estimate_accuracy.py, published_gpu.py)
+PLAUSIBLE_SHARE = 0.5
 
 
 OOM_CATEGORIES: dict[str, set[str]] = {

@@ -390,4 +390,8 @@ def build(
         stated=stated,
         observed=observed,
     )
+    from infertune.advisor.accelerate_map import offloaded_as_stated
+
+    current, offload = offloaded_as_stated(facts, current, device_map)
+    assumptions += [offload] if offload else []
     return Intake(facts=facts, current=current, assumptions=assumptions, questions=questions)

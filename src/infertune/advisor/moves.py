@@ -317,12 +317,17 @@ def observed_gaps(f: Facts, s: Setup, base: Estimate) -> list[Gap]:
             category=cat,
             ratio=r,
             limit=limit,
-            line=f"observed {r:.1f}x the expected ({what} expected)"
-            + (
-                ": the setup runs a slow path the estimate does not price"
-                if r > limit
-                else ": within the speed model's error"
-                + (f" (measured {limit:.1f}x the expected on this kind of row)" if limit > GAP else "")
+            line=(
+                f"observed {1 / r:.1f}x faster than the expected ({what} expected): what runs is lighter than the "
+                "setup as stated (another placement, quantization or dtype?): say it as it runs"
+                if r < 1 / limit
+                else f"observed {r:.1f}x the expected ({what} expected)"
+                + (
+                    ": the setup runs a slow path the estimate does not price"
+                    if r > limit
+                    else ": within the speed model's error"
+                    + (f" (measured {limit:.1f}x the expected on this kind of row)" if limit > GAP else "")
+                )
             ),
         )
         for cat, r, what, limit in seen

@@ -27,6 +27,8 @@ HOST_RAM_MOVES = (
     "low_cpu_mem_usage=True (the model is built on the meta device), transformers >= 4.51 (always so), or a "
     "pre-quantized checkpoint"
 )
+# what the workload holds beside the weights: a finding of these categories is sized by prompts, outputs, sequences
+WORKLOAD_STATE: tuple[Category, ...] = ("kv-cache-growth", "concurrency", "long-input-attention")
 
 
 class Finding(BaseModel):
@@ -76,11 +78,26 @@ def _oom_finding(f: Facts, s: Setup, e: Estimate, findings: list[Finding]) -> Fi
         x.category == "load-memory" and x.severity == "blocking" and not x.evidence[0].startswith("host RAM at load")
         for x in findings
     )
+    # the weights fit but the workload's state does not (an estimated blocking cache or scores finding): an
+    # out-of-memory seen while loading is that state allocated up front (a static cache sized at load, an engine
+    # reserving its KV blocks, a reference loop preallocating its cache), not the weights
+    upfront = (
+        next((x for x in findings if x.severity == "blocking" and x.category in WORKLOAD_STATE), None)
+        if o.oom == "load" and not any(x.category == "load-memory" and x.severity == "blocking" for x in findings)
+        else None
+    )
     if too_big:
         cat, nbytes = "load-memory", m.weights_bytes + m.overhead_bytes
         line = (
             f"observed: out of memory in the {o.oom} phase, and the weights alone do not fit (estimate: weights "
             f"{_g(m.weights_bytes)} + runtime {_g(m.overhead_bytes)})"
+        )
+    elif upfront is not None:
+        cat, nbytes = upfront.category, upfront.bytes
+        line = (
+            f"observed: out of memory while loading; the weights fit (estimate: {_g(m.weights_bytes)} + runtime "
+            f"{_g(m.overhead_bytes)}) but the workload's state does not: memory reserved up front for it (a static "
+            "or preallocated cache, an engine's KV blocks) runs out at load"
         )
     elif o.oom in ("load", "host-ram"):
         cat, nbytes = "load-memory", m.weights_bytes + m.overhead_bytes

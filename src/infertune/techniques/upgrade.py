@@ -21,6 +21,9 @@ class KnownProblem:
     factor: str | None  # the documented factor (techniques.factors) the upgrade removes, if any
     source: str
     refuses: bool = False  # the setup does not run as stated (a request or a load refused), whatever the estimate
+    # the memory the problem adds beyond the estimate for this workload, where its source says how much (None: not
+    # priced): an unstated version's problem explains an out-of-memory only if it adds about what was missing
+    extra_bytes: Callable[[Facts, Setup], int] | None = None
 
     def requirement(self) -> str:
         return f">={self.fixed}"
@@ -63,6 +66,8 @@ KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
         addresses=("kv-cache-growth", "long-input-attention"),
         factor=None,
         source="https://github.com/huggingface/transformers/issues/34796",
+        # the whole prompt's logits in fp32: prompts x prompt length x vocabulary x 4 bytes
+        extra_bytes=lambda f, s: f.batch * f.input_len * (f.profile.vocab_size or 0) * 4,
     ),
     KnownProblem(
         package="transformers",
@@ -75,6 +80,10 @@ KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
         addresses=("load-memory", "kv-cache-growth", "long-input-attention", "decode-speed", "prefill-speed"),
         factor=None,
         source="https://github.com/huggingface/transformers/issues/29484",
+        # a bool buffer of max_position_embeddings squared, expanded at every forward to a (batch, 1, positions,
+        # positions) mask in the model's dtype (modeling_llama 4.38: register_buffer("causal_mask", ...) and
+        # _update_causal_mask): small for 2k-4k positions, tens of GiB for 128k
+        extra_bytes=lambda f, s: (f.profile.max_position_embeddings or 0) ** 2 * (1 + f.batch * _dtype_bytes(s)),
     ),
     KnownProblem(
         package="transformers",
@@ -180,6 +189,19 @@ class Upgrade(Technique):
             return None
         return f"a known problem the estimate does not model: {problem.what} ({problem.source})"
 
+    def crosses_major(self, f: Facts, before: Setup, after: Setup) -> bool:
+        """The move is a new major release of the package (the stated version in an older major line, or, unstated,
+        a fix that only a new major's first release has): not "nothing else changes", since a major release breaks
+        APIs and models that ship their own code do not get its fix."""
+        problem = self.fixes(before, after)
+        if problem is None:
+            return False
+        fixed = parse_version(problem.fixed)
+        now = package_version(f, before, problem.package)
+        if now is not None:
+            return now[0] < fixed[0]
+        return fixed[0] >= 1 and fixed[1:] == (0, 0)
+
     def fixes(self, before: Setup, after: Setup) -> KnownProblem | None:
         """The problem this move removes."""
         for p in KNOWN_PROBLEMS:
@@ -188,6 +210,10 @@ class Upgrade(Technique):
             ) != p.requirement():
                 return p
         return None
+
+
+def _dtype_bytes(s: Setup) -> int:
+    return 4 if s.dtype == "float32" else 2
 
 
 def _seen(f: Facts, p: KnownProblem) -> bool:
