@@ -5,12 +5,12 @@ streamed over the host link at every step), with the target's RAM as the CPU bud
 
 from __future__ import annotations
 
-from infertune.advisor.diagnose import worst_device
 from infertune.estimate.placement import DEFAULT_GPU_BUDGET
 from infertune.techniques.base import Facts, Setup
 from infertune.techniques.render import estimate_setup
 
 GiB = 2**30
+SPREAD_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's strategies over every device
 
 
 def accelerate_budgets(f: Facts) -> dict[str, str]:
@@ -26,11 +26,9 @@ def accelerate_budgets(f: Facts) -> dict[str, str]:
 def offloaded_as_stated(f: Facts, s: Setup, stated_map: str | None) -> tuple[Setup, str | None]:
     """The current setup with accelerate's budgets where a spread device_map was stated over GPUs the weights do
     not fit (and the target's RAM is known); with the assumption it adds. Otherwise the setup as it was."""
-    from infertune.advisor.intake import SPREAD_MAPS
-
     if stated_map not in SPREAD_MAPS or s.max_memory or s.tp != 1 or f.platform != "cuda" or not f.cpu_ram_bytes:
         return s, None
-    weights = worst_device(estimate_setup(f, s, input_len=1, max_new_tokens=1, batch=1, concurrency=1))
+    weights = estimate_setup(f, s, input_len=1, max_new_tokens=1, batch=1, concurrency=1).tightest()
     if weights is None or weights.fits:
         return s, None
     after = s.model_copy(update={"device_map": "auto", "max_memory": accelerate_budgets(f)})

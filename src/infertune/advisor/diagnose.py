@@ -31,10 +31,8 @@ def _g(n: float) -> str:
 
 
 def worst_device(e: Estimate):
-    """The checked device with the least headroom (CPU RAM holding offloaded KV or weights beside a GPU, and the
-    disk, are listed without a capacity: they are not checked)."""
-    checked = [fd for fd in e.fit_details if fd.capacity_bytes > 0]
-    return min(checked, key=lambda fd: fd.headroom_bytes) if checked else None
+    """The checked device with the least headroom (Estimate.tightest)."""
+    return e.tightest()
 
 
 def serving_times(f: Facts, s: Setup, e: Estimate) -> dict[str, float]:

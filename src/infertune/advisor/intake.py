@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 
+from infertune.advisor.accelerate_map import SPREAD_MAPS, offloaded_as_stated
 from infertune.core.errors import UserError
 from infertune.estimate.accelerators import Accelerator, find_accelerator, from_detected_gpu, probe_cpu
 from infertune.estimate.memory import resolve_dtype
@@ -167,9 +168,6 @@ def observed_from(observed: list[str] | Mapping[str, object] | None, oom: str | 
     names = {"tpot": "tpot_s", "ttft": "ttft_s", "e2e": "e2e_s", "peak": "peak_bytes"}
     fields = {names.get(k, k): (int(v) if k == "peak" else v) for k, v in seen.items()}
     return Observed(**fields) if fields else None
-
-
-SPREAD_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's strategies over every device
 
 
 def parse_libs(items: list[str] | None) -> dict[str, str]:
@@ -390,8 +388,6 @@ def build(
         stated=stated,
         observed=observed,
     )
-    from infertune.advisor.accelerate_map import offloaded_as_stated
-
     current, offload = offloaded_as_stated(facts, current, device_map)
     assumptions += [offload] if offload else []
     return Intake(facts=facts, current=current, assumptions=assumptions, questions=questions)

@@ -53,6 +53,12 @@ class Estimate(BaseModel):
     max_concurrency: int | None  # most concurrent sequences of this shape that fit
     assumptions: list[str]
 
+    def tightest(self) -> Fit | None:
+        """The checked device with the least headroom (CPU RAM holding offloaded KV or weights beside a GPU, and
+        the disk, are listed without a capacity: they are not checked)."""
+        checked = [fd for fd in self.fit_details if fd.capacity_bytes > 0]
+        return min(checked, key=lambda fd: fd.headroom_bytes) if checked else None
+
 
 def _capacity(acc: Accelerator, s: EstimateSettings) -> int:
     if s.platform == "cpu":
