@@ -11,10 +11,15 @@ import pytest
 
 from infertune.core.config import InferenceConfig
 from infertune.core.workload import Workload
-from infertune.measure import run_trial
+from infertune.measure import machine, run_trial
 from infertune.measure.zygote import current, warm_start
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm launcher forks (Linux)")
+
+
+def _cpu(r) -> float:
+    """A lower bound of a trial's CPU time: its timed pass ran on at least one core."""
+    return sum(r.metrics.pass_s or [])
 
 
 def _workers(root: psutil.Process) -> list[psutil.Process]:
@@ -24,31 +29,37 @@ def _workers(root: psutil.Process) -> list[psutil.Process]:
 def test_a_forked_trial_measures_what_a_cold_one_does(tiny_model):
     wl = Workload(model=str(tiny_model), prompts=["Paris is", "The sea"], max_new_tokens=8, warmup=0)
     cold = run_trial(InferenceConfig(), wl, tiny_model, timeout_s=300)
+    counted = [machine._forked_cpu_s[0]]
     with warm_start(tiny_model) as z:
         assert z is not None and current() is z
         events: list[dict] = []
         warm = [run_trial(InferenceConfig(), wl, tiny_model, timeout_s=300, on_event=events.append) for _ in range(2)]
         launcher = psutil.Process(z.proc.pid)
         assert launcher.is_running()
+        counted.append(machine._forked_cpu_s[0])
     assert [r.status for r in warm] == ["ok", "ok"], [r.error for r in warm]
     for r in warm:
         assert [o.output_token_ids for o in r.outputs] == [o.output_token_ids for o in cold.outputs]
         assert r.metrics.peak_memory_bytes > 0 and r.metrics.tpot_s > 0
     assert {"generate", "load"} <= {e.get("phase") for e in events}  # progress reaches the parent as before
+    # the launcher reaps its trials, so it tells their CPU time (and its own imports'): the machine watch counts them
+    # as ours, not as other work that made the machine busy
+    assert counted[1] - counted[0] >= sum(_cpu(r) for r in warm) * 0.5 > 0
     assert not launcher.is_running() or launcher.status() == psutil.STATUS_ZOMBIE  # closed with its block
     assert current() is None
 
 
 def test_a_forked_trial_that_times_out_is_killed_with_its_group(tiny_model):
+    short = Workload(model=str(tiny_model), prompts=["Hi"], max_new_tokens=2, warmup=0)
+    long = Workload(model=str(tiny_model), prompts=["Hi"], max_new_tokens=4096, ignore_eos=True, repeats=20)
     with warm_start(tiny_model) as z:
         assert z is not None
-        r = run_trial(InferenceConfig(), Workload(model=str(tiny_model)), tiny_model, timeout_s=1)
-        assert r.status == "timeout" and "timed out after 1 s" in r.error
+        assert run_trial(InferenceConfig(), short, tiny_model).status == "ok"  # the launcher is warm now
+        r = run_trial(InferenceConfig(), long, tiny_model, timeout_s=2)
+        assert r.status == "timeout" and "timed out after 2 s" in r.error
         time.sleep(0.5)
         assert _workers(psutil.Process(z.proc.pid)) == []  # the zygote's child went; the zygote stays
-        after = run_trial(
-            InferenceConfig(), Workload(model=str(tiny_model), prompts=["Hi"], max_new_tokens=2), tiny_model
-        )
+        after = run_trial(InferenceConfig(), short, tiny_model)
         assert after.status == "ok", after.error
 
 

@@ -67,9 +67,17 @@ def _stat(cpus: list[int]) -> tuple[float, float, float] | None:
     return (busy, steal, total) if total else None
 
 
+_forked_cpu_s = [0.0]  # CPU time of our trials that another process of ours reaped (the warm launcher's children)
+
+
+def add_own_cpu(seconds: float) -> None:
+    """Count a trial reaped by the warm launcher (measure/zygote.py) as ours: getrusage sees only what we reap."""
+    _forked_cpu_s[0] += seconds
+
+
 def _own_cpu_s() -> float:
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime + _forked_cpu_s[0]
 
 
 def _throttle_count() -> int | None:

@@ -12,8 +12,10 @@ imported once, in the zygote); the time a server pays once at start-up. Candidat
 same way, so their comparison does not change.
 
 Protocol (a SOCK_SEQPACKET pair, one message per packet): the parent sends `{"argv", "env", "log"}` with the write
-end of a pipe as ancillary data (the child's stdout); the zygote answers `{"pid"}`, and `{"exit", "status"}` when
-that child ends. The zygote dies with its parent (lifeline), and its children die with it.
+end of a pipe as ancillary data (the child's stdout); the zygote answers `{"ready"}` once after its imports, `{"pid"}`
+per fork, and `{"exit", "status"}` when that child ends. The first and last carry CPU time (the imports', the
+trial's), which the parent counts as its own when it tells whether others kept the machine busy (measure/machine.py):
+getrusage sees only the children a process reaps. The zygote dies with its parent (lifeline), its children with it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from infertune.measure import lifeline
+from infertune.measure.machine import add_own_cpu
 
 _PACKET = 1 << 16
 _PER_TRIAL = (lifeline.PARENT_ENV, lifeline.TRIAL_DIR_ENV, lifeline.ZYGOTE_ENV)
@@ -138,10 +142,13 @@ class Zygote:
                             f.set_result(-signal.SIGKILL)
                 return
             msg = json.loads(data)
-            if "pid" in msg and self._started is not None:
+            if "ready" in msg:  # its imports, which ran inside the first trial's window: ours, not another's
+                add_own_cpu(msg["cpu_s"])
+            elif "pid" in msg and self._started is not None:
                 self._started.set_result(msg["pid"])
             elif "exit" in msg:
                 code = os.waitstatus_to_exitcode(msg["status"])
+                add_own_cpu(msg.get("cpu_s", 0.0))  # before the waiter wakes: the trial's Watch counts it as ours
                 with self._state:
                     future = self._exits.get(msg["exit"])
                     if future is None:
@@ -240,6 +247,8 @@ def _serve(fd: int, model_path: str) -> None:
     lifeline.die_with_parent()
     _preload(model_path)
     sock = socket.socket(fileno=fd)
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    sock.send(json.dumps({"ready": True, "cpu_s": me.ru_utime + me.ru_stime}).encode())
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -250,12 +259,13 @@ def _serve(fd: int, model_path: str) -> None:
             os.read(wake_r, 4096)
         while True:  # every child that ended
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
-            sock.send(json.dumps({"exit": pid, "status": status}).encode())
+            cpu_s = usage.ru_utime + usage.ru_stime  # the trial's CPU time, which the parent cannot read itself
+            sock.send(json.dumps({"exit": pid, "status": status, "cpu_s": cpu_s}).encode())
         if sock.fileno() in ready:
             msg, fds, _, _ = socket.recv_fds(sock, _PACKET, 1)
             if not msg:  # the parent closed its end
