@@ -155,3 +155,20 @@ def test_a_move_whose_estimate_sees_no_difference_is_not_measured(tuned):
     )
     # a difference the estimate does see (eager -> sdpa: time and memory) keeps sdpa a candidate from eager
     assert "attn-sdpa" in {c.technique for c in loop.candidates(facts, Setup(dtype="bfloat16", attn="eager"), set())}
+
+
+def test_a_move_the_estimate_cannot_tell_from_one_measured_and_not_adopted_is_not_measured(tuned):
+    """From eager, sdpa and FlexAttention are one to the estimate: once sdpa was measured from this incumbent and not
+    adopted, flex is not a step of its own; adopted, or from another incumbent, it would be."""
+    facts, spec, steps, _ = tuned
+    base = steps[0]
+    moves = {c.technique: c for c in reversed(moves_to_try(facts, base.setup))}
+    sdpa, flex = moves["attn-sdpa"], moves["attn-flex"]
+    measured = steps[1].model_copy(
+        update={"index": 1, "technique": "attn-sdpa", "expected": sdpa.expected, "setup": sdpa.setup, "accepted": False}
+    )
+    assert loop.twin_of(flex, [base, measured], base) is measured
+    assert loop.twin_of(moves["dtype"], [base, measured], base) is None  # another family, another estimate
+    adopted = measured.model_copy(update={"accepted": True})
+    assert loop.twin_of(flex, [base, adopted], adopted) is None  # measured from the adopted sdpa: a new incumbent
+    assert loop.twin_of(flex, [base, measured], measured.model_copy(update={"index": 1})) is None

@@ -63,7 +63,10 @@ def test_baseline_then_one_change_per_step(finished):
     dtype_step = next(s for s in steps if s.technique == "dtype")
     assert dtype_step.changes == {"dtype": "bfloat16"}
     # the verdict is the decision rule applied to the pairs it measured, never above its own noise
-    if dtype_step.quality.passed:  # then it ran its two pairs (min_pairs = max_pairs = 2 here)
+    clear_loser = "clear loser" in (dtype_step.stopped or "")  # rejected on one pair, beyond 3x the noise floor
+    if clear_loser:
+        assert len(dtype_step.pairs) == 1 and dtype_step.verdict == "rejected" and not dtype_step.accepted
+    elif dtype_step.quality.passed:  # then it ran its two pairs (min_pairs = max_pairs = 2 here)
         assert len(dtype_step.pairs) == 2
         d = decide("memory", dtype_step.pairs)
         assert (dtype_step.verdict, dtype_step.accepted, dtype_step.delta) == (d.verdict, d.accepted, d.delta)

@@ -20,7 +20,7 @@ from infertune.report.page import tune_page
 from infertune.techniques import REGISTRY, Facts
 from infertune.techniques.render import config_for, estimate_setup, serve_command
 from infertune.techniques.serving import vllm_command
-from infertune.tuning.loop import measurable
+from infertune.tuning.loop import measurable, twin_of
 from infertune.tuning.run import Confirmation, Run, ServeStep, Step, TuneSpec, best_step
 from infertune.tuning.serve_stage import choose, latest
 
@@ -171,7 +171,9 @@ def build(
     if best is not None:
         # Compatible with the accepted setup but not measured in this run: say why, mark unverified.
         tried = {s.technique for s in steps}
-        unchanged = {c.technique for c in moves_to_try(facts, best.setup) if no_expected_change(c)}
+        moves = {c.technique: c for c in reversed(moves_to_try(facts, best.setup))}  # each technique's first move
+        unchanged = {t for t, c in moves.items() if no_expected_change(c)}
+        twins = {t: twin for t, c in moves.items() if (twin := twin_of(c, steps, best)) is not None}
         if evidence:  # measured in the serve stage: its evidence is in "serving_engine"
             tried |= {tid for tid, t in REGISTRY.items() if t.measured_when_served}
         for tid, t in REGISTRY.items():
@@ -186,6 +188,9 @@ def build(
                 if not measurable(after)
                 else "not tried: the estimate sees no difference it would make here (time, memory, capacity)"
                 if tid in unchanged
+                else f"not tried: the estimate computes it exactly as `{twins[tid].technique}`, measured in step "
+                f"{twins[tid].index} and not adopted"
+                if tid in twins
                 else "not tried (trial or time budget)"
             )
             unverified.append({"technique": tid, "why": why})

@@ -20,7 +20,7 @@ from infertune.measure.machine import combine
 from infertune.measure.quality import REFERENCE_TEXT, Quality, compare
 from infertune.measure.results import TrialResult
 from infertune.measure.zygote import warm_start
-from infertune.techniques import Facts, Setup
+from infertune.techniques import REGISTRY, Facts, Setup
 from infertune.techniques.render import config_for
 from infertune.tuning.ahead import Ahead
 from infertune.tuning.confirm import confirm, undone
@@ -61,6 +61,37 @@ def candidates(f: Facts, best: Setup, tried: set[str]) -> list[Candidate]:
         seen.add(c.technique)
         out.append(c)
     return out
+
+
+def _estimated_after(c: Candidate | Step) -> tuple | None:
+    """What the estimate says a move leads to, on every axis it prices: two moves with the same are one to it."""
+    e, family = c.expected, REGISTRY[c.technique].family if c.technique else None
+    if e is None:
+        return None
+    return (
+        family,
+        e.ttft_s_after,
+        e.tpot_s_after,
+        e.peak_bytes_after,
+        e.max_concurrency_after,
+        e.factors_after,
+        e.note,
+    )
+
+
+def twin_of(c: Candidate, steps: list[Step], best: Step) -> Step | None:
+    """A step measured from the same incumbent with a move of the same family whose estimate is the candidate's on
+    every axis (FlexAttention after sdpa was measured from eager and not adopted): measuring the twin would test
+    only what the estimate has no term for, at the price of a step. None when there is none."""
+    after = _estimated_after(c)
+    return next(
+        (
+            s
+            for s in steps
+            if s.index > best.index and s.technique and not s.accepted and after and _estimated_after(s) == after
+        ),
+        None,
+    )
 
 
 def precheck(spec: TuneSpec, f: Facts) -> None:
@@ -160,7 +191,7 @@ def _tune(
             emit({"event": "budget", "reason": "time budget spent"})
             out_of_time = True
             break
-        pool = candidates(facts, best.setup, tried)
+        pool = [c for c in candidates(facts, best.setup, tried) if twin_of(c, steps, best) is None]
         if not pool:
             break
         move = pool[0]
