@@ -329,6 +329,8 @@ def test_tune_interrupted_keeps_finished_trials_and_resume_reruns_none(tiny_mode
         "0",
         "--max-trials",
         "3",
+        "--attn",
+        "eager",  # from eager both dtype and sdpa are steps (from sdpa, flex is not: the estimate sees no change)
         "--output",
         str(out),
     ]
