@@ -148,6 +148,12 @@ def _tradeoffs(f: Facts, s: Setup, e: Estimate) -> list[WorkloadTradeoff]:
     return out
 
 
+NO_CHANGE = (
+    "no compatible move addresses what you saw: no change proposed for it (the items after it are the estimate's, not "
+    "what you saw); measure it (infertune measure) to see where the time goes"
+)
+
+
 @dataclass
 class Assessment:
     """What the advisor found before rendering: the current setup's estimate, the findings kept (what hurts, in
@@ -158,6 +164,9 @@ class Assessment:
     ranked: list[Candidate]
     compatible: list[Candidate]
     rejected: list[Rejected]
+    # the first finding is what the user saw and no compatible move addresses it: the answer is no change (measure),
+    # never a move for an item ranked after it
+    no_change: bool = False
 
 
 def _moves(f: Facts, current: Setup, base: Estimate, base_factors: list[str]) -> tuple[list[Candidate], list[Rejected]]:
@@ -209,6 +218,7 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
 
     ordered: list[Candidate] = []
     kept = []
+    unhelped: set[int] = set()  # findings of what the user saw that no compatible move addresses
     # a user who ran the setup (a speed observed, no out-of-memory) saw it run: its entries are candidate causes of
     # what they saw (with_observed), not an incompatibility that stops it
     o = f.observed
@@ -278,8 +288,10 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
                 line = f"leaves the known slow path {p.id} ({p.sources[0]})"
                 if line not in c.compatibility.issues:
                     c.compatibility.issues.append(line)
-        if finding.severity == "minor" and not helping:
-            continue  # room to improve only if something compatible improves it
+        if finding.severity == "minor" and not helping and cat not in seen:
+            continue  # room to improve only if something compatible improves it (what the user saw stays)
+        if cat in seen and not helping:
+            unhelped.add(id(finding))
         kept.append(finding)
         ordered += [c for c in helping if c not in ordered]
     if not kept:
@@ -295,10 +307,13 @@ def assess(f: Facts, current: Setup, measured: TrialResult | None = None) -> Ass
                 ],
             )
         ]
+    no_change = id(kept[0]) in unhelped
+    if no_change:
+        kept[0].evidence.append(NO_CHANGE)
     speed = next((k for k in kept if k.category in ("decode-speed", "prefill-speed")), kept[0])
     speed.evidence.extend(f"speed includes a {label}" for label in base_factors)
     diag = diag.model_copy(update={"ranked": kept, "bottleneck": kept[0].category})
-    return Assessment(base, diag, ordered, candidates, rejected)
+    return Assessment(base, diag, ordered, candidates, rejected, no_change)
 
 
 def moves_to_try(f: Facts, current: Setup, worth_a_trial: bool = False) -> list[Candidate]:
@@ -352,7 +367,7 @@ def advise(
         },
         current=current,
         diagnosis=a.diagnosis,
-        next=ordered[0] if ordered else None,
+        next=ordered[0] if ordered and not a.no_change else None,
         recommendations=ordered,
         rejected=a.rejected,
         workload_tradeoffs=_tradeoffs(f, current, a.base),

@@ -14,51 +14,15 @@ else what the target has), so an upgrade removes the entries it cures.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal, cast
+from typing import cast
 
 from infertune.techniques import factors as documented
 from infertune.techniques.base import Facts, Setup
-from infertune.techniques.factors import Factor, Phase, package_version
+from infertune.techniques.factors import Factor, package_version
+from infertune.techniques.slow_path_entry import SlowPath, Symptom
+from infertune.techniques.slow_paths_stack import STACK_ENTRIES
 from infertune.techniques.upgrade import KNOWN_PROBLEMS, KnownProblem
 from infertune.techniques.versions import BY_ID
-
-Symptom = Literal["decode-speed", "prefill-speed", "memory", "crash", "wrong-output"]
-SPEED: tuple[Symptom, ...] = ("decode-speed", "prefill-speed")
-
-
-@dataclass(frozen=True)
-class SlowPath:
-    id: str
-    what: str
-    symptoms: tuple[Symptom, ...]
-    where: str  # the conditions, in words (library and versions, GPU, architecture, quantization, placement)
-    holds: Callable[[Facts, Setup], bool | None]
-    cures: tuple[str, ...]  # technique ids (techniques.REGISTRY) whose move leaves this path
-    sources: tuple[str, ...]
-    phase: Phase | None = None  # the measured factor, when one is published
-    ratio: float | Callable[[Facts, Setup], float] | None = None
-    reference: Callable[[Setup], Setup] = lambda s: s  # the setup whose roofline the ratio multiplies
-    reference_name: str = "the roofline of this setup"
-
-    def factor(self, f: Facts, s: Setup) -> Factor | None:
-        if self.ratio is None or self.phase is None:
-            return None
-        r = self.ratio(f, s) if callable(self.ratio) else self.ratio
-        return Factor(
-            id=self.id,
-            what=self.what,
-            phase=self.phase,
-            ratio=round(r, 2),
-            applies=lambda f, s: self.holds(f, s) is True,
-            reference=self.reference,
-            reference_name=self.reference_name,
-            sources=self.sources,
-        )
-
-    def line(self) -> str:
-        return f"known slow path {self.id}: {self.what} (where: {self.where}; {', '.join(self.sources)})"
 
 
 def _tf(f: Facts, s: Setup) -> tuple[int, ...] | None:
@@ -299,6 +263,7 @@ def _from_problem(p: KnownProblem) -> SlowPath:
 
 ALL: tuple[SlowPath, ...] = (
     ENTRIES
+    + STACK_ENTRIES
     + tuple(_from_factor(x) for x in documented.FACTORS)
     + tuple(_from_problem(p) for p in KNOWN_PROBLEMS if p.factor is None)
 )

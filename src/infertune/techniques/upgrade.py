@@ -44,6 +44,42 @@ class KnownProblem:
         return f"Which {self.package} version runs on the target? ({span}: {self.what}; --lib {self.package}=VERSION)"
 
 
+@dataclass(frozen=True)
+class BuildMismatch(KnownProblem):
+    """A compiled extension whose prebuilt wheels are made against one torch release: under another torch it does not
+    load and the package falls back to a slow path. Not a version range: the cure is the build for the torch the
+    target runs (`requirement`). `built_for`: release -> the torch its wheels were built against (the package's own
+    installation table); a release not in it (or a source build) is unknown."""
+
+    built_for: tuple[tuple[str, str], ...] = ()
+
+    def requirement(self) -> str:
+        return "a build for the target's torch"
+
+    def affects(self, f: Facts, s: Setup) -> bool | None:
+        if not self.when(f, s):
+            return False
+        if (s.packages or {}).get(self.package) == self.requirement():
+            return False  # the move: the build made for the torch it runs with
+        if not (f.known(self.package) and f.known("torch")):
+            return None
+        v, torch = package_version(f, s, self.package), package_version(f, s, "torch")
+        if v is None:
+            return False  # not installed: nothing of it runs
+        built = dict(self.built_for).get(".".join(map(str, v)))
+        if built is None or torch is None:
+            return None
+        return parse_version(built)[:2] != torch[:2]
+
+    def question(self) -> str:
+        return (
+            f"Does the log say 'CUDA extension not installed' ({self.package}'s kernels not loaded: {self.what})? "
+            f"Which {self.package} and torch run on the target? (--lib {self.package}=VERSION --lib torch=VERSION)"
+        )
+
+
+AUTO_GPTQ_BUILT_FOR = (("0.5.1", "2.1.0"), ("0.6.0", "2.1.1"), ("0.7.0", "2.2.0"), ("0.7.1", "2.2.1"))
+
 KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
     KnownProblem(
         package="bitsandbytes",
@@ -141,6 +177,18 @@ KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
         addresses=("decode-speed", "prefill-speed"),
         factor="moe-expert-loop",
         source="https://github.com/huggingface/transformers/pull/42697",
+    ),
+    BuildMismatch(
+        package="auto-gptq",
+        bad_from=None,
+        fixed="0.7.1",
+        when=lambda f, s: s.quantization == "gptq" and f.platform == "cuda" and s.engine == "transformers",
+        what="auto-gptq's prebuilt CUDA kernels are compiled against one torch release; under another torch they do "
+        "not load ('CUDA extension not installed') and GPTQ layers fall back to a slow path",
+        addresses=("decode-speed", "prefill-speed"),
+        factor="gptq-kernel-unbuilt",
+        source="https://github.com/AutoGPTQ/AutoGPTQ/blob/main/docs/INSTALLATION.md",
+        built_for=AUTO_GPTQ_BUILT_FOR,
     ),
 )
 
