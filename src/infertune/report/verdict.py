@@ -151,14 +151,14 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         band = f", noise band ±{human.share(noise)}" if noise is not None else ""
+        fresh = confirmed if confirmed and confirmed.get("winner") == shipped["index"] else None  # of this pick
         how = (
-            f"paired against the baseline in {len(confirmed['pairs'])} fresh pairs at the end ({confirmed['outcome']})"
-            if confirmed and confirmed.get("winner") == shipped["index"]
+            f"paired against the baseline in {len(fresh['pairs'])} fresh pairs at the end ({fresh['outcome']})"
+            if fresh
             else "against the baseline"
         )
-        tie = (confirmed or {}).get("tie") if confirmed and confirmed.get("winner") == shipped["index"] else None
-        on_tie = confirmed is not None and confirmed.get("verdict") != "kept" and bool(tie and tie.get("clear"))
-        if on_tie and tie is not None:  # adopted for the other axis: say so first, the objective a tie beside it
+        tie = fresh.get("tie") if fresh and fresh.get("verdict") != "kept" else None
+        if tie and tie.get("clear"):  # adopted for the other axis: say so first, the objective a tie beside it
             axis = "peak memory above the process baseline" if obj != "memory" else "end-to-end latency"
             headline = (
                 f"Ship {human.settings(changes)}: {axis} {human.change(tie['delta'])} at the same {what} within its "
