@@ -14,10 +14,11 @@ from infertune.api.advice import advise
 from infertune.api.common import Say, quiet
 from infertune.core.errors import UserError
 from infertune.doctor import DoctorResult as Findings
+from infertune.doctor.result import Finding
 from infertune.models.hub import revision_of
 
 if TYPE_CHECKING:
-    from infertune.doctor.nodes import Finding
+    from infertune.doctor.nodes import Finding as Found
 
 
 class ScriptAdvice(BaseModel):
@@ -71,13 +72,13 @@ def doctor(
     result = DoctorResult(findings=report.findings, files=report.files, errors=report.errors)
     if env:
         found, result.model_revision = _environment_findings(model, say)
-        result.findings += found
+        result.findings += [Finding.model_validate(f) for f in found]
     if advise:
         result.advice = _advise_scripts(files, gpu)
     return result
 
 
-def _environment_findings(model: str | None, say: Say) -> tuple[list[Finding], str | None]:
+def _environment_findings(model: str | None, say: Say) -> tuple[list[Found], str | None]:
     from infertune.doctor.env import check_environment
     from infertune.probe.hardware import detect_hardware
 

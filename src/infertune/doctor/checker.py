@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from infertune.doctor import checkpoint
 from infertune.doctor.checkpoint import chat_template, folders, note
-from infertune.doctor.nodes import Finding, Target, const, dotted, kw
+from infertune.doctor.nodes import Finding, Record, Target, const, dotted, kw
 from infertune.doctor.rules import RULES, Rule, check_script, select_rules
 from infertune.doctor.rules.generation import SAMPLING
 from infertune.doctor.script import Script
@@ -19,11 +18,13 @@ from infertune.doctor.version import parse_version, pinned, target_for
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
 
 
-@dataclass
-class Report:
-    findings: list[Finding] = field(default_factory=list)
-    files: int = 0  # Python files read
-    errors: list[str] = field(default_factory=list)  # inputs that could not be read or parsed
+class Report(Record):
+    _fields = ("findings", "files", "errors")
+
+    def __init__(self, findings: list[Finding] | None = None, files: int = 0, errors: list[str] | None = None) -> None:
+        self.findings = findings or []
+        self.files = files  # Python files read
+        self.errors = errors or []  # inputs that could not be read or parsed
 
 
 def python_files(paths: list[Path]) -> tuple[list[Path], list[str]]:

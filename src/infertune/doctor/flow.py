@@ -12,7 +12,6 @@ scripts people write.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
 from infertune.doctor.nodes import (
     MODEL_CLASS,
@@ -20,6 +19,7 @@ from infertune.doctor.nodes import (
     NOT_MODELS,
     PASSTHROUGH,
     TOKENIZER_CLASS,
+    Record,
     callee,
     const,
     dotted,
@@ -29,12 +29,13 @@ from infertune.doctor.nodes import (
 )
 
 
-@dataclass
-class Unpack:
+class Unpack(Record):
     """The `index`-th item of what `value` evaluates to (`a, b = f()`; nested: `(a, b), c = f()`)."""
 
-    value: ast.expr | Unpack
-    index: int
+    _fields = ("value", "index")
+
+    def __init__(self, value: ast.expr | Unpack, index: int) -> None:
+        self.value, self.index = value, index
 
 
 ENV_READS = {"os.getenv", "os.environ.get", "environ.get", "getenv"}
@@ -51,14 +52,12 @@ def _line(v: ast.AST | Unpack) -> int | None:
     return getattr(_site(v), "lineno", None)
 
 
-@dataclass
 class Flow:
     """The file's tables (parents, calls, functions, classes, what each name is bound to), its sources (model
     loads, tokenizers, pipelines) and where a value comes from. `Script` (doctor/script.py) builds on it."""
 
-    tree: ast.Module
-
-    def __post_init__(self) -> None:
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
         self.parents: dict[ast.AST, ast.AST] = {}
         self.calls: list[ast.Call] = []
         self.functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}

@@ -4,33 +4,60 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import asdict, dataclass
 
 
-@dataclass
-class Finding:
-    path: str
-    line: int
-    col: int
-    rule: str
-    message: str
-    fix: str
+class Record:
+    """Equality and repr over `_fields`, as a dataclass has them, without importing dataclasses: its import of
+    inspect (with dis, tokenize and linecache) was a fifth of a fresh check's start-up (benchmarks/README.md,
+    "doctor_speed"). Defining __eq__ leaves the class unhashable, as a mutable dataclass is."""
+
+    _fields: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(getattr(self, k) == getattr(other, k) for k in self._fields)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self._fields)})"
+
+
+class Finding(Record):
+    _fields = ("path", "line", "col", "rule", "message", "fix")
+
+    def __init__(self, path: str, line: int, col: int, rule: str, message: str, fix: str) -> None:
+        self.path, self.line, self.col, self.rule, self.message, self.fix = path, line, col, rule, message, fix
 
     def model_dump(self) -> dict:
-        return asdict(self)
+        return {k: getattr(self, k) for k in self._fields}
 
 
-@dataclass
-class Target:
+class Target(Record):
     """Where the script runs: the card (optional) and the transformers versions it may meet, as the lowest
     and highest version the script's pins allow (None: unbounded or unknown) and where that was read."""
 
-    gpu_name: str | None = None
-    gpu_memory_bytes: int | None = None
-    compute_capability: float | None = None
-    transformers_min: tuple[int, ...] | None = None
-    transformers_max: tuple[int, ...] | None = None
-    version_source: str | None = None  # the pin's file, or "--target-version"
+    _fields = (
+        "gpu_name",
+        "gpu_memory_bytes",
+        "compute_capability",
+        "transformers_min",
+        "transformers_max",
+        "version_source",
+    )
+
+    def __init__(
+        self,
+        gpu_name: str | None = None,
+        gpu_memory_bytes: int | None = None,
+        compute_capability: float | None = None,
+        transformers_min: tuple[int, ...] | None = None,
+        transformers_max: tuple[int, ...] | None = None,
+        version_source: str | None = None,  # the pin's file, or "--target-version"
+    ) -> None:
+        self.gpu_name, self.gpu_memory_bytes, self.compute_capability = gpu_name, gpu_memory_bytes, compute_capability
+        self.transformers_min, self.transformers_max = transformers_min, transformers_max
+        self.version_source = version_source
+
+    def copy(self) -> Target:
+        return Target(**{k: getattr(self, k) for k in self._fields})
 
     @property
     def transformers_major(self) -> int | None:

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
 
     from infertune.doctor.cache import Row
     from infertune.doctor.nodes import Finding
+    from infertune.doctor.result import Finding as Shown  # the API's pydantic copy
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/infertune/infertune"
@@ -60,7 +61,7 @@ def _location(path: str) -> dict[str, str]:
         return {"uri": p.as_uri()}
 
 
-def sarif(findings: list[Finding], errors: list[str], version: str | None = None) -> dict:
+def sarif(findings: list[Finding] | list[Shown], errors: list[str], version: str | None = None) -> dict:
     """One SARIF 2.1.0 log: every rule in the driver, each finding a result with its location."""
     from pathlib import Path
 

@@ -5,11 +5,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from infertune.core.schema import SCHEMA_VERSION
-from infertune.doctor.nodes import Finding
 from infertune.models.hub import REVISION_DOC
+
+
+class Finding(BaseModel):
+    """One finding, as `doctor.nodes.Finding` (a plain class on the fast path) is read into the JSON shape."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    path: str
+    line: int
+    col: int
+    rule: str
+    message: str
+    fix: str
 
 
 class DoctorResult(BaseModel):

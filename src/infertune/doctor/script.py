@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
 
 from infertune.doctor.flow import Flow
 from infertune.doctor.nodes import (
@@ -23,15 +22,18 @@ from infertune.doctor.nodes import (
 )
 
 
-@dataclass
 class Script(Flow):
-    path: str
-    source: str
-    target: Target = field(default_factory=Target)
-    generation_defaults: dict | None = None  # the model's generation_config.json when it is here
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def __init__(
+        self,
+        tree: ast.Module,
+        path: str,
+        source: str,
+        target: Target | None = None,
+        generation_defaults: dict | None = None,  # the model's generation_config.json when it is here
+    ) -> None:
+        self.path, self.source, self.target = path, source, target or Target()
+        self.generation_defaults = generation_defaults
+        super().__init__(tree)
         self.lines = self.source.splitlines()
         self.generates = [c for c in self.calls if method(c) == "generate" and not self.foreign(receiver(c))]
         self.thread_generates = [

@@ -87,7 +87,7 @@ def pinned(folder: Path) -> tuple[VersionRange, str] | None:
 
 def target_for(script: Path, base: Target, flag: str | None = None) -> Target:
     """A copy of `base` with the transformers versions this script targets."""
-    t = Target(**{**base.__dict__})
+    t = base.copy()
     if t.version_source and not flag:
         return t  # the caller already said
     if flag:

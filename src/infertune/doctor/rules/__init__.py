@@ -7,9 +7,8 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
-from infertune.doctor.nodes import Finding
+from infertune.doctor.nodes import Finding, Record
 from infertune.doctor.rules import (
     batches,
     devices,
@@ -29,16 +28,24 @@ from infertune.doctor.script import Script
 DOCS = "https://github.com/infertune/infertune/blob/main/docs/doctor.md"
 
 
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    name: str
-    summary: str
-    fix: str
-    check: Callable[[Script], Iterator[tuple[ast.AST, str]]]
-    # off unless selected (--select ID, a prefix or ALL): advisory rules that were wrong more often than right on
-    # real public scripts (benchmarks/README.md, doctor-real-1); docs/doctor.md says why for each
-    default: bool = True
+class Rule(Record):
+    _fields = ("id", "name", "summary", "fix", "check", "default")
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        summary: str,
+        fix: str,
+        check: Callable[[Script], Iterator[tuple[ast.AST, str]]],
+        # off unless selected (--select ID, a prefix or ALL): advisory rules that were wrong more often than right
+        # on real public scripts (benchmarks/README.md, doctor-real-1); docs/doctor.md says why for each
+        default: bool = True,
+    ) -> None:
+        self.id, self.name, self.summary, self.fix, self.check, self.default = id, name, summary, fix, check, default
+
+    def __hash__(self) -> int:  # one rule per id
+        return hash(self.id)
 
     @property
     def doc_url(self) -> str:
