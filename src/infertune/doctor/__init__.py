@@ -23,7 +23,7 @@ WHERE = {
     "parse": "checker",
     "python_files": "checker",
     "settings": "checker",
-    "SKIP_DIRS": "checker",
+    "SKIP_DIRS": "files",
     "Finding": "nodes",
     "Target": "nodes",
     "DoctorResult": "result",  # pydantic, for the API and the schema

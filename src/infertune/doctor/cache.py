@@ -18,7 +18,8 @@ import os
 import sys
 from _blake2 import blake2b
 
-SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
+from infertune.doctor.files import python_files as walk
+
 HF_VARIABLES = ("HF_HUB_CACHE", "HF_HOME")
 
 
@@ -69,35 +70,10 @@ def code_stamp() -> list:
     return out
 
 
-def as_path(text: str) -> str | None:
-    """`str(Path(text))` without pathlib (None where the two might differ: a leading '//')."""
-    if text.startswith("//") and not text.startswith("///"):
-        return None
-    parts = [p for p in text.split("/") if p not in ("", ".")]
-    root = "/" if text.startswith("/") else ""
-    return root + "/".join(parts) or root or "."
-
-
 def python_files(paths: list[str]) -> list[str] | None:
-    """The files `doctor.python_files` would check, named as it names them; None on a missing path or a name
-    this reading cannot match exactly (the full check then answers)."""
-    files: list[str] = []
-    for given in paths:
-        p = as_path(given)
-        if p is None:
-            return None
-        if os.path.isdir(p):
-            for root, dirs, names in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-                base = as_path(root)
-                if base is None:
-                    return None
-                files += [(base + "/" + n if base != "/" else "/" + n) for n in sorted(names) if n.endswith(".py")]
-        elif os.path.isfile(p):
-            files.append(p)
-        else:
-            return None
-    return files or None
+    """The files the check would read, named as it names them; None on a missing path (the full check answers)."""
+    files, missing = walk(paths)
+    return None if missing or not files else files
 
 
 def entry_path(code: list, name: str, asked: tuple) -> str:

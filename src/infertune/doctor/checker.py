@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import ast
 import os
-from pathlib import Path
 
 from infertune.doctor import checkpoint
 from infertune.doctor.checkpoint import chat_template, folders, note
+from infertune.doctor.files import python_files as files_to_check
 from infertune.doctor.nodes import Finding, Record, Target, const, dotted, kw
 from infertune.doctor.rules import RULES, Rule, check_script, select_rules
 from infertune.doctor.rules.generation import SAMPLING
 from infertune.doctor.script import Script
 from infertune.doctor.version import parse_version, pinned, target_for
 
-SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
+TYPE_CHECKING = False  # typing stays unimported on the fast path; mypy reads this name as typing's
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
 
 
 class Report(Record):
@@ -27,25 +30,21 @@ class Report(Record):
         self.errors = errors or []  # inputs that could not be read or parsed
 
 
-def python_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
-    """Files to check (folders walked for *.py, tool and hidden folders skipped) and missing inputs."""
-    files, errors = [], []
-    for p in paths:
-        if p.is_dir():
-            for root, dirs, names in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-                files += [Path(root) / n for n in sorted(names) if n.endswith(".py")]
-        elif p.is_file():
-            files.append(p)
-        else:
-            errors.append(f"{p}: no such file or directory")
-    return files, errors
+def python_files(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[Path], list[str]]:
+    """Files to check (folders walked for *.py, tool and hidden folders skipped) and missing inputs, as the API
+    names them (pathlib.Path); the check itself reads names as strings."""
+    from pathlib import Path
+
+    files, missing = files_to_check([os.fspath(p) for p in paths])
+    return [Path(f) for f in files], [f"{p}: no such file or directory" for p in missing]
 
 
-def parse(path: Path, target: Target | None = None) -> Script:
+def parse(path: str | os.PathLike[str], target: Target | None = None) -> Script:
     """Raises ValueError with a one-line reason (unreadable, not UTF-8, syntax error)."""
+    path = os.fspath(path)
     try:
-        source = path.read_text(encoding="utf-8-sig")  # a BOM (Windows editors) is not code
+        with open(path, encoding="utf-8-sig") as fh:  # a BOM (Windows editors) is not code
+            source = fh.read()
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not a UTF-8 text file") from None
     except OSError as e:
@@ -60,7 +59,7 @@ def parse(path: Path, target: Target | None = None) -> Script:
 
 
 def check(
-    paths: list[Path] | list[str],
+    paths: Sequence[str | os.PathLike[str]],
     target: Target | None = None,
     select: list[str] | None = None,
     ignore: list[str] | None = None,
@@ -76,7 +75,8 @@ def check(
     chat_template.cache_clear()  # (and checkpoints may arrive in the cache)
     if target_version and parse_version(target_version.lstrip("<>=!~^ ")) is None:
         raise ValueError(f"--target-version: not a version: {target_version!r} (e.g. 4.46, 5, '>=4.40,<5')")
-    files, errors = python_files([Path(p) for p in paths])
+    files, missing = files_to_check([os.fspath(p) for p in paths])
+    errors = [f"{p}: no such file or directory" for p in missing]
     if errors:
         raise ValueError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
     if paths and not files:  # no paths at all: `--env` alone, nothing to read
@@ -103,10 +103,11 @@ def generation_defaults(model: str | None) -> dict | None:
     cache); None when it is not (never downloads)."""
     if not model:
         return None
-    for f in (folder / "generation_config.json" for folder in folders(model)):
+    for f in (os.path.join(folder, "generation_config.json") for folder in folders(model)):
         note(f)
         try:
-            text = f.read_text(encoding="utf-8")
+            with open(f, encoding="utf-8") as fh:
+                text = fh.read()
             import json  # only when a checkpoint is here: json stays off the fast path
 
             data = json.loads(text)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from functools import cache
-from pathlib import Path
 
 seen: set[tuple[str, str]] | None = None  # while the findings cache records a script: what its check looked at
 
@@ -18,18 +17,18 @@ def note(path: object, kind: str = "stat") -> None:
         seen.add((kind, os.path.abspath(str(path))))
 
 
-def hf_cache() -> Path:
+def hf_cache() -> str:
     if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    return Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+        return os.environ["HF_HUB_CACHE"]
+    return os.path.join(os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface"), "hub")
 
 
-def folders(model: str) -> list[Path]:
+def folders(model: str) -> list[str]:
     """Where this checkpoint's files may be here: the path itself, and its cached snapshots."""
-    out = [Path(model)]
-    snapshots = hf_cache() / f"models--{model.replace('/', '--')}" / "snapshots"
-    if "/" in model and snapshots.is_dir():
-        out += sorted(p for p in snapshots.iterdir() if p.is_dir())
+    out = [model]
+    snapshots = os.path.join(hf_cache(), f"models--{model.replace('/', '--')}", "snapshots")
+    if "/" in model and os.path.isdir(snapshots):
+        out += sorted(e.path for e in os.scandir(snapshots) if e.is_dir())
     if seen is not None:
         for p in (*out, snapshots):
             note(p)
@@ -43,24 +42,32 @@ def chat_template(model: str | None) -> str | None:
     if not model:
         return None
     for folder in folders(model):
-        if not folder.is_dir():
+        if not os.path.isdir(folder):
             continue
+        jinja, as_json, config_file = (
+            os.path.join(folder, n) for n in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+        )
         if seen is not None:
-            for name in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json"):
-                note(folder / name)
+            for name in (jinja, as_json, config_file):
+                note(name)
         try:
-            if (folder / "chat_template.jinja").is_file():
-                return (folder / "chat_template.jinja").read_text(encoding="utf-8")
+            if os.path.isfile(jinja):
+                return _read(jinja)
             import json  # only for a folder that is here: json stays off the fast path
 
-            if (folder / "chat_template.json").is_file():
-                return str(json.loads((folder / "chat_template.json").read_text(encoding="utf-8")))
-            config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+            if os.path.isfile(as_json):
+                return str(json.loads(_read(as_json)))
+            config = json.loads(_read(config_file))
         except (OSError, ValueError):
             continue
         found = config.get("chat_template") if isinstance(config, dict) else None
         return str(found) if found else ""
     return None
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
 
 
 def has_chat_template(model: str | None) -> bool | None:

@@ -4,9 +4,9 @@ the machine that runs the script is not necessarily the one that checks it)."""
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
-from pathlib import Path
 
 from infertune.doctor.checkpoint import note
 from infertune.doctor.nodes import Target
@@ -53,39 +53,58 @@ def spec_range(spec: str) -> VersionRange:
     return lo, hi
 
 
-def _specs_in(path: Path) -> list[str]:
+def _specs_in(path: str) -> list[str]:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
     except OSError:
         return []
-    if path.name == "pyproject.toml":  # poetry tables write `transformers = "^4.40"`
+    if os.path.basename(path) == "pyproject.toml":  # poetry tables write `transformers = "^4.40"`
         text = re.sub(r"""(?m)^\s*transformers\s*=\s*["']([^"']+)["']""", r"transformers \1", text)
         text = re.sub(r"""(?m)^\s*transformers\s*=\s*\{[^}]*version\s*=\s*["']([^"']+)["']""", r"transformers \1", text)
     specs = []
     for line in text.splitlines():
-        line = line.split("#", 1)[0] if path.suffix in (".txt", ".cfg") else line
+        line = line.split("#", 1)[0] if path.endswith((".txt", ".cfg")) else line
         specs += [m.group(1) for m in REQ.finditer(line)]
     return specs
 
 
 @lru_cache(maxsize=256)
-def pinned(folder: Path) -> tuple[VersionRange, str] | None:
-    """The transformers pin in the nearest folder (this one or above) that has a requirements file."""
-    for d in (folder, *folder.parents):
+def pinned(folder: str) -> tuple[VersionRange, str] | None:
+    """The transformers pin in the nearest folder (this one, an absolute path, or above) that has a requirements
+    file."""
+    for d in _up_from(folder):
         note(d, "pins")  # (a pin file added or removed there is a miss; other files come and go)
-        files = sorted(d.glob("requirements*.txt")) + [d / n for n in PIN_FILES if (d / n).is_file()]
+        try:
+            names = os.listdir(d)
+        except OSError:
+            names = []
+        reqs = sorted(n for n in names if n.startswith("requirements") and n.endswith(".txt"))
+        files = [os.path.join(d, n) for n in reqs] + [
+            os.path.join(d, n) for n in PIN_FILES if os.path.isfile(os.path.join(d, n))
+        ]
         for f in files:
             note(f)
             for spec in _specs_in(f):
                 lo, hi = spec_range(spec)
                 if lo or hi:
                     return (lo, hi), str(f)
-        if files or (d / ".git").exists():  # the project's root: what lies above belongs to something else
+        if files or os.path.exists(
+            os.path.join(d, ".git")
+        ):  # the project's root: what lies above belongs to something else
             return None  # the repository's root: nothing above belongs to this script
     return None
 
 
-def target_for(script: Path, base: Target, flag: str | None = None) -> Target:
+def _up_from(folder: str) -> list[str]:
+    """The folder and every folder above it, as Path(folder).parents would list them."""
+    out = [folder]
+    while (up := os.path.dirname(out[-1])) != out[-1]:
+        out.append(up)
+    return out
+
+
+def target_for(script: str, base: Target, flag: str | None = None) -> Target:
     """A copy of `base` with the transformers versions this script targets."""
     t = base.copy()
     if t.version_source and not flag:
@@ -94,7 +113,7 @@ def target_for(script: Path, base: Target, flag: str | None = None) -> Target:
         lo, hi = spec_range(flag if CLAUSE.match(flag) else f"=={flag}")
         t.transformers_min, t.transformers_max, t.version_source = lo, hi, "--target-version"
         return t
-    pin = pinned(script.resolve().parent)
+    pin = pinned(os.path.dirname(os.path.realpath(script)))
     if pin:  # no pin: the script may meet 4.x or 5.x (the machine that runs it is not this one)
         (t.transformers_min, t.transformers_max), t.version_source = pin
     return t
