@@ -6,6 +6,27 @@ import ast
 import re
 
 
+class _Lazy:
+    """A regular expression compiled when first used: compiling the rules' ~30 patterns at import was half of the
+    doctor modules' import time, and a script meets only some of them."""
+
+    __slots__ = ("_compiled", "flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int) -> None:
+        self.pattern, self.flags = pattern, flags
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> object:  # search, match, sub, ...: the compiled pattern's
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return getattr(self._compiled, name)
+
+
+def lazy_compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """`re.compile`, deferred to the pattern's first use."""
+    return _Lazy(pattern, flags)  # type: ignore[return-value]
+
+
 class Record:
     """Equality and repr over `_fields`, as a dataclass has them, without importing dataclasses: its import of
     inspect (with dis, tokenize and linecache) was a fifth of a fresh check's start-up (benchmarks/README.md,
@@ -81,20 +102,20 @@ class Target(Record):
         return self.transformers_max is not None and self.transformers_max < version
 
 
-MODEL_CLASS = re.compile(r"^(Auto\w*Model\w*|\w+For\w+|\w+LMHeadModel|\w+Model)$")
+MODEL_CLASS = lazy_compile(r"^(Auto\w*Model\w*|\w+For\w+|\w+LMHeadModel|\w+Model)$")
 NOT_MODELS = {"AutoConfig", "GenerationConfig", "AutoTokenizer", "AutoProcessor", "PretrainedConfig"}
-TOKENIZER_CLASS = re.compile(r"(Tokenizer\w*|Processor)$")
-GENERATIVE = re.compile(
+TOKENIZER_CLASS = lazy_compile(r"(Tokenizer\w*|Processor)$")
+GENERATIVE = lazy_compile(
     r"(CausalLM|Seq2SeqLM|ConditionalGeneration|LMHeadModel|Vision2Seq|ImageTextToText|"
     r"SpeechSeq2Seq|TextToWaveform)$"
 )
-_SEQ2SEQ = re.compile(
+_SEQ2SEQ = lazy_compile(
     r"(Seq2SeqLM|SpeechSeq2Seq|T5\w*|Bart\w*|Marian\w*|Pegasus\w*|Whisper\w*|"
     r"\w+ForConditionalGeneration)$"
 )
 # vision-language models whose class is *ForConditionalGeneration but whose language model is decoder-only: their
 # output starts with the prompt, they load in fp32 without a dtype, their batches pad on the left
-DECODER_VLM = re.compile(
+DECODER_VLM = lazy_compile(
     r"^(Llava\w*|Qwen2VL|Qwen2_5_VL|Qwen3VL\w*|PaliGemma|Idefics\d?|Mllama|Gemma3|Mistral3|InternVL|AyaVision|"
     r"Kosmos2|Chameleon|Emu3|Llama4|SmolVLM|Fuyu|Glm4v\w*)ForConditionalGeneration$"
 )
@@ -125,10 +146,10 @@ MOVES = {
     "merge_and_unload",
 }
 # Runtimes other than PyTorch (ONNX Runtime, OpenVINO, TF, Flax, Neuron...): their own devices and dtypes.
-OTHER_RUNTIME = re.compile(r"^(ORT|OV|IPEX|Neuron|TF|Flax|MLX|Gaudi|Habana)")
+OTHER_RUNTIME = lazy_compile(r"^(ORT|OV|IPEX|Neuron|TF|Flax|MLX|Gaudi|Habana)")
 PASSTHROUGH = {"get_peft_model", "prepare_model_for_kbit_training"}
 PLACES = {"to", "cuda", "npu", "xpu"}
-QUANTIZED_ID = re.compile(r"gptq|awq|exl2|bnb|[-_]int[48]|[-_][48]bit|fp8|gguf|quantized|mlx", re.I)
+QUANTIZED_ID = lazy_compile(r"gptq|awq|exl2|bnb|[-_]int[48]|[-_][48]bit|fp8|gguf|quantized|mlx", re.I)
 
 
 def dotted(node: ast.AST | None) -> str:

@@ -9,10 +9,10 @@ import re
 from functools import lru_cache
 
 from infertune.doctor.checkpoint import note
-from infertune.doctor.nodes import Target
+from infertune.doctor.nodes import Target, lazy_compile
 
-REQ = re.compile(r"""(?<![\w-])transformers\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^]=?\s*[\w.*]+\s*,?\s*)+)""", re.I)
-CLAUSE = re.compile(r"([<>=!~^]=?)\s*([\d.*]+)")
+REQ = lazy_compile(r"""(?<![\w-])transformers\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^]=?\s*[\w.*]+\s*,?\s*)+)""", re.I)
+CLAUSE = lazy_compile(r"([<>=!~^]=?)\s*([\d.*]+)")
 PIN_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 VersionRange = tuple[tuple[int, ...] | None, tuple[int, ...] | None]
 

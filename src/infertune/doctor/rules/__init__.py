@@ -8,7 +8,7 @@ import ast
 import re
 from collections.abc import Callable, Iterator
 
-from infertune.doctor.nodes import Finding, Record
+from infertune.doctor.nodes import Finding, Record, lazy_compile
 from infertune.doctor.rules import (
     batches,
     devices,
@@ -289,7 +289,7 @@ RULES: list[Rule] = [
     ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}
-SUPPRESS = re.compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)
+SUPPRESS = lazy_compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)
 
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:

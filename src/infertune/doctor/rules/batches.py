@@ -6,13 +6,13 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.nodes import ENCODER_DECODER, const, dotted, kw, receiver
+from infertune.doctor.nodes import ENCODER_DECODER, const, dotted, kw, lazy_compile, receiver
 from infertune.doctor.rules.generation import pipe_of, task_of
 from infertune.doctor.script import Script
 
 # tokenizers whose checkpoints pad on the right unless told otherwise (GPT-2's BPE: GPT-2, OPT, GPT-Neo/J, Pythia,
 # Phi, CodeGen, BLOOM, Falcon); others (Llama's, Qwen's...) vary by checkpoint, so only an explicit right is sure
-RIGHT_BY_DEFAULT = re.compile(r"gpt2|distilgpt2|opt-\d|gpt-neo|gpt-j|pythia|phi-[12]|codegen|bloom|falcon", re.I)
+RIGHT_BY_DEFAULT = lazy_compile(r"gpt2|distilgpt2|opt-\d|gpt-neo|gpt-j|pythia|phi-[12]|codegen|bloom|falcon", re.I)
 
 
 def _padding_assignments(s: Script) -> list[tuple[ast.AST, str, object]]:

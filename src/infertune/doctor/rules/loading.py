@@ -15,6 +15,7 @@ from infertune.doctor.nodes import (
     dotted,
     has_star_kwargs,
     kw,
+    lazy_compile,
     method,
     receiver,
 )
@@ -80,10 +81,10 @@ def _saved_only(s: Script, c: ast.Call) -> bool:
 
 
 # checkpoints published in fp32 (GPT-2 and DistilGPT-2, GPT-Neo, GPT-J's main branch): fp32 is their own dtype
-FP32_CHECKPOINT = re.compile(r"^(distil)?gpt2(-(medium|large|xl))?$|^gpt-neo-(125m|1\.3b|2\.7b)$|^gpt-j-6b$", re.I)
+FP32_CHECKPOINT = lazy_compile(r"^(distil)?gpt2(-(medium|large|xl))?$|^gpt-neo-(125m|1\.3b|2\.7b)$|^gpt-j-6b$", re.I)
 # checkpoints whose own modelling code (trust_remote_code) picks half precision when none is given: Qwen (v1)'s
 # QWenLMHeadModel sets bf16, else fp16, on a card that supports it and casts itself (`autoset_precision`)
-CASTS_ITSELF = re.compile(r"^qwen/qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$", re.I)
+CASTS_ITSELF = lazy_compile(r"^qwen/qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$", re.I)
 
 
 def dtype_rule(s: Script):
@@ -224,10 +225,10 @@ def model_on_cpu(s: Script):
 
 
 # a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
-PARAMS_IN_ID = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
+PARAMS_IN_ID = lazy_compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
 CPU_SIZED = 2e9  # below this a CPU generates at a usable pace (tens of tokens/s for a few hundred M parameters)
 DATA_SETS = {"read_csv", "read_json", "read_parquet", "read_excel", "read_table", "load_dataset", "load_from_disk"}
-GPU_INTENT = re.compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", re.I)
+GPU_INTENT = lazy_compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", re.I)
 
 
 def gpu_intent(s: Script) -> bool:

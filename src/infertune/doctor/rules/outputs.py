@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver
+from infertune.doctor.nodes import callee, const, dotted, kw, lazy_compile, method, receiver
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
 from infertune.doctor.rules.prompts import CHAT_MARKERS, TEMPLATE_TOKENS, base_models_only, model_ids
 from infertune.doctor.script import Script
@@ -72,7 +72,7 @@ def _raw_output(s: Script, node, depth: int = 0) -> ast.Call | None:
 
 # role markers that are special tokens (dropped by skip_special_tokens=True); [INST] and <|user|> are plain text in
 # Llama 2's and Zephyr's tokenizers, so they survive it
-SPECIAL_MARKERS = re.compile(r"<\|im_start\|>|<\|im_end\|>|<\|start_header_id\|>|<\|eot_id\|>|<start_of_turn>")
+SPECIAL_MARKERS = lazy_compile(r"<\|im_start\|>|<\|im_end\|>|<\|start_header_id\|>|<\|eot_id\|>|<start_of_turn>")
 # the markers each template family writes, by model id (a pattern for another family's markers never matches)
 FAMILIES = {
     r"qwen|chatml|yi-|openhermes|dolphin": r"<\|im_start\|>|<\|im_end\|>",
@@ -150,7 +150,7 @@ def _chat_input(s: Script, node: ast.AST | None) -> bool:
     return any(w in dotted(node).lower() for w in ("message", "conversation", "chat", "history", "dialog"))
 
 
-CHATTY = re.compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog", re.I)
+CHATTY = lazy_compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog", re.I)
 
 
 def _completion(s: Script, node: ast.AST) -> bool:

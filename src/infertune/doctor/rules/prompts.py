@@ -6,24 +6,26 @@ import ast
 import re
 
 from infertune.doctor.checkpoint import chat_template, has_chat_template
-from infertune.doctor.nodes import const, dotted, kw, method, pipeline_model, receiver
+from infertune.doctor.nodes import const, dotted, kw, lazy_compile, method, pipeline_model, receiver
 from infertune.doctor.script import Script
 
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
-TEMPLATE_TOKENS = re.compile(
+TEMPLATE_TOKENS = lazy_compile(
     r"<\|im_start\|>|\[INST\]|<\|user\|>|<\|assistant\|>|<start_of_turn>|<\|system\|>|"
     r"<\|start_header_id\|>|<\|begin_of_text\|>|<\|eot_id\|>|<\|(start|end)_header|<<SYS>>"
 )
 # Plain transcripts: a base model's or a fine-tune's own format; wrong only for a chat model with a template.
-TRANSCRIPT = re.compile(r"(^|\n)\s*(User|Human|USER|Assistant|ASSISTANT|### Instruction|### Human|### Assistant)\s*:?")
-CHAT_MARKERS = re.compile(f"{TEMPLATE_TOKENS.pattern}|{TRANSCRIPT.pattern}")
-SINGLE_TOKEN = re.compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
-CHAT_MODEL = re.compile(r"instruct|chat|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", re.I)
+TRANSCRIPT = lazy_compile(
+    r"(^|\n)\s*(User|Human|USER|Assistant|ASSISTANT|### Instruction|### Human|### Assistant)\s*:?"
+)
+CHAT_MARKERS = lazy_compile(f"{TEMPLATE_TOKENS.pattern}|{TRANSCRIPT.pattern}")
+SINGLE_TOKEN = lazy_compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
+CHAT_MODEL = lazy_compile(r"instruct|chat|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", re.I)
 
 
 # small base (completion) language models: their output is a continuation of the prompt by design, and they are
 # demo-sized (a web route serving one of them is a toy, not a service to batch)
-BASE_LM = re.compile(
+BASE_LM = lazy_compile(
     r"^(distil)?gpt2(-(medium|large|xl))?$|^tiny-gpt2$|^openai-gpt$|^gpt-neo-(125m|1\.3b)$|^opt-(125m|350m)$", re.I
 )
 
@@ -97,7 +99,7 @@ def _no_template(s: Script) -> bool:
 
 # instruction-tuned families whose tokenizers ship no chat template: their documented prompt is written by hand
 # ("USER: ... ASSISTANT:", "### Instruction:", "Instruct: ... Output:"), so a hand-built prompt is their format
-TEMPLATELESS = re.compile(
+TEMPLATELESS = lazy_compile(
     r"vicuna-\d+b-v1\.[135]|alpaca|dolly-v2|falcon-(7b|40b)-instruct|mpt-\d+b-(instruct|chat)|^phi-(1_5|2)$", re.I
 )
 
@@ -135,7 +137,7 @@ def _pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
 # vision-language chat checkpoints with no chat word in their ids (llava-hf/llava-1.5-7b-hf, llava-v1.6-mistral-...):
 # their processors ship a chat template, and a bare prompt is off their format (IT013 only: their documented
 # hand-built formats, `USER: <image>\n... ASSISTANT:` and `[INST] <image>\n... [/INST]`, are not IT003's concern)
-VLM_CHAT = re.compile(r"llava", re.I)
+VLM_CHAT = lazy_compile(r"llava", re.I)
 
 
 def _chat_ids(s: Script, vlm: bool = False) -> list[str]:
@@ -197,7 +199,7 @@ def no_generation_prompt(s: Script):
 
 # chat templates that write the BOS token into their text (Llama 2 and 3, Mistral/Mixtral, Gemma); others (Qwen,
 # TinyLlama, Phi-3, ...) write none, so re-tokenizing their text adds exactly one
-BOS_IN_TEMPLATE = re.compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma|deepseek", re.I)
+BOS_IN_TEMPLATE = lazy_compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma|deepseek", re.I)
 
 
 def _writes_bos(model: str | None) -> bool:

@@ -5,7 +5,17 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, kw, method, pipeline_model, receiver
+from infertune.doctor.nodes import (
+    callee,
+    const,
+    dotted,
+    has_star_kwargs,
+    kw,
+    lazy_compile,
+    method,
+    pipeline_model,
+    receiver,
+)
 from infertune.doctor.rules.loading import stays_on_cpu
 from infertune.doctor.rules.prompts import base_models_only
 from infertune.doctor.script import Script
@@ -287,7 +297,7 @@ def _behind_a_check(s: Script, up: list[ast.AST]) -> bool:
     return False
 
 
-SETUP = re.compile(r"^(_*(main|init|setup|load|get|build|create|make|download|prepare)|__\w+__$)", re.I)
+SETUP = lazy_compile(r"^(_*(main|init|setup|load|get|build|create|make|download|prepare)|__\w+__$)", re.I)
 
 
 def _runs_on_argument(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, c: ast.Call) -> bool:
