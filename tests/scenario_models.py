@@ -168,6 +168,8 @@ def cpu(memory_gib: int = 64):
             "flash_attn_2": False,
             "flash_attn_3": False,
             "bf16": True,
+            # stated, not read from this host's /proc/cpuinfo: the scenarios mean a CPU with native bf16 (AVX512-BF16)
+            "cpu_flags": ["avx2", "avx512f", "avx512_bf16"],
         }
     )
 
