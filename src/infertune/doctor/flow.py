@@ -202,6 +202,18 @@ class Flow:
             ]
             if items:  # MODELS["small"] of a dict literal: that entry
                 return [o for v in items for o in self.origins(v, d)]
+        if isinstance(node, ast.Call) and method(node) == "get" and node.args:
+            key = const(node.args[0])  # MODELS.get(name, name) of a dict literal: its entries (that key's, if known)
+            entries = [
+                v
+                for o in self.origins(receiver(node), d)
+                if isinstance(o, ast.Dict)
+                for k, v in zip(o.keys, o.values, strict=True)
+                if k is not None and (key is None or const(k) == key)
+            ]
+            if entries:
+                rest = [o for a in node.args[1:2] for o in self.origins(a, d)]
+                return [o for v in entries for o in self.origins(v, d)] + rest
         if isinstance(node, ast.Name) and node.id not in self.assigns:
             passed = self._parameter_values(node)
             if passed:  # a parameter: its default and what this file's call sites pass

@@ -92,6 +92,13 @@ class Script(Flow):
             return True
         return bool(QUANTIZED_ID.search(self.model_id(load) or ""))
 
+    def placed_by_quantization(self, load: ast.Call) -> bool:
+        """Quantized in a way that puts the weights on the GPU by itself (bitsandbytes, GPTQ, AWQ, ...). Not a
+        GGUF file: transformers dequantizes GGUF into ordinary torch weights, which stay where device_map says
+        (the CPU without one)."""
+        gguf = kw(load, "gguf_file") is not None or "gguf" in (self.model_id(load) or "").lower()
+        return self.quantized(load) and not gguf
+
     # --- where things are ---------------------------------------------------------------------------------
 
     def uses(self, load: ast.Call) -> list[ast.AST]:

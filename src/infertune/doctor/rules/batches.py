@@ -42,12 +42,35 @@ def _edits(a: str, b: str) -> int:
     return row[-1]
 
 
+# str methods: their result is one text, never a batch
+STR_METHODS = {"strip", "lstrip", "rstrip", "format", "lower", "upper", "replace", "join", "title", "capitalize"}
+
+
+def _one_text(s: Script, node: ast.AST | None) -> bool:
+    """The tokenizer's input is a single string, as far as this file shows (a literal, an f-string, a
+    concatenation, a str method's result): padding=True then pads nothing, whatever the side."""
+    found = s.origins(node) if node is not None else []
+    return bool(found) and all(_text(o) for o in found)
+
+
+def _text(o: ast.AST) -> bool:
+    if isinstance(o, ast.BinOp) and isinstance(o.op, (ast.Add, ast.Mod)):  # "a" + x, f"..." + x, "%s" % x
+        return _text(o.left) or (isinstance(o.op, ast.Add) and _text(o.right))
+    return (
+        (isinstance(o, ast.Constant) and isinstance(o.value, str))
+        or isinstance(o, ast.JoinedStr)
+        or (isinstance(o, ast.Call) and isinstance(o.func, ast.Attribute) and o.func.attr in STR_METHODS)
+    )
+
+
 def _batched_tokenizer_calls(s: Script) -> list[ast.Call]:
-    """Tokenizer calls that pad a batch (padding=True / 'longest' / 'max_length') and whose ids reach generate on a
-    decoder-only model of this file."""
+    """Tokenizer calls that pad a batch (padding=True / 'longest' / 'max_length'; not of one string) and whose ids
+    reach generate on a decoder-only model of this file."""
     out = []
     for c in s.calls:
         if not s.is_tokenizer_call(c) or const(kw(c, "padding")) in (None, False, "do_not_pad"):
+            continue
+        if _one_text(s, c.args[0] if c.args else kw(c, "text")):
             continue
         gens = [g for g in s.sinks_of(c) if g in s.generates]
         models = [m for g in gens for m in s.models_of(receiver(g))]

@@ -19,6 +19,19 @@ def _fp16(s: Script, value: ast.AST | None) -> bool:
     return bool(found) and all(dotted(o) in FP16 or const(o) in FP16 for o in found)
 
 
+def _fp16_with_cuda(s: Script, value: ast.AST | None) -> bool:
+    """Half precision whenever CUDA is there (`float16 if torch.cuda.is_available() else float32`): on a CUDA
+    machine these are fp16 weights, wherever the model then goes."""
+    found = s.origins(value) if value is not None else []
+    return any(
+        isinstance(n, ast.IfExp)
+        and "cuda" in ast.unparse(n.test)
+        and any(o is n.body for o in found)
+        and (dotted(n.body) in FP16 or const(n.body) in FP16)
+        for n in s.nodes
+    )
+
+
 def _on_cpu(c: ast.Call) -> bool:
     return const(kw(c, "device_map")) == "cpu" or const(kw(c, "device")) in ("cpu", -1)
 
@@ -27,13 +40,17 @@ def fp16_on_cpu(s: Script):
     gpu = gpu_intent(s)
     for c in [*s.loads, *s.pipelines]:
         value = kw(c, "dtype") or kw(c, "torch_dtype")
-        if not _fp16(s, value):
-            continue
-        if _on_cpu(c) or (not gpu and c in s.loads and stays_on_cpu(s, c)):
+        if _fp16(s, value) and (_on_cpu(c) or (not gpu and c in s.loads and stays_on_cpu(s, c))):
             yield (
                 value or c,
                 "float16 weights on a CPU: most CPUs have no fp16 arithmetic (emulated, often slower than fp32, "
                 "some ops unsupported); on a CPU use bfloat16 (AVX512-BF16/AMX) or float32",
+            )
+        elif c in s.loads and _fp16_with_cuda(s, value) and stays_on_cpu(s, c):
+            yield (
+                value or c,
+                "float16 whenever CUDA is there, but the model is never moved to the GPU: on a CUDA machine the "
+                "fp16 weights run on the CPU (emulated, slow); move the model to the device the dtype was chosen for",
             )
 
 

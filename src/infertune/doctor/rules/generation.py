@@ -322,7 +322,7 @@ def _cuda_literal(s: Script, node: ast.AST) -> ast.Call | None:
 
 def _placed_maybe_cpu(s: Script, model: ast.Call) -> bool:
     """Placed with a device chosen at run time that may be the CPU (`"cuda" if available else "cpu"`)."""
-    if kw(model, "device_map") is not None or has_star_kwargs(model) or s.quantized(model):
+    if kw(model, "device_map") is not None or has_star_kwargs(model) or s.placed_by_quantization(model):
         return False
     node: ast.AST = model
     moves: list[ast.Call] = []  # from_pretrained(...).eval().to(device), then model.to(device) later

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.nodes import const, has_star_kwargs, kw
+from infertune.doctor.nodes import const, dotted, has_star_kwargs, kw
 from infertune.doctor.rules.loading import dtype_keywords
 from infertune.doctor.script import Script
 
@@ -54,6 +54,22 @@ def max_memory_full_card(s: Script):
                 )
 
 
+FP32 = {"torch.float32", "torch.float", "float32", "float"}
+
+
+def _fp32_without_cuda(s: Script, value: ast.AST | None) -> bool:
+    """The dtype falls back to fp32 when CUDA is missing (`float16 if torch.cuda.is_available() else float32`):
+    that branch is a CPU run, where FlashAttention can neither load (fp32) nor run (no CUDA)."""
+    found = s.origins(value) if value is not None else []
+    return any(
+        isinstance(n, ast.IfExp)
+        and "cuda" in ast.unparse(n.test)
+        and any(o is n.orelse for o in found)
+        and (dotted(n.orelse) in FP32 or const(n.orelse) in FP32)
+        for n in s.nodes
+    )
+
+
 def flash_attention(s: Script):
     major = s.target.pinned_major
     for c in s.loads:
@@ -67,6 +83,12 @@ def flash_attention(s: Script):
         no_dtype = dtype is None and torch_dtype is None and not has_star_kwargs(c) and not s.quantized(c)
         if dt in ("float32", "float") or (no_dtype and major == 4):
             yield attn, "FlashAttention runs only in fp16/bf16: with fp32 weights it refuses to load"
+        elif _fp32_without_cuda(s, dtype or torch_dtype):
+            yield (
+                attn,
+                "FlashAttention is asked for whatever the device, but without CUDA the script falls back to fp32 on "
+                "the CPU, where it cannot load: ask for it only when CUDA is there (else 'sdpa')",
+            )
         cc = s.target.compute_capability
         if cc is not None and cc < 8.0:
             yield (

@@ -105,7 +105,7 @@ def dtype_rule(s: Script):
             or has_star_kwargs(c)
             or s.quantized(c)
             or _saved_only(s, c)
-            or _cpu_by_choice(s, c)
+            or cpu_by_choice(s, c)
             or left_on_cpu(s, c)
             or _cast_after_dispatch(s, c)
             or _halved_after_load(s, c)
@@ -151,7 +151,7 @@ def placed_at_load(s: Script, c: ast.Call, explicit_cpu: bool = False) -> bool:
     """On an accelerator from the load on (device_map, a quantized load, a chained .cuda()); with
     explicit_cpu, a deliberate device_map='cpu' counts as placed too."""
     dm = kw(c, "device_map")
-    if (dm is not None and (explicit_cpu or const(dm) != "cpu")) or has_star_kwargs(c) or s.quantized(c):
+    if (dm is not None and (explicit_cpu or const(dm) != "cpu")) or has_star_kwargs(c) or s.placed_by_quantization(c):
         return True
     node: ast.AST = c  # from_pretrained(...).eval().cuda()
     while isinstance(attr := s.parents.get(node), ast.Attribute) and isinstance(call := s.parents.get(attr), ast.Call):
@@ -217,11 +217,28 @@ def left_on_cpu(s: Script, c: ast.Call) -> bool:
     return not _cpu_on_purpose(s, s.model_id(c))
 
 
+def _handed_to_pipeline(s: Script, c: ast.Call) -> ast.Call | None:
+    """The pipeline (given no device) that this model is handed to: where a device= would place it."""
+    for u in s.uses(c):
+        k = s.parents.get(u)
+        p = s.parents.get(k) if isinstance(k, ast.keyword) and k.arg == "model" else None
+        if isinstance(p, ast.Call) and p in s.pipelines:
+            return p
+    return None
+
+
 def model_on_cpu(s: Script):
     for c in s.loads:
         if left_on_cpu(s, c):
             name = next((dotted(u) for u in s.uses(c)), "the model")
-            yield (c, f"`{name}` is loaded without device_map and never moved: it runs on the CPU (seconds per token)")
+            pipe = _handed_to_pipeline(s, c)
+            if pipe is not None:  # said where the fix goes: the pipeline that could have placed it
+                yield (pipe, f"`{name}` is handed to a pipeline with no device and never moved: it runs on the CPU")
+            else:
+                yield (
+                    c,
+                    f"`{name}` is loaded without device_map and never moved: it runs on the CPU (seconds per token)",
+                )
 
 
 # a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
@@ -247,11 +264,14 @@ def params_in_id(model: str | None) -> float | None:
 
 def _cpu_on_purpose(s: Script, model: str | None) -> bool:
     """A script that never mentions a GPU, on a model small enough for a CPU (no size in its id: gpt2,
-    distilgpt2, opus-mt, bart-large...; or under 2B by its id): running on the CPU is the author's choice.
+    distilgpt2, opus-mt, bart-large...; or under 2B by its id; an id naming no size takes the size its
+    tokenizer's checkpoint names): running on the CPU is the author's choice.
     Real scripts run that way on purpose (toy demos, data-preparation helpers); a 7B or an 8x7B is not."""
     if gpu_intent(s) or any(callee(c) in DATA_SETS for c in s.calls):
         return False  # (a job over a whole data set is no toy demo: on a CPU it runs for hours)
     n = params_in_id(model)
+    if n is None:  # a fine-tune or a local folder: the tokenizer's checkpoint is its base, and names its size
+        n = max((p for t in s.tokenizers if (p := params_in_id(s.model_id(t))) is not None), default=None)
     return n is None or n < CPU_SIZED
 
 
@@ -260,7 +280,7 @@ def stays_on_cpu(s: Script, c: ast.Call) -> bool:
     return not placed_at_load(s, c) and not any(moved(s, u) for u in s.uses(c))
 
 
-def _cpu_by_choice(s: Script, c: ast.Call) -> bool:
+def cpu_by_choice(s: Script, c: ast.Call) -> bool:
     """A CPU-sized model in a script that never mentions a GPU, never placed on one: fp32 is the CPU's own
     precision there, so a missing dtype is the author's choice (as IT002's silence says)."""
     return stays_on_cpu(s, c) and _cpu_on_purpose(s, s.model_id(c))

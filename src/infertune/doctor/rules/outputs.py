@@ -8,7 +8,7 @@ import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, lazy_compile, method, receiver
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
-from infertune.doctor.rules.prompts import CHAT_MARKERS, TEMPLATE_TOKENS, base_models_only, model_ids
+from infertune.doctor.rules.prompts import CHAT_MARKERS, TEMPLATE_TOKENS, completion_models_only, model_ids
 from infertune.doctor.script import Script
 
 STRIPS_PROMPT = {
@@ -154,17 +154,21 @@ CHATTY = lazy_compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialo
 
 
 def _completion(s: Script, node: ast.AST) -> bool:
-    """A completion demo: a small base completion model (gpt2, openai-gpt, ...) continuing a prompt, where prompt
-    plus continuation is the expected output, not a leak: at module level (a script, a Streamlit page) or in a
-    function or web route not named as a chat (chat/answer/reply/respond/ask/bot/...) nor called from one; not
-    after a fine-tune, nor with a chat transcript (User:/Assistant:, template tokens) anywhere in the file."""
+    """A completion demo: a base completion model continuing a prompt, where prompt plus continuation is the
+    expected output, not a leak. A small one (gpt2, openai-gpt, ...): at module level (a script, a Streamlit page)
+    or in a function or web route not named as a chat (chat/answer/reply/respond/ask/bot/...) nor called from one.
+    A larger base release (Llama-2-7b-hf, Mistral-7B-v0.3): at module level only, the shape of a completion test
+    that prints what the model wrote after a fixed prompt; a function that returns the text hands it to a caller
+    (a bot, a Q&A helper) who asked a question and gets it back in front of the answer. Never after a fine-tune,
+    nor with a chat transcript (User:/Assistant:, template tokens) anywhere in the file."""
+    fn = s.enclosing_function(node)
     return (
-        base_models_only(s)
+        completion_models_only(s, small_only=fn is not None)
         and not s.trains  # a fine-tune (into a chat, an instruction follower) is no longer the base model
         and not any(
             isinstance(n, ast.Constant) and isinstance(n.value, str) and CHAT_MARKERS.search(n.value) for n in s.nodes
         )
-        and not _chatty(s, s.enclosing_function(node))
+        and not _chatty(s, fn)
     )
 
 

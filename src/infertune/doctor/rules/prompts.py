@@ -42,6 +42,25 @@ def base_models_only(s: Script) -> bool:
     return bool(ids) and all(BASE_LM.search(i.rstrip("/").rsplit("/", 1)[-1]) for i in ids)
 
 
+# pretrained-only (base) releases of any size, by the last part of the id: the published names carry no
+# -Instruct/-Chat/-it suffix (the pattern is anchored at the end, so those never match) and their only use is to
+# continue text. A local folder named after one (`models/huggyllama_llama-7b`) counts too.
+BASE_RELEASE = lazy_compile(
+    r"(^|[_/-])(llama-\d+b|llama-2-\d+b(-hf)?|(meta-)?llama-3(\.\d)?-\d+b|mistral-7b(-v0\.\d)?|"
+    r"mixtral-8x\d+b(-v0\.\d)?|falcon-\d+b|gpt-j-6b|gpt-neox-20b|pythia-[\d.]+[mb](-deduped)?|opt-[\d.]+[mb]|"
+    r"bloom(-[\d.]+[mb])?|mpt-\d+b|qwen[\d.]*-[\d.]+b|gemma(-\d)?-\d+b|olmo(-\d)?-\d+b)$",
+    re.I,
+)
+
+
+def completion_models_only(s: Script, small_only: bool) -> bool:
+    """Every model of the script is a base completion model: a small one (BASE_LM), or (small_only False) also a
+    larger published base release (BASE_RELEASE: Llama-2-7b-hf, Mistral-7B-v0.3, LLaMA-7B, ...). What they print
+    is a continuation of the prompt, so prompt plus continuation is their natural output (IT004's demos)."""
+    ids = [i.rstrip("/").rsplit("/", 1)[-1] for i in model_ids(s)]
+    return bool(ids) and all(BASE_LM.search(i) or (not small_only and BASE_RELEASE.search(i)) for i in ids)
+
+
 def _text_args(c: ast.Call) -> list[ast.expr]:
     return list(c.args[:1]) + [v for k in ("text", "text_inputs", "prompt") if (v := kw(c, k)) is not None]
 
@@ -110,10 +129,25 @@ def _documented_by_hand(s: Script) -> bool:
     return bool(ids) and all(TEMPLATELESS.search(i.rstrip("/").rsplit("/", 1)[-1]) for i in ids)
 
 
+def _own_fine_tune(s: Script) -> bool:
+    """The model is a fine-tune from a repository of its own (no chat word in its id) run with another checkpoint's
+    tokenizer (`AutoTokenizer.from_pretrained("meta-llama/Llama-2-7b-chat-hf")`, model "someone/bank-llm"): the
+    tokenizer's template is the base's, and the fine-tune's training format is whatever its author wrote, often
+    the very prompt built by hand here. Nothing in the file says which, so a hand-built prompt is not flagged."""
+    models = [s.model_id(c) for c in s.loads]
+    toks = [s.model_id(c) for c in s.tokenizers]
+    return (
+        bool(models)
+        and bool(toks)
+        and all(toks)
+        and all(m and not CHAT_MODEL.search(m.rsplit("/", 1)[-1]) and m not in toks for m in models)
+    )
+
+
 def hand_built_chat_prompt(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not (s.generates or s.pipelines) or _no_template(s):
         return
-    if _documented_by_hand(s):
+    if _documented_by_hand(s) or _own_fine_tune(s):
         return
     seen = set()
     markers = CHAT_MARKERS if _chat_ids(s) else TEMPLATE_TOKENS

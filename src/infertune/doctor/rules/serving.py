@@ -16,12 +16,12 @@ from infertune.doctor.nodes import (
     pipeline_model,
     receiver,
 )
-from infertune.doctor.rules.loading import stays_on_cpu
+from infertune.doctor.rules.handlers import OFFLOAD, generation_in, helper_generation, offloaded
+from infertune.doctor.rules.loading import cpu_by_choice, params_in_id, stays_on_cpu
 from infertune.doctor.rules.prompts import base_models_only
 from infertune.doctor.script import Script
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
-OFFLOAD = {"to_thread", "run_in_executor", "run_in_threadpool", "submit", "run_sync", "Thread", "Process"}
 STREAMERS = ("TextIteratorStreamer", "TextStreamer", "AsyncTextIteratorStreamer")
 
 
@@ -35,57 +35,6 @@ def _thread_targets(s: Script) -> set[str]:
     return out - {""}
 
 
-def _offloaded(s: Script, node: ast.AST) -> bool:
-    """Inside a lambda, or an argument of to_thread/run_in_executor/Thread: runs elsewhere."""
-    while node in s.parents:
-        node = s.parents[node]
-        if isinstance(node, ast.Lambda) or (isinstance(node, ast.Call) and callee(node) in OFFLOAD):
-            return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return False
-    return False
-
-
-def _generation_in(s: Script, fn: ast.AST) -> list[ast.Call]:
-    """generate / pipeline calls, and Thread(target=model.generate), directly in this function's body."""
-    out = []
-    for c in ast.walk(fn):
-        if not isinstance(c, ast.Call) or s.enclosing_function(c) is not fn:
-            continue
-        if (
-            c in s.generates
-            or s.is_pipeline_call(c)
-            or (
-                callee(c) in ("Thread", "submit", "run_in_executor", "to_thread")
-                and any(isinstance(a, ast.Attribute) and a.attr == "generate" for a in [kw(c, "target"), *c.args])
-            )
-        ):
-            out.append(c)
-    return out
-
-
-def _helper_generation(s: Script, fn: ast.AST, depth: int = 0) -> list[tuple[ast.Call, ast.Call, bool]]:
-    """(call in fn, generation it leads to, whether a hop ran it in another thread) through helpers of this
-    file: called (`helper(...)`, `self.helper(...)`, `engine.helper(...)`) or handed to a thread/executor."""
-    out: list[tuple[ast.Call, ast.Call, bool]] = []
-    if depth > 2:
-        return out
-    for c in ast.walk(fn):
-        if isinstance(c, ast.Call) and s.enclosing_function(c) is fn:
-            helpers = [(h, False) for h in s.defined(c)] + [
-                (h, True)
-                for a in c.args
-                if callee(c) in OFFLOAD and isinstance(a, ast.Name)
-                for h in s.functions.get(a.id, [])
-            ]
-            for h, off in helpers:
-                if h is fn:
-                    continue
-                gens = [(c, g, off) for g in _generation_in(s, h)]
-                out += gens or [(c, g, off or o) for _, g, o in _helper_generation(s, h, depth + 1)]
-    return out
-
-
 def streamer_same_thread(s: Script):
     targets = _thread_targets(s)
     for c in s.generates:
@@ -95,7 +44,7 @@ def streamer_same_thread(s: Script):
         ):
             continue
         fn = s.enclosing_function(c)
-        if (fn is not None and fn.name in targets) or _offloaded(s, c):
+        if (fn is not None and fn.name in targets) or offloaded(s, c):
             continue
         yield (
             c,
@@ -150,11 +99,20 @@ def _times_itself(s: Script, fn: ast.AST) -> bool:
 
 
 def _cpu_demo(s: Script) -> bool:
-    """Only small base completion models (gpt2, distilgpt2, ...), none placed on an accelerator."""
-    return (
+    """Only small base completion models (gpt2, distilgpt2, ...), none placed on an accelerator; or only models
+    loaded with from_pretrained that stay on the CPU by the author's choice (IT002's silence: under 2B by an id
+    that names a size, in a script that never names a GPU; an id not known here says nothing). Either is a toy
+    service: one CPU model answering a request at a time is what it was built to be."""
+    if (
         base_models_only(s)
         and all(stays_on_cpu(s, c) for c in s.loads)
         and all(kw(p, "device") is None and kw(p, "device_map") is None for p in s.pipelines)
+    ):
+        return True
+    return (
+        bool(s.loads)
+        and not s.pipelines
+        and all(params_in_id(s.model_id(c)) is not None and cpu_by_choice(s, c) for c in s.loads)
     )
 
 
@@ -164,14 +122,14 @@ def generate_in_handler(s: Script):
     for fn in _routes(s):
         if _times_itself(s, fn):
             continue
-        direct = _generation_in(s, fn)
+        direct = generation_in(s, fn)
         if direct:
             yield (
                 direct[0],
                 (f"web handler `{fn.name}` calls generate per request: concurrent requests run one after another"),
             )
             continue
-        via = _helper_generation(s, fn)
+        via = helper_generation(s, fn)
         if via:
             call, _, _ = via[0]
             yield (
@@ -200,19 +158,18 @@ def blocking_async_handler(s: Script):
                 continue
             hits = [
                 (g, g)
-                for g in _generation_in(s, fn)
-                if (not _offloaded(s, g) and method(g) == "generate")
-                or (s.is_pipeline_call(g) and not _offloaded(s, g))
+                for g in generation_in(s, fn)
+                if (not offloaded(s, g) and method(g) == "generate") or (s.is_pipeline_call(g) and not offloaded(s, g))
             ]
             hits += [
                 (c, g)
-                for c, g, off in _helper_generation(s, fn)
+                for c, g, off in helper_generation(s, fn)
                 if not off
-                and not _offloaded(s, c)
+                and not offloaded(s, c)
                 and callee(c) not in OFFLOAD
                 and not isinstance(s.enclosing_function(g), ast.AsyncFunctionDef)
                 and callee(g) != "Thread"
-                and not _offloaded(s, g)
+                and not offloaded(s, g)
                 and not _is_generator(s.enclosing_function(g))
             ]
             if hits:
