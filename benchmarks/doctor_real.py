@@ -79,22 +79,31 @@ def _near(p: dict[str, Any], line: int, ends: dict[int, int]) -> bool:
     return abs(p["line"] - line) <= LINES or p["line"] <= line <= ends.get(p["line"], 0)
 
 
+# problems labelled `other:<slug>` before a rule covered them, and the rule that covers each now (the label's text
+# names the problem; the rule came later, written from the development parts' cases)
+COVERED = {"other:no-truncation": "IT034", "other:missing-trust-remote-code": "IT035"}
+
+
+def _kind(label: dict[str, Any]) -> str:
+    return COVERED.get(label["kind"], label["kind"])
+
+
 def judge(
     case: dict[str, Any], found: list[tuple[int, str, str]], ends: dict[int, int] | None = None
 ) -> dict[str, Any]:
     """Right and wrong findings; `ends` (statement_ends of the script) lets a finding inside a labelled statement
     match it."""
     ends = ends or {}
-    problems = [dict(p, found=False) for p in case.get("problems", [])]
+    problems = [dict(p, kind=_kind(p), found=False) for p in case.get("problems", [])]
     right, wrong = [], []
     for line, rule, message in sorted(found):
-        near = [p for p in problems if not p["found"] and p["kind"] == rule and _near(p, line, ends)]
+        near = [p for p in problems if not p["found"] and _kind(p) == rule and _near(p, line, ends)]
         if near:
             best = min(near, key=lambda p: abs(p["line"] - line))
             best["found"] = True
             right.append((line, rule))
         else:
-            silent = any(s["kind"] == rule and _near(s, line, ends) for s in case.get("silent", []))
+            silent = any(_kind(s) == rule and _near(s, line, ends) for s in case.get("silent", []))
             wrong.append((line, rule, message, silent))
     return {"right": right, "wrong": wrong, "problems": problems}
 

@@ -76,6 +76,21 @@ CASES = {
         + LOAD
         + "out = model.generate(**inputs, num_beams=4, max_new_tokens=9)\n",
     ),
+    "IT034": (
+        "from transformers import pipeline\n"
+        'summarize = pipeline("summarization", model="facebook/bart-large-cnn")\n'
+        'with open("talk.txt") as f:\n    text = f.read()\n'
+        "print(summarize(text, max_length=120))\n",
+        "from transformers import pipeline\n"
+        'summarize = pipeline("summarization", model="facebook/bart-large-cnn")\n'
+        'with open("talk.txt") as f:\n    text = f.read()\n'
+        "print(summarize(text, max_length=120, truncation=True))\n",
+    ),
+    "IT035": (
+        'model = AutoModelForCausalLM.from_pretrained("THUDM/chatglm3-6b", device_map="auto", dtype="auto")\n',
+        'model = AutoModelForCausalLM.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True, revision="abc123", '
+        'device_map="auto", dtype="auto")\n',
+    ),
     "IT029": (
         LOAD + "answers = [model.generate(**inputs, do_sample=True, max_new_tokens=32) for _ in range(5)]\n",
         LOAD + "out = model.generate(**inputs, do_sample=True, num_return_sequences=5, max_new_tokens=32)\n"

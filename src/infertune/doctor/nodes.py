@@ -110,7 +110,7 @@ GENERATIVE = lazy_compile(
     r"SpeechSeq2Seq|TextToWaveform)$"
 )
 _SEQ2SEQ = lazy_compile(
-    r"(Seq2SeqLM|SpeechSeq2Seq|T5\w*|Bart\w*|Marian\w*|Pegasus\w*|Whisper\w*|"
+    r"(Seq2SeqLM|SpeechSeq2Seq|EncoderDecoderModel|T5\w*|Bart\w*|Marian\w*|Pegasus\w*|Whisper\w*|"
     r"\w+ForConditionalGeneration)$"
 )
 # vision-language models whose class is *ForConditionalGeneration but whose language model is decoder-only: their

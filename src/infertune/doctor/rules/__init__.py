@@ -15,6 +15,7 @@ from infertune.doctor.rules import (
     forward,
     generation,
     hardware,
+    limits,
     loading,
     outputs,
     prompts,
@@ -286,6 +287,20 @@ RULES: list[Rule] = [
         "beam search with no_repeat_ngram_size on a chat model",
         "drop no_repeat_ngram_size (use repetition_penalty lightly if needed)",
         repeats.beam_no_repeat_ngram_chat,
+    ),
+    Rule(
+        "IT034",
+        "summarization-untruncated",
+        "a summarization pipeline with fixed positions given a text of unbounded length",
+        "pass truncation=True to the call (or summarize the text in chunks of under 1024 tokens)",
+        limits.summarization_untruncated,
+    ),
+    Rule(
+        "IT035",
+        "remote-code-missing",
+        "a checkpoint that needs its own code loaded without trust_remote_code",
+        "review the repository's code, then pass trust_remote_code=True with revision= pinned to that commit",
+        remote_code.missing_remote_code,
     ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}

@@ -8,7 +8,15 @@ import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, lazy_compile, method, receiver
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
-from infertune.doctor.rules.prompts import CHAT_MARKERS, TEMPLATE_TOKENS, completion_models_only, model_ids
+from infertune.doctor.rules.prompts import (
+    CHAT_MARKERS,
+    TEMPLATE_TOKENS,
+    completion_models_only,
+    literal_continuations,
+    model_ids,
+    probe_level,
+    prompts_of,
+)
 from infertune.doctor.script import Script
 
 STRIPS_PROMPT = {
@@ -172,6 +180,23 @@ def _completion(s: Script, node: ast.AST) -> bool:
     )
 
 
+def _unknown_completion(s: Script, node: ast.AST) -> bool:
+    """Every model is a local folder of the author's (./models_finetune) and nothing in the file speaks of a
+    chat: no chat template, no role markers, no chat model id, no function named as a chat. What the folder
+    holds (a base model's fine-tune continuing text, an instruction follower) is not known here, so whether the
+    prompt in the output is a leak or the completion's own shape is not either."""
+    ids = model_ids(s)
+    return (
+        bool(ids)
+        and all(i.startswith((".", "/", "~")) for i in ids)
+        and not s.calls_method("apply_chat_template")
+        and not any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and CHAT_MARKERS.search(n.value) for n in s.nodes
+        )
+        and not _chatty(s, s.enclosing_function(node))
+    )
+
+
 def _chatty(s: Script, fn: ast.AST | None, depth: int = 0) -> bool:
     """Named as a chat, or called (two levels up) from a function named as one: a bot's `respond` calling a
     `generate_text` helper is a chat too."""
@@ -182,24 +207,35 @@ def _chatty(s: Script, fn: ast.AST | None, depth: int = 0) -> bool:
     return depth < 2 and any(_chatty(s, s.enclosing_function(c), depth + 1) for c in s.calls if callee(c) == fn.name)
 
 
+def _continues(s: Script, gen: ast.Call) -> bool:
+    """generate ran on fixed sentences to finish, written in the file (a probe, a demo): their continuation,
+    prompt included, is what the script means to show."""
+    args = prompts_of(s, gen)
+    return probe_level(s, gen) and bool(args) and all(literal_continuations(s, a) for a in args)
+
+
 def prompt_in_output(s: Script):
     for c in s.calls_method("decode") + s.calls_method("batch_decode"):
         skipped = const(kw(c, "skip_special_tokens")) is True
         if (
             c.args
-            and _raw_output(s, c.args[0]) is not None
+            and (gen := _raw_output(s, c.args[0])) is not None
             and not _prompt_removed(s, c, 0, skipped)
             and not _completion(s, c)
+            and not _continues(s, gen)
+            and not _unknown_completion(s, c)
         ):
             yield c, "decoding the whole generate output: it starts with the prompt tokens"
     for c, kws, _, opaque in generation_calls(s):
-        if _completion(s, c):
+        if _completion(s, c) or _unknown_completion(s, c):
             continue
         if (pipe := pipe_of(s, c)) is None or task_of(pipe) not in ("text-generation", None):
             continue
         full = kws.get("return_full_text")
         if (full is not None and const(full) is not True) or opaque or not c.args or _chat_input(s, c.args[0]):
             continue
+        if probe_level(s, c) and literal_continuations(s, c.args[0]):
+            continue  # a fixed sentence to finish: prompt plus continuation is the demo's output
         if not _prompt_removed(s, c):
             yield (
                 c,

@@ -6,7 +6,7 @@ import ast
 import re
 
 from infertune.doctor.checkpoint import chat_template, has_chat_template
-from infertune.doctor.nodes import const, dotted, kw, lazy_compile, method, pipeline_model, receiver
+from infertune.doctor.nodes import const, dotted, has_star_kwargs, kw, lazy_compile, method, pipeline_model, receiver
 from infertune.doctor.script import Script
 
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
@@ -30,9 +30,64 @@ BASE_LM = lazy_compile(
 )
 
 
+# how a sentence left for the model to finish ends: a comma, a dash, or a word that cannot close one (a verb "to be",
+# an article, a preposition, a conjunction, a possessive)
+UNFINISHED = lazy_compile(
+    r"([,\-]|\b(is|are|was|were|be|been|am|of|the|a|an|and|or|but|nor|to|as|that|which|whose|with|without|in|on|at|"
+    r"for|by|from|into|about|my|your|his|her|their|our|its|than|like|because|so|if|when|while|where|who|then|"
+    r"has|have|had|will|would|can|could|should|must|might|called|named|known))$",
+    re.I,
+)
+
+
+def continuation(text: str) -> bool:
+    """A text that reads as the start of a sentence for the model to finish ("The capital of France is", "There is
+    a boy, running down the hill,", "Plants make energy through a process known as"): one line of two words or more
+    with no question mark, no chat marker, ending where a sentence cannot end. A probe that prints such a prompt's
+    continuation means to see both; a chat model fed it is being smoke-tested, not chatted with. ("introduce
+    suzhou", "Hello, world!" and questions are not.)"""
+    t = text.strip()
+    return (
+        0 < len(t) <= 200
+        and "\n" not in t
+        and len(t.split()) >= 2
+        and "?" not in t
+        and UNFINISHED.search(t) is not None
+        and not CHAT_MARKERS.search(t)
+    )
+
+
+def probe_level(s: Script, node: ast.AST) -> bool:
+    """At module level or in a main(): the shape of a script run once to see what the model writes (a helper or
+    a route hands its text to a caller, who may take all of it for the answer)."""
+    fn = s.enclosing_function(node)
+    return fn is None or getattr(fn, "name", "") == "main"
+
+
+def literal_continuations(s: Script, arg: ast.AST | None) -> bool:
+    """Every value this text argument can take is a literal written in the file (not a user's input, a dataset
+    row, an f-string) and every one is a continuation (a list of them too)."""
+    if arg is None:
+        return False
+    origins = s.origins(arg)
+    texts: list[str] = []
+    for o in origins:
+        items = o.elts if isinstance(o, (ast.List, ast.Tuple)) else [o]
+        for i in items:
+            if not (isinstance(i, ast.Constant) and isinstance(i.value, str)):
+                return False
+            texts.append(i.value)
+    return bool(texts) and all(continuation(t) for t in texts)
+
+
+def prompts_of(s: Script, gen: ast.Call) -> list[ast.expr]:
+    """The text arguments of the tokenizer calls whose ids this generate call runs on."""
+    return [a for c in _prompt_sinks(s) if gen in s.sinks_of(c) for a in _text_args(c)]
+
+
 def model_ids(s: Script) -> list[str]:
     """The literal (or argparse-default) ids of every model and pipeline of the script."""
-    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [_pipeline_model_id(s, p) for p in s.pipelines]
+    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [pipeline_model_id(s, p) for p in s.pipelines]
     return [i for i in ids if i]
 
 
@@ -111,7 +166,7 @@ def _template_source(s: Script, node: ast.AST, text: str, whole: bool) -> bool:
 
 def _no_template(s: Script) -> bool:
     """Every checkpoint of the script is here and ships no chat template: a hand-built prompt is its only format."""
-    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [_pipeline_model_id(s, p) for p in s.pipelines]
+    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [pipeline_model_id(s, p) for p in s.pipelines]
     known = [has_chat_template(i) for i in ids if i]
     return bool(known) and all(k is False for k in known)
 
@@ -159,10 +214,15 @@ def hand_built_chat_prompt(s: Script):
                     yield node, "a chat prompt built by hand: the model was trained on its own chat template"
 
 
-def _pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
+# what `pipeline(task)` loads when no model is named (transformers' SUPPORTED_TASKS defaults)
+TASK_DEFAULTS = {"text-generation": "openai-community/gpt2"}
+
+
+def pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
     m = pipeline_model(pipe)
     if m is None:
-        return None
+        task = const(pipe.args[0] if pipe.args else kw(pipe, "task"))
+        return TASK_DEFAULTS.get(task) if isinstance(task, str) and not has_star_kwargs(pipe) else None
     loads = s.models_of(m)
     ids = [s.model_id(x) for x in loads] if loads else [t for _, t in s.strings(m)]
     return next((i for i in ids if i), None)
@@ -176,7 +236,7 @@ VLM_CHAT = lazy_compile(r"llava", re.I)
 
 def _chat_ids(s: Script, vlm: bool = False) -> list[str]:
     ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
-    ids += [_pipeline_model_id(s, p) or "" for p in s.pipelines]
+    ids += [pipeline_model_id(s, p) or "" for p in s.pipelines]
     return [
         i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1]) or (vlm and VLM_CHAT.search(i.rsplit("/", 1)[-1]))
     ]
@@ -189,9 +249,11 @@ def chat_model_raw_text(s: Script):
         args = _text_args(c)
         if not args or any(CHAT_MARKERS.search(t) for a in args for _, t in s.strings(a)):
             continue  # hand-built template: IT003's
+        if probe_level(s, c) and all(literal_continuations(s, a) for a in args):
+            continue  # a fixed sentence to finish: a smoke test of the model, not a conversation
         if s.is_pipeline_call(c):
             pipe = next(o for o in s.origins(c.func) if o in s.pipelines)
-            model = _pipeline_model_id(s, pipe)
+            model = pipeline_model_id(s, pipe)
             chatty = isinstance(model, str) and CHAT_MODEL.search(model.rsplit("/", 1)[-1])
             raw = any(isinstance(o, (ast.Constant, ast.JoinedStr, ast.BinOp)) for o in s.origins(args[0]))
             if chatty and raw and not any(w in dotted(args[0]).lower() for w in ("message", "conversation", "chat")):
@@ -285,7 +347,7 @@ def _leading_text(s: Script, value: ast.AST | None, depth: int = 0) -> str | Non
 
 def double_bos(s: Script):
     ids = [s.model_id(c) for c in [*s.loads, *s.tokenizers]]
-    ids += [_pipeline_model_id(s, p) for p in s.pipelines]
+    ids += [pipeline_model_id(s, p) for p in s.pipelines]
     model = next((m for m in ids if m and _writes_bos(m)), None)
     adds_bos = next((m for m in ids if m and BOS_IN_TEMPLATE.search(m)), None)  # its tokenizer adds BOS itself
     if model is None and adds_bos is None:

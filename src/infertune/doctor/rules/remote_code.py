@@ -1,10 +1,22 @@
-"""IT012: trust_remote_code=True where nothing needs it (a checkpoint transformers implements natively)."""
+"""IT012: trust_remote_code=True where nothing needs it (a checkpoint transformers implements natively); IT035: its
+absence where the checkpoint needs its own code."""
 
 from __future__ import annotations
 
+import ast
 import re
 
-from infertune.doctor.nodes import const, kw, lazy_compile, method, pipeline_model
+from infertune.doctor.nodes import (
+    TOKENIZER_CLASS,
+    const,
+    dotted,
+    has_star_kwargs,
+    kw,
+    lazy_compile,
+    method,
+    pipeline_model,
+    receiver,
+)
 from infertune.doctor.script import Script
 
 # Checkpoints whose architecture transformers implements itself (by the id's last part); those that need their own
@@ -46,3 +58,54 @@ def trust_remote_code(s: Script):
                 f"trust_remote_code=True for {model}, an architecture transformers implements itself: nothing needs "
                 "the repository's Python, which this flag would run (now or after a later push); drop it",
             )
+
+
+# --- IT035: a checkpoint that needs its own code, loaded without trust_remote_code -------------------------------
+
+# architectures transformers does not ship (by the id's last part): their repositories hold the modelling (and often
+# tokenizer) code, and an Auto class refuses them without trust_remote_code=True. Native conversions end in -hf.
+OWN_CODE_ID = lazy_compile(
+    r"^(chatglm\d?|internlm\d?(\.5)?|baichuan\d?|indictrans2|qwen-(\d|vl|audio)|minicpm|cogvlm|molmo|moss-|"
+    r"telechat|openelm|internvl\d?)",
+    re.I,
+)
+AUTO_LOADERS = lazy_compile(r"^Auto\w+$")
+
+
+def _is_tokenizer(c: ast.Call) -> bool:
+    return method(c) == "from_pretrained" and bool(TOKENIZER_CLASS.search(dotted(receiver(c)).rsplit(".", 1)[-1]))
+
+
+def _needs_code(model: str | None) -> bool:
+    name = (model or "").rstrip("/").rsplit("/", 1)[-1]
+    return bool(OWN_CODE_ID.search(name)) and not name.lower().endswith("-hf")
+
+
+def missing_remote_code(s: Script):
+    """An Auto class (or a pipeline) given a literal id of an architecture only its repository implements,
+    with no trust_remote_code (or a literal False) and no **kwargs that might carry it. One finding per id: at
+    the model's load (the tokenizer's fails the same way, and takes the same flag)."""
+    found: dict[str, ast.Call] = {}
+    for c in s.calls:
+        if method(c) == "from_pretrained":
+            cls = dotted(receiver(c)).rsplit(".", 1)[-1]
+            if not AUTO_LOADERS.match(cls):
+                continue  # the repository's own class, imported: it needs no flag
+            model = s.model_id(c)
+        elif c in s.pipelines and (m := pipeline_model(c)) is not None:
+            cls, model = "pipeline", next((t for _, t in s.strings(m)), None)
+        else:
+            continue
+        v = kw(c, "trust_remote_code")
+        if model is None or has_star_kwargs(c) or not _needs_code(model):
+            continue
+        if v is not None and not all(const(o) is False for o in s.origins(v) or [v]):
+            continue
+        if model not in found or (_is_tokenizer(found[model]) and not TOKENIZER_CLASS.search(cls)):
+            found[model] = c
+    for model, c in found.items():
+        yield (
+            c,
+            f"{model} ships its own modelling code (transformers does not implement it): without "
+            "trust_remote_code=True the load fails",
+        )

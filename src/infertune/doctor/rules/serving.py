@@ -17,8 +17,8 @@ from infertune.doctor.nodes import (
     receiver,
 )
 from infertune.doctor.rules.handlers import OFFLOAD, generation_in, helper_generation, offloaded
-from infertune.doctor.rules.loading import cpu_by_choice, params_in_id, stays_on_cpu
-from infertune.doctor.rules.prompts import base_models_only
+from infertune.doctor.rules.loading import CPU_SIZED, cpu_by_choice, gpu_intent, params_in_id, stays_on_cpu
+from infertune.doctor.rules.prompts import base_models_only, pipeline_model_id
 from infertune.doctor.script import Script
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
@@ -109,11 +109,18 @@ def _cpu_demo(s: Script) -> bool:
         and all(kw(p, "device") is None and kw(p, "device_map") is None for p in s.pipelines)
     ):
         return True
-    return (
-        bool(s.loads)
-        and not s.pipelines
-        and all(params_in_id(s.model_id(c)) is not None and cpu_by_choice(s, c) for c in s.loads)
-    )
+    if gpu_intent(s) or not (s.loads or s.pipelines):
+        return False
+    return all(cpu_by_choice(s, c) for c in s.loads) and all(_cpu_pipeline(s, p) for p in s.pipelines)
+
+
+def _cpu_pipeline(s: Script, p: ast.Call) -> bool:
+    """A pipeline left on the CPU (no device, or device=-1/"cpu") on a model its id does not size at 2B or more."""
+    device = kw(p, "device")
+    if kw(p, "device_map") is not None or (device is not None and const(device) not in (-1, "cpu")):
+        return False
+    n = params_in_id(pipeline_model_id(s, p))
+    return n is None or n < CPU_SIZED
 
 
 def generate_in_handler(s: Script):

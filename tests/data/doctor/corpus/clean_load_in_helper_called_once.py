@@ -12,7 +12,7 @@ def load_model(name):
 
 def run(texts):
     pipe = pipeline("summarization", model="facebook/bart-large-cnn", device=0)
-    return [pipe(t, max_length=120)[0]["summary_text"] for t in texts]
+    return [pipe(t, max_length=120, truncation=True)[0]["summary_text"] for t in texts]
 
 
 def transcribe(audio):

@@ -28,4 +28,4 @@ def per_model(names, text):
 
 
 summarize = load("facebook/bart-large-cnn")
-st.write(summarize(st.text_area("text"))[0]["summary_text"])
+st.write(summarize(st.text_area("text"), truncation=True)[0]["summary_text"])

@@ -21,4 +21,4 @@ def summarize_all(texts):
 
 def summarize(text):
     pipe = pipeline("summarization", model="facebook/bart-large-cnn", device=0)  # expect: IT023
-    return pipe(text, max_length=120)[0]["summary_text"]
+    return pipe(text, max_length=120)[0]["summary_text"]  # expect: IT034
