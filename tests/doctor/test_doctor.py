@@ -91,6 +91,10 @@ CASES = {
         'model = AutoModelForCausalLM.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True, revision="abc123", '
         'device_map="auto", dtype="auto")\n',
     ),
+    "IT036": (
+        LOAD + "out = model.generate(**inputs)\n",
+        LOAD + "out = model.generate(**inputs, max_new_tokens=256)\n",
+    ),
     "IT029": (
         LOAD + "answers = [model.generate(**inputs, do_sample=True, max_new_tokens=32) for _ in range(5)]\n",
         LOAD + "out = model.generate(**inputs, do_sample=True, num_return_sequences=5, max_new_tokens=32)\n"
@@ -120,20 +124,20 @@ CASES = {
         'model.generate(ids.to("cuda"), max_new_tokens=8)',
     ),
     "IT004": (
-        LOAD + "out = model.generate(**inputs)\nprint(tok.decode(out[0], skip_special_tokens=True))",
-        LOAD + "out = model.generate(**inputs)\nprint(tok.decode(out[0, n:], skip_special_tokens=True))",
+        LOAD + "out = model.generate(**inputs, max_new_tokens=32)\nprint(tok.decode(out[0], skip_special_tokens=True))",
+        LOAD + "out = model.generate(**inputs, max_new_tokens=32)\nprint(tok.decode(out[0, n:], skip_special_tokens=True))",
     ),
     "IT005": (
         LOAD + "from transformers import TextIteratorStreamer\ns = TextIteratorStreamer(tok, skip_prompt=True)\n"
-        "model.generate(**inputs, streamer=s)\nfor t in s:\n    print(t)",
+        "model.generate(**inputs, streamer=s, max_new_tokens=32)\nfor t in s:\n    print(t)",
         LOAD + "from threading import Thread\nfrom transformers import TextIteratorStreamer\n"
         "s = TextIteratorStreamer(tok, skip_prompt=True)\n\n"
-        "def run():\n    model.generate(**inputs, streamer=s)\n\n"
+        "def run():\n    model.generate(**inputs, streamer=s, max_new_tokens=32)\n\n"
         "Thread(target=run).start()\nfor t in s:\n    print(t)",
     ),
     "IT006": (
-        LOAD + "model = torch.compile(model)\nmodel.generate(**inputs)",
-        LOAD + 'model.generate(**inputs, cache_implementation="static")',
+        LOAD + "model = torch.compile(model)\nmodel.generate(**inputs, max_new_tokens=32)",
+        LOAD + 'model.generate(**inputs, cache_implementation="static", max_new_tokens=32)',
     ),
     "IT007": (
         'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", '
@@ -158,7 +162,7 @@ CASES = {
     ),
     "IT011": (
         LOAD + 'from fastapi import FastAPI\napp = FastAPI()\n\n@app.post("/chat")\n'
-        "def chat(req):\n    return model.generate(**req.inputs)",
+        "def chat(req):\n    return model.generate(**req.inputs, max_new_tokens=32)",
         LOAD + 'from fastapi import FastAPI\napp = FastAPI()\n\n@app.get("/health")\n'
         'async def health():\n    return {"ok": True}',
     ),
@@ -190,14 +194,14 @@ CASES = {
         "model.generate(**enc, max_new_tokens=8)",
     ),
     "IT017": (
-        LOAD + "from transformers import TextStreamer\nmodel.generate(**inputs, streamer=TextStreamer(tok))",
+        LOAD + "from transformers import TextStreamer\nmodel.generate(**inputs, streamer=TextStreamer(tok), max_new_tokens=32)",
         LOAD + "from transformers import TextStreamer\n"
-        "model.generate(**inputs, streamer=TextStreamer(tok, skip_prompt=True))",
+        "model.generate(**inputs, streamer=TextStreamer(tok, skip_prompt=True), max_new_tokens=32)",
     ),
     "IT018": (
-        LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, return_tensors="pt")\nmodel.generate(ids.to("cuda"))',
+        LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, return_tensors="pt")\nmodel.generate(ids.to("cuda"), max_new_tokens=32)',
         LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
-        'model.generate(ids.to("cuda"))',
+        'model.generate(ids.to("cuda"), max_new_tokens=32)',
     ),
     "IT019": (
         LOAD + "model.generate(**inputs, max_tokens=64, frequency_penalty=0.5)",
@@ -209,7 +213,7 @@ CASES = {
         'tok = AutoTokenizer.from_pretrained("m")',
     ),
     "IT022": (
-        LOAD + "async def on_message(inputs):\n    return model.generate(**inputs)",
+        LOAD + "async def on_message(inputs):\n    return model.generate(**inputs, max_new_tokens=32)",
         LOAD + "import asyncio\n\nasync def on_message(inputs):\n"
         "    return await asyncio.to_thread(model.generate, **inputs)",
     ),
@@ -408,11 +412,27 @@ def test_sampling_rule_reads_the_models_own_generation_config_when_it_is_here(tm
     (folder / "generation_config.json").write_text('{"temperature": 0.6, "top_p": 0.9, "do_sample": true}')
     code = (
         f'model = AutoModelForCausalLM.from_pretrained("{folder}", dtype="auto", device_map="auto")\n'
-        "out = model.generate(**inputs, do_sample=True, temperature=0.7, top_k=20)"
+        "out = model.generate(**inputs, do_sample=True, temperature=0.7, top_k=20, max_new_tokens=64)"
     )
     (f,) = _check(tmp_path, code).findings
     assert f.rule == "IT010" and "temperature (model: 0.6)" in f.message and "top_k" not in f.message
     (folder / "generation_config.json").write_text('{"do_sample": false}')  # sets none: a deliberate choice
+    assert _check(tmp_path, code).findings == []
+
+
+def test_default_length_reads_the_models_own_generation_config_when_it_is_here(tmp_path):
+    """IT036: no length in the call; the checkpoint's generation_config.json decides whether 20 tokens is the cap."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "generation_config.json").write_text('{"do_sample": false}')
+    code = (
+        f'model = AutoModelForCausalLM.from_pretrained("{folder}", dtype="auto", device_map="auto")\n'
+        "out = model.generate(**inputs)"
+    )
+    (f,) = _check(tmp_path, code).findings
+    assert f.rule == "IT036" and f.line == 4
+    (folder / "generation_config.json").write_text('{"max_new_tokens": 512}')  # the checkpoint sets one
     assert _check(tmp_path, code).findings == []
 
 

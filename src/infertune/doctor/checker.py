@@ -99,8 +99,8 @@ def check(
 
 
 def generation_defaults(model: str | None) -> dict | None:
-    """The sampling fields of a model's generation_config.json when the model is here (a folder, or the HF
-    cache); None when it is not (never downloads)."""
+    """The sampling and length fields of a model's generation_config.json when the model is here (a folder, or
+    the HF cache); None when it is not (never downloads)."""
     if not model:
         return None
     for f in (os.path.join(folder, "generation_config.json") for folder in folders(model)):
@@ -114,7 +114,7 @@ def generation_defaults(model: str | None) -> dict | None:
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
-            return {k: v for k, v in data.items() if k in (*SAMPLING, "do_sample")}
+            return {k: v for k, v in data.items() if k in (*SAMPLING, "do_sample", "max_length", "max_new_tokens")}
     return None
 
 

@@ -302,6 +302,13 @@ RULES: list[Rule] = [
         "review the repository's code, then pass trust_remote_code=True with revision= pinned to that commit",
         remote_code.missing_remote_code,
     ),
+    Rule(
+        "IT036",
+        "default-length",
+        "generate with no max_new_tokens (transformers' default: 20 tokens)",
+        "pass max_new_tokens=N (the longest answer you want)",
+        limits.default_length,
+    ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}
 SUPPRESS = lazy_compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)

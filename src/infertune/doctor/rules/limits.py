@@ -1,13 +1,14 @@
-"""IT034: a summarization pipeline on a model with fixed positions, given a text of unknown length untruncated."""
+"""Length limits: IT034, a summarization pipeline on a model with fixed positions given a text of unknown length
+untruncated; IT036, generate with no length at all."""
 
 from __future__ import annotations
 
 import ast
 import re
 
-from infertune.doctor.nodes import const, has_star_kwargs, kw, lazy_compile
-from infertune.doctor.rules.generation import pipe_of, task_of
-from infertune.doctor.rules.prompts import pipeline_model_id
+from infertune.doctor.nodes import callee, const, has_star_kwargs, kw, lazy_compile, method
+from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
+from infertune.doctor.rules.prompts import model_ids, pipeline_model_id
 from infertune.doctor.script import Script
 
 # encoders with a table of learnt positions (BART, DistilBART, mBART, Pegasus: 1024; LED is not one): a longer input
@@ -43,3 +44,39 @@ def summarization_untruncated(s: Script):
                 f"{model} reads at most 1024 tokens and this text's length is not bounded: a longer one makes "
                 "the summarization pipeline fail (index out of range); pass truncation=True or summarize it in chunks",
             )
+
+
+# --- IT036: generate with no length ------------------------------------------------------------------------------
+
+# a length given (max_tokens is an OpenAI name transformers ignores: IT019 says so, once)
+LENGTHS = {"max_new_tokens", "max_length", "generation_config", "max_time", "stopping_criteria", "max_tokens"}
+# checkpoints whose generation_config.json sets a length (Llama 2's: max_length 4096)
+SETS_LENGTH = lazy_compile(r"llama-?2", re.I)
+
+
+def _length_set_elsewhere(s: Script) -> bool:
+    """A length written outside the call (model.generation_config.max_new_tokens = N, a GenerationConfig), or in
+    the cached checkpoint's generation_config.json, or a checkpoint known to set one."""
+    if any(isinstance(n, ast.Attribute) and n.attr in ("max_new_tokens", "max_length") for n in s.nodes):
+        return True
+    if any(callee(c) == "GenerationConfig" for c in s.calls):
+        return True
+    defaults = s.generation_defaults or {}
+    if defaults.get("max_length") not in (None, 20) or defaults.get("max_new_tokens") is not None:
+        return True
+    return any(SETS_LENGTH.search(i) for i in model_ids(s))
+
+
+def default_length(s: Script):
+    if _length_set_elsewhere(s):
+        return
+    for c, kws, known, opaque in generation_calls(s):
+        if method(c) != "generate" or opaque or LENGTHS & set(kws) or not known:
+            continue
+        if encoder_decoder_call(s, c) or unprompted(s, c):
+            continue  # seq2seq checkpoints carry their own max_length (Marian 512, Whisper 448)
+        yield (
+            c,
+            "generate with no max_new_tokens: unless the checkpoint's generation_config.json sets a length, it "
+            "stops after transformers' default of 20 tokens (older releases: 20 tokens, prompt included)",
+        )
