@@ -91,10 +91,7 @@ CASES = {
         'model = AutoModelForCausalLM.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True, revision="abc123", '
         'device_map="auto", dtype="auto")\n',
     ),
-    "IT036": (
-        LOAD + "out = model.generate(**inputs)\n",
-        LOAD + "out = model.generate(**inputs, max_new_tokens=256)\n",
-    ),
+    "IT036": (LOAD + "out = model.generate(**inputs)\n", LOAD + "out = model.generate(**inputs, max_new_tokens=256)\n"),
     "IT029": (
         LOAD + "answers = [model.generate(**inputs, do_sample=True, max_new_tokens=32) for _ in range(5)]\n",
         LOAD + "out = model.generate(**inputs, do_sample=True, num_return_sequences=5, max_new_tokens=32)\n"
@@ -125,7 +122,8 @@ CASES = {
     ),
     "IT004": (
         LOAD + "out = model.generate(**inputs, max_new_tokens=32)\nprint(tok.decode(out[0], skip_special_tokens=True))",
-        LOAD + "out = model.generate(**inputs, max_new_tokens=32)\nprint(tok.decode(out[0, n:], skip_special_tokens=True))",
+        LOAD
+        + "out = model.generate(**inputs, max_new_tokens=32)\nprint(tok.decode(out[0, n:], skip_special_tokens=True))",
     ),
     "IT005": (
         LOAD + "from transformers import TextIteratorStreamer\ns = TextIteratorStreamer(tok, skip_prompt=True)\n"
@@ -194,12 +192,15 @@ CASES = {
         "model.generate(**enc, max_new_tokens=8)",
     ),
     "IT017": (
-        LOAD + "from transformers import TextStreamer\nmodel.generate(**inputs, streamer=TextStreamer(tok), max_new_tokens=32)",
+        LOAD
+        + "from transformers import TextStreamer\nmodel.generate(**inputs, streamer=TextStreamer(tok), max_new_tokens=32)",
         LOAD + "from transformers import TextStreamer\n"
         "model.generate(**inputs, streamer=TextStreamer(tok, skip_prompt=True), max_new_tokens=32)",
     ),
     "IT018": (
-        LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, return_tensors="pt")\nmodel.generate(ids.to("cuda"), max_new_tokens=32)',
+        LOAD
+        + CHAT
+        + 'ids = tok.apply_chat_template(msgs, return_tensors="pt")\nmodel.generate(ids.to("cuda"), max_new_tokens=32)',
         LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
         'model.generate(ids.to("cuda"), max_new_tokens=32)',
     ),

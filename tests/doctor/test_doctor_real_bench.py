@@ -34,7 +34,7 @@ def test_report_runs_the_real_doctor_on_a_labelled_script(tmp_path, capsys):
         "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
         'tok = AutoTokenizer.from_pretrained("x")\n'
         'm = AutoModelForCausalLM.from_pretrained("x", dtype="auto", device_map="auto")\n'
-        'enc = tok("a long document", return_tensors="pt").to(m.device)\n'
+        'enc = tok(open("doc.txt").read(), return_tensors="pt").to(m.device)\n'
         "out = m.generate(**enc, max_length=256)\n"
         "print(tok.decode(out[0][enc.input_ids.shape[1]:], skip_special_tokens=True))\n"
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterator
+from itertools import chain
 
 from infertune.doctor.nodes import Finding, Record, lazy_compile
 from infertune.doctor.rules import (
@@ -66,7 +67,7 @@ RULES: list[Rule] = [
         "model-on-cpu",
         "a generative model never placed on an accelerator",
         "pass device_map='auto' (or call .to('cuda')) and check model.device",
-        loading.model_on_cpu,
+        lambda s: chain(loading.model_on_cpu(s), devices.pipeline_on_cpu(s)),
     ),
     Rule(
         "IT003",
@@ -152,7 +153,7 @@ RULES: list[Rule] = [
         "max-length-budget",
         "max_length used as if it were max_new_tokens",
         "use max_new_tokens=N: max_length counts the prompt too",
-        generation.max_length_budget,
+        limits.max_length_budget,
     ),
     Rule(
         "IT015",

@@ -1,13 +1,15 @@
 """Rules about where the weights live and what that device can compute: fp16 on a CPU (IT031), a masked GPU
-named by its old index (IT032)."""
+named by its old index (IT032); a pipeline named by a large model id with no device (IT002's second half)."""
 
 from __future__ import annotations
 
 import ast
 import re
 
-from infertune.doctor.nodes import callee, const, dotted, kw, method
-from infertune.doctor.rules.loading import gpu_intent, stays_on_cpu
+from infertune.doctor.nodes import callee, const, dotted, kw, method, pipeline_model
+from infertune.doctor.rules.generation import task_of
+from infertune.doctor.rules.loading import CPU_SIZED, gpu_intent, params_in_id, stays_on_cpu
+from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
 FP16 = {"torch.float16", "torch.half", "float16", "fp16", "half"}
@@ -125,3 +127,42 @@ def visible_devices_index(s: Script):
                 "not exist here (invalid device ordinal); use cuda:0",
             )
             return
+
+
+# --- IT002 for pipelines named by id -------------------------------------------------------------------------------
+
+PLACES = ("device", "device_map")
+QUANTIZED = ("quantization_config", "load_in_4bit", "load_in_8bit")  # bitsandbytes places the weights on the GPU
+
+
+def _places(s: Script, p: ast.Call) -> bool:
+    """The pipeline is told where to run: device=/device_map= (also in model_kwargs), or **kwargs it cannot read."""
+    if any(kw(p, k) is not None for k in (*PLACES, *QUANTIZED)) or any(k.arg is None for k in p.keywords):
+        return True
+    mk = kw(p, "model_kwargs")
+    return mk is not None and (
+        not isinstance(mk, ast.Dict) or any(const(k) in (*PLACES, *QUANTIZED) or k is None for k in mk.keys)
+    )
+
+
+def pipeline_on_cpu(s: Script):
+    """A generative pipeline given a model id (not a loaded model: IT002 reads those at their load) that names 2B
+    parameters or more, with no device: it loads and runs on the CPU (doctor-real-3 e31: a Llama-2-7B chat
+    pipeline behind Gradio). An id that names no size says nothing (a CPU-sized model on purpose is common)."""
+    if s.trains:
+        return
+    for p in s.pipelines:
+        m = pipeline_model(p)
+        if m is None or s.models_of(m) or task_of(p) not in GENERATIVE_TASKS or _places(s, p):
+            continue
+        model = pipeline_model_id(s, p)
+        n = params_in_id(model)
+        if model and n is not None and n >= CPU_SIZED:
+            yield (
+                p,
+                f"a pipeline of {model} with no device: it loads and runs on the CPU (seconds per token); "
+                "pass device_map='auto' (or device=0)",
+            )
+
+
+GENERATIVE_TASKS = ("text-generation", "text2text-generation", "image-text-to-text", "summarization", None)

@@ -18,7 +18,6 @@ from infertune.doctor.nodes import (
     receiver,
 )
 from infertune.doctor.rules.loading import moved, placed_at_load
-from infertune.doctor.rules.prompts import model_ids
 from infertune.doctor.script import Script
 
 SAMPLING = ("temperature", "top_p", "top_k", "repetition_penalty", "typical_p", "min_p")
@@ -39,7 +38,7 @@ TEXT_TASKS = (None, "text-generation", "image-text-to-text")
 
 def pipe_of(s: Script, c: ast.Call) -> ast.Call | None:
     """The pipeline this call calls, if it is one of the file's pipelines."""
-    return next((o for o in s.origins(c.func) if o in s.pipelines), None)
+    return next((o for o in s.origins(c.func) if o in s.pipelines and o is not c), None)  # (pipeline = pipeline(...))
 
 
 def task_of(p: ast.Call):
@@ -169,32 +168,6 @@ def unprompted(s: Script, c: ast.Call) -> bool:
     there is no prompt to count or to decode back."""
     inputs = ("input_ids", "inputs", "inputs_embeds", "input_features", "pixel_values", "input_values")
     return c in s.generates and not c.args and not any(k.arg is None or k.arg in inputs for k in c.keywords)
-
-
-def _dialogpt_budget(s: Script, value: ast.expr) -> bool:
-    """DialoGPT's documented use: max_length (1000 in its card) bounds the whole dialogue, history included."""
-    n, ids = const(value), model_ids(s)
-    return isinstance(n, int) and n >= 512 and bool(ids) and all("dialogpt" in i.lower() for i in ids)
-
-
-def max_length_budget(s: Script):
-    for c, kws, _, opaque in generation_calls(s):
-        if unprompted(s, c):
-            continue
-        if (
-            "max_length" in kws
-            and "max_new_tokens" not in kws
-            and not opaque
-            and not encoder_decoder_call(s, c)
-            and not _dialogpt_budget(s, kws["max_length"])
-        ):
-            yield (
-                kws["max_length"],
-                (
-                    "max_length counts the prompt's tokens too: a long prompt leaves few or no "
-                    "new tokens (max_new_tokens counts only the answer)"
-                ),
-            )
 
 
 def _samples_elsewhere(s: Script) -> bool:

@@ -8,7 +8,7 @@ import re
 
 from infertune.doctor.nodes import callee, const, has_star_kwargs, kw, lazy_compile, method
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
-from infertune.doctor.rules.prompts import model_ids, pipeline_model_id
+from infertune.doctor.rules.prompts import model_ids, pipeline_model_id, prompts_of
 from infertune.doctor.script import Script
 
 # encoders with a table of learnt positions (BART, DistilBART, mBART, Pegasus: 1024; LED is not one): a longer input
@@ -22,8 +22,8 @@ def _sized(s: Script, text: ast.AST) -> bool:
     origins = s.origins(text)
     if origins and all(isinstance(o, ast.Constant) for o in origins):
         return True
-    if any(isinstance(o, ast.Subscript) and isinstance(o.slice, ast.Slice) for o in [text, *origins]):
-        return True
+    if any(isinstance(n, ast.Slice) for o in [text, *origins] for n in ast.walk(o)):
+        return True  # cut somewhere on its way: text[:3000], " ".join(words[:500])
     return any(w in ast.unparse(text).lower() for w in ("chunk", "piece", "part", "segment", "batch"))
 
 
@@ -43,6 +43,83 @@ def summarization_untruncated(s: Script):
                 c,
                 f"{model} reads at most 1024 tokens and this text's length is not bounded: a longer one makes "
                 "the summarization pipeline fail (index out of range); pass truncation=True or summarize it in chunks",
+            )
+
+
+# --- IT014: max_length as if it were max_new_tokens ----------------------------------------------------------
+
+
+def _dialogpt_budget(s: Script, value: ast.expr) -> bool:
+    """DialoGPT's documented use: max_length (1000 in its card) bounds the whole dialogue, history included."""
+    n, ids = const(value), model_ids(s)
+    return isinstance(n, int) and n >= 512 and bool(ids) and all("dialogpt" in i.lower() for i in ids)
+
+
+def _sized_to_input(value: ast.expr) -> bool:
+    """max_length written from the input's own length (`inputs.shape[1] + 50`, `len(ids) + n`): a new-token budget."""
+    return any(
+        (isinstance(n, ast.Attribute) and n.attr == "shape")
+        or (isinstance(n, ast.Call) and callee(n) in ("len", "size"))
+        for n in ast.walk(value)
+    )
+
+
+def _tiny_prompt(s: Script, c: ast.Call, value: ast.expr) -> bool:
+    """Every prompt of this generate is a literal of a few tokens (under 40 characters) and max_length is 64 or
+    more: the budget is left all but whole (doctor-real-3 e38: a two-character prompt, max_length=200)."""
+    n = const(value)
+    if c in s.pipelines:
+        return False  # a pipeline handed to another library: its prompts are not in the file
+    texts = prompts_of(s, c) if c in s.generates else list(c.args[:1])
+    if not isinstance(n, int) or n < 64 or not texts:
+        return False
+    for a in texts:
+        origins = s.origins(a)
+        if not origins or not all(
+            isinstance(o, ast.Constant) and isinstance(o.value, str) and len(o.value) < 40 for o in origins
+        ):
+            return False
+    return True
+
+
+def _handed_off(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr]]]:
+    """Text-generation pipelines never called in the file but handed to another library (LangChain's
+    HuggingFacePipeline(pipeline=pipe)), which calls them with its prompts: (pipeline, its keywords)."""
+    called = {pipe_of(s, c) for c in s.calls if isinstance(c.func, ast.Name | ast.Attribute)}
+    out = []
+    for p in s.pipelines:
+        if p in called or task_of(p) != "text-generation" or has_star_kwargs(p):
+            continue
+        names = s.flow_names(p)
+        if any(
+            isinstance(a, ast.Name) and a.id in names
+            for c in s.calls
+            for a in [*c.args, *(k.value for k in c.keywords)]
+        ):
+            out.append((p, {k.arg: k.value for k in p.keywords if k.arg}))
+    return out
+
+
+def max_length_budget(s: Script):
+    handed = [(p, kws, False, False) for p, kws in _handed_off(s)]
+    for c, kws, _, opaque in generation_calls(s) + handed:
+        if unprompted(s, c):
+            continue
+        if "max_length" in kws and (_sized_to_input(kws["max_length"]) or _tiny_prompt(s, c, kws["max_length"])):
+            continue
+        if (
+            "max_length" in kws
+            and "max_new_tokens" not in kws
+            and not opaque
+            and not encoder_decoder_call(s, c)
+            and not _dialogpt_budget(s, kws["max_length"])
+        ):
+            yield (
+                kws["max_length"],
+                (
+                    "max_length counts the prompt's tokens too: a long prompt leaves few or no "
+                    "new tokens (max_new_tokens counts only the answer)"
+                ),
             )
 
 

@@ -19,6 +19,7 @@ from infertune.doctor.nodes import (
     method,
     receiver,
 )
+from infertune.doctor.rules.context import CPU_SIZED, data_set_job, gpu_intent, params_in_id
 from infertune.doctor.script import Script
 
 DISPATCH_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
@@ -241,33 +242,12 @@ def model_on_cpu(s: Script):
                 )
 
 
-# a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
-PARAMS_IN_ID = lazy_compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
-CPU_SIZED = 2e9  # below this a CPU generates at a usable pace (tens of tokens/s for a few hundred M parameters)
-DATA_SETS = {"read_csv", "read_json", "read_parquet", "read_excel", "read_table", "load_dataset", "load_from_disk"}
-GPU_INTENT = lazy_compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", re.I)
-
-
-def gpu_intent(s: Script) -> bool:
-    """The code (not its comments: "no GPU needed" is no intent) names CUDA, MPS or a GPU."""
-    return any(GPU_INTENT.search(line.split("#", 1)[0]) for line in s.lines)
-
-
-def params_in_id(model: str | None) -> float | None:
-    """Parameters as a model id names them (the largest count it writes), or None when it names none."""
-    counts = [
-        (int(m.group(1) or 1)) * float(m.group(2)) * (1e9 if m.group(3).lower() == "b" else 1e6)
-        for m in PARAMS_IN_ID.finditer(model or "")
-    ]
-    return max(counts) if counts else None
-
-
 def _cpu_on_purpose(s: Script, model: str | None) -> bool:
     """A script that never mentions a GPU, on a model small enough for a CPU (no size in its id: gpt2,
     distilgpt2, opus-mt, bart-large...; or under 2B by its id; an id naming no size takes the size its
     tokenizer's checkpoint names): running on the CPU is the author's choice.
     Real scripts run that way on purpose (toy demos, data-preparation helpers); a 7B or an 8x7B is not."""
-    if gpu_intent(s) or any(callee(c) in DATA_SETS for c in s.calls):
+    if gpu_intent(s) or data_set_job(s):
         return False  # (a job over a whole data set is no toy demo: on a CPU it runs for hours)
     n = params_in_id(model)
     if n is None:  # a fine-tune or a local folder: the tokenizer's checkpoint is its base, and names its size

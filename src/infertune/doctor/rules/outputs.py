@@ -10,10 +10,12 @@ from infertune.doctor.nodes import callee, const, dotted, kw, lazy_compile, meth
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
 from infertune.doctor.rules.prompts import (
     CHAT_MARKERS,
+    CHAT_MODEL,
     TEMPLATE_TOKENS,
     completion_models_only,
     literal_continuations,
     model_ids,
+    pipeline_model_id,
     probe_level,
     prompts_of,
 )
@@ -161,7 +163,7 @@ def _chat_input(s: Script, node: ast.AST | None) -> bool:
 CHATTY = lazy_compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog", re.I)
 
 
-def _completion(s: Script, node: ast.AST) -> bool:
+def completion_demo(s: Script, node: ast.AST) -> bool:
     """A completion demo: a base completion model continuing a prompt, where prompt plus continuation is the
     expected output, not a leak. A small one (gpt2, openai-gpt, ...): at module level (a script, a Streamlit page)
     or in a function or web route not named as a chat (chat/answer/reply/respond/ask/bot/...) nor called from one.
@@ -185,10 +187,11 @@ def _unknown_completion(s: Script, node: ast.AST) -> bool:
     chat: no chat template, no role markers, no chat model id, no function named as a chat. What the folder
     holds (a base model's fine-tune continuing text, an instruction follower) is not known here, so whether the
     prompt in the output is a leak or the completion's own shape is not either."""
-    ids = model_ids(s)
+    weights = [i for c in s.loads if (i := s.model_id(c))] + [i for p in s.pipelines if (i := pipeline_model_id(s, p))]
     return (
-        bool(ids)
-        and all(i.startswith((".", "/", "~")) for i in ids)
+        bool(weights)
+        and all(i.startswith((".", "/", "~")) for i in weights)  # (a tokenizer may come from the Hub: its base's)
+        and not any(CHAT_MODEL.search(i.rsplit("/", 1)[-1]) for i in model_ids(s))
         and not s.calls_method("apply_chat_template")
         and not any(
             isinstance(n, ast.Constant) and isinstance(n.value, str) and CHAT_MARKERS.search(n.value) for n in s.nodes
@@ -221,13 +224,13 @@ def prompt_in_output(s: Script):
             c.args
             and (gen := _raw_output(s, c.args[0])) is not None
             and not _prompt_removed(s, c, 0, skipped)
-            and not _completion(s, c)
+            and not completion_demo(s, c)
             and not _continues(s, gen)
             and not _unknown_completion(s, c)
         ):
             yield c, "decoding the whole generate output: it starts with the prompt tokens"
     for c, kws, _, opaque in generation_calls(s):
-        if _completion(s, c) or _unknown_completion(s, c):
+        if completion_demo(s, c) or _unknown_completion(s, c):
             continue
         if (pipe := pipe_of(s, c)) is None or task_of(pipe) not in ("text-generation", None):
             continue

@@ -242,9 +242,23 @@ def _chat_ids(s: Script, vlm: bool = False) -> list[str]:
     ]
 
 
+def _ui_from_pipeline(s: Script):
+    """`gr.Interface.from_pipeline(pipe)` on a text-generation pipeline of a chat model: the UI hands the pipeline
+    the textbox's raw string (doctor-real-3 e31)."""
+    for c in s.calls:
+        if method(c) != "from_pipeline" or not c.args:
+            continue
+        pipe = next((o for o in s.origins(c.args[0]) if o in s.pipelines), None)
+        model = pipeline_model_id(s, pipe) if pipe is not None else None
+        task = const(pipe.args[0] if pipe.args else kw(pipe, "task")) if pipe is not None else None
+        if model and task == "text-generation" and CHAT_MODEL.search(model.rsplit("/", 1)[-1]):
+            yield (c, f"{model} is a chat model, and the UI feeds it the textbox's raw text without its chat template")
+
+
 def chat_model_raw_text(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s, vlm=True) or _no_template(s):
         return
+    yield from _ui_from_pipeline(s)
     for c in _prompt_sinks(s):
         args = _text_args(c)
         if not args or any(CHAT_MARKERS.search(t) for a in args for _, t in s.strings(a)):

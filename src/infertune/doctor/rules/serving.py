@@ -17,8 +17,8 @@ from infertune.doctor.nodes import (
     receiver,
 )
 from infertune.doctor.rules.handlers import OFFLOAD, generation_in, helper_generation, offloaded
-from infertune.doctor.rules.loading import CPU_SIZED, cpu_by_choice, gpu_intent, params_in_id, stays_on_cpu
-from infertune.doctor.rules.prompts import base_models_only, pipeline_model_id
+from infertune.doctor.rules.loading import stays_on_cpu
+from infertune.doctor.rules.outputs import completion_demo
 from infertune.doctor.script import Script
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
@@ -59,8 +59,8 @@ def streamer_skip_prompt(s: Script):
     if s.encoder_decoder():
         return
     for c in s.calls:
-        if callee(c) not in STREAMERS or has_star_kwargs(c):
-            continue
+        if callee(c) not in STREAMERS or has_star_kwargs(c) or completion_demo(s, c):
+            continue  # (a base model continuing text: its prompt streamed first is the demo's output, as IT004's)
         sp = kw(c, "skip_prompt")
         if sp is not None and const(sp) is not False:
             continue
@@ -98,37 +98,32 @@ def _times_itself(s: Script, fn: ast.AST) -> bool:
     return any(isinstance(c, ast.Call) and dotted(c.func) in TIMERS for c in ast.walk(fn))
 
 
-def _cpu_demo(s: Script) -> bool:
-    """Only small base completion models (gpt2, distilgpt2, ...), none placed on an accelerator; or only models
-    loaded with from_pretrained that stay on the CPU by the author's choice (IT002's silence: under 2B by an id
-    that names a size, in a script that never names a GPU; an id not known here says nothing). Either is a toy
-    service: one CPU model answering a request at a time is what it was built to be."""
-    if (
-        base_models_only(s)
-        and all(stays_on_cpu(s, c) for c in s.loads)
-        and all(kw(p, "device") is None and kw(p, "device_map") is None for p in s.pipelines)
-    ):
-        return True
-    if gpu_intent(s) or not (s.loads or s.pipelines):
+def _cpu_only(s: Script) -> bool:
+    """Every model stays on the CPU: loads never placed on an accelerator, pipelines with no device (or -1/"cpu").
+    Either the author chose the CPU for a toy service (a small model: batching its requests would buy nothing) or
+    the CPU placement is the problem to fix first (IT002's finding: doctor-real-3 e33, a 70B in fp32 behind Flask,
+    labelled one problem). Before h-doc5's wave this needed a small model by id and no GPU named in the file."""
+    if not (s.loads or s.pipelines):
         return False
-    return all(cpu_by_choice(s, c) for c in s.loads) and all(_cpu_pipeline(s, p) for p in s.pipelines)
+    return all(stays_on_cpu(s, c) for c in s.loads) and all(_cpu_pipeline(s, p) for p in s.pipelines)
 
 
 def _cpu_pipeline(s: Script, p: ast.Call) -> bool:
-    """A pipeline left on the CPU (no device, or device=-1/"cpu") on a model its id does not size at 2B or more."""
+    """A pipeline left on the CPU: no device_map, no device (or device=-1/"cpu"), no model placed elsewhere."""
     device = kw(p, "device")
     if kw(p, "device_map") is not None or (device is not None and const(device) not in (-1, "cpu")):
         return False
-    n = params_in_id(pipeline_model_id(s, p))
-    return n is None or n < CPU_SIZED
+    m = pipeline_model(p)
+    loads = s.models_of(m) if m is not None else []
+    return all(stays_on_cpu(s, c) for c in loads)
 
 
 def generate_in_handler(s: Script):
-    if _cpu_demo(s):
-        return  # a demo-sized base model (gpt2, ...) on the CPU: batching its requests would buy nothing
+    if _cpu_only(s):
+        return  # a CPU toy service, or a CPU placement to fix first (IT002): batching is not the finding
     for fn in _routes(s):
-        if _times_itself(s, fn):
-            continue
+        if _times_itself(s, fn) or (isinstance(fn, ast.AsyncFunctionDef) and _blocking(s, fn)):
+            continue  # a benchmark harness; or an async route that blocks its loop, IT022's one finding
         direct = generation_in(s, fn)
         if direct:
             yield (
@@ -157,28 +152,34 @@ def _entry_points(s: Script) -> set[str]:
     }
 
 
+def _blocking(s: Script, fn: ast.AsyncFunctionDef) -> list[tuple[ast.Call, ast.Call]]:
+    """The generate calls an async function runs on its event loop: (where it is called, the generate)."""
+    hits = [
+        (g, g)
+        for g in generation_in(s, fn)
+        if (not offloaded(s, g) and method(g) == "generate") or (s.is_pipeline_call(g) and not offloaded(s, g))
+    ]
+    hits += [
+        (c, g)
+        for c, g, off in helper_generation(s, fn)
+        if not off
+        and not offloaded(s, c)
+        and callee(c) not in OFFLOAD
+        and not isinstance(s.enclosing_function(g), ast.AsyncFunctionDef)
+        and callee(g) != "Thread"
+        and not offloaded(s, g)
+        and not _is_generator(s.enclosing_function(g))
+    ]
+    return hits
+
+
 def blocking_async_handler(s: Script):
     entry = _entry_points(s)
     for fns in s.functions.values():
         for fn in fns:
             if not isinstance(fn, ast.AsyncFunctionDef) or (fn.name in entry and not fn.decorator_list):
                 continue
-            hits = [
-                (g, g)
-                for g in generation_in(s, fn)
-                if (not offloaded(s, g) and method(g) == "generate") or (s.is_pipeline_call(g) and not offloaded(s, g))
-            ]
-            hits += [
-                (c, g)
-                for c, g, off in helper_generation(s, fn)
-                if not off
-                and not offloaded(s, c)
-                and callee(c) not in OFFLOAD
-                and not isinstance(s.enclosing_function(g), ast.AsyncFunctionDef)
-                and callee(g) != "Thread"
-                and not offloaded(s, g)
-                and not _is_generator(s.enclosing_function(g))
-            ]
+            hits = _blocking(s, fn)
             if hits:
                 call, _ = hits[0]
                 yield (

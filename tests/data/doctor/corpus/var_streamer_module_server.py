@@ -12,7 +12,8 @@ tk = AutoTokenizer.from_pretrained("gpt2")
 app = FastAPI()
 async def stream_words():
     enc = tk(["An increasing sequence: one,"], return_tensors="pt").to(lm.device)
-    st = TextIteratorStreamer(tk)  # expect: IT017
+    # GPT-2 continuing a sentence, not a chat: IT017 silent (doctor-real-3 e28, the same repository's model.py)
+    st = TextIteratorStreamer(tk)
     opts = {**enc, "streamer": st, "max_new_tokens": 50, "pad_token_id": tk.eos_token_id}
     Thread(target=lm.generate, kwargs=opts).start()
     for piece in st:

@@ -17,4 +17,6 @@ async def ws(sock: WebSocket):
     await sock.accept()
     while True:
         data = await sock.receive_json()
-        await sock.send_text(answer(data["messages"]))  # expect: IT011,IT022
+        await sock.send_text(answer(data["messages"]))  # expect: IT022
+# (IT011 stays silent on a call IT022 reports: one problem, one finding; issue 32's held-back labels and
+# doctor-real-3 e04 say so)

@@ -1,0 +1,50 @@
+"""What a script says about where it means to run and how large its model is: a GPU named in the code, a parameter
+count in a model id, a data set looped over. Read by the placement rules (IT001, IT002, IT011, IT031)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from infertune.doctor.nodes import callee, dotted, lazy_compile, method, receiver
+from infertune.doctor.script import Script
+
+# a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
+PARAMS_IN_ID = lazy_compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
+CPU_SIZED = 2e9  # below this a CPU generates at a usable pace (tens of tokens/s for a few hundred M parameters)
+DATA_SETS = {"read_csv", "read_json", "read_parquet", "read_excel", "read_table", "load_dataset", "load_from_disk"}
+GPU_INTENT = lazy_compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", re.I)
+
+
+def gpu_intent(s: Script) -> bool:
+    """The code (not its comments: "no GPU needed" is no intent) names CUDA, MPS or a GPU."""
+    return any(GPU_INTENT.search(line.split("#", 1)[0]) for line in s.lines)
+
+
+def params_in_id(model: str | None) -> float | None:
+    """Parameters as a model id names them (the largest count it writes), or None when it names none."""
+    counts = [
+        (int(m.group(1) or 1)) * float(m.group(2)) * (1e9 if m.group(3).lower() == "b" else 1e6)
+        for m in PARAMS_IN_ID.finditer(model or "")
+    ]
+    return max(counts) if counts else None
+
+
+LOOPING_METHODS = {"map", "apply", "progress_apply", "progress_map", "iterrows", "itertuples"}
+
+
+def data_set_job(s: Script) -> bool:
+    """A data set is loaded and looped over (a for, a comprehension, .map/.apply): not one sample taken with
+    next(iter(ds)) or ds[0] (doctor-real-3 e13: one streamed clip through Whisper, labelled fine on a CPU)."""
+    for c in s.calls:
+        if callee(c) not in DATA_SETS:
+            continue
+        names = s.flow_names(c)
+        for n in s.nodes:
+            it = n.iter if isinstance(n, ast.For | ast.comprehension) else None
+            if it is not None and any(dotted(x) in names for x in ast.walk(it)):
+                return True
+            over = receiver(n) if isinstance(n, ast.Call) and method(n) in LOOPING_METHODS else None
+            if over is not None and any(dotted(x) in names for x in ast.walk(over)):
+                return True
+    return False
