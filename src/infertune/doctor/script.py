@@ -88,8 +88,12 @@ class Script(Flow):
 
     def quantized(self, load: ast.Call) -> bool:
         """Loaded quantized: bitsandbytes/GPTQ/AWQ config, load_in_4bit/8bit, or a pre-quantized checkpoint."""
-        if any(kw(load, k) is not None for k in ("quantization_config", "load_in_8bit", "load_in_4bit", "gguf_file")):
-            return True
+        for k in ("quantization_config", "load_in_8bit", "load_in_4bit", "gguf_file"):
+            v = kw(load, k)
+            if v is not None and not all(
+                isinstance(o, ast.Constant) and o.value in (None, False) for o in self.origins(v) or [v]
+            ):
+                return True  # (a variable that is None, or load_in_8bit=False, quantizes nothing)
         return bool(QUANTIZED_ID.search(self.model_id(load) or ""))
 
     def placed_by_quantization(self, load: ast.Call) -> bool:

@@ -12,6 +12,7 @@ from itertools import chain
 from infertune.doctor.nodes import Finding, Record, lazy_compile
 from infertune.doctor.rules import (
     batches,
+    bos,
     devices,
     forward,
     generation,
@@ -231,7 +232,7 @@ RULES: list[Rule] = [
         "double-bos",
         "chat-template text tokenized again with special tokens",
         "tokenize=True in apply_chat_template (return_dict=True), or add_special_tokens=False when tokenizing its text",
-        prompts.double_bos,
+        bos.double_bos,
     ),
     Rule(
         "IT026",

@@ -41,6 +41,13 @@ def pipe_of(s: Script, c: ast.Call) -> ast.Call | None:
     return next((o for o in s.origins(c.func) if o in s.pipelines and o is not c), None)  # (pipeline = pipeline(...))
 
 
+def variable_task(p: ast.Call) -> bool:
+    """The pipeline's task is given but not as a literal (`pipeline(task, model=name)` from a request): a
+    pass-through whose task and model are the caller's, about which the generation rules have nothing to say."""
+    given = p.args[0] if p.args else kw(p, "task")
+    return given is not None and task_of(p) is None
+
+
 def task_of(p: ast.Call):
     """A pipeline's task, when written as a literal."""
     return const(p.args[0] if p.args else kw(p, "task"))
@@ -85,7 +92,7 @@ def generation_calls(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr], boo
             kws, opaque = _dict_kws(s, kw(c, "kwargs")) if kw(c, "kwargs") is not None else ({}, True)
             out.append((c, kws, bool(s.models_of(target.value)), opaque))
         p = pipe_of(s, c) if isinstance(c.func, (ast.Name, ast.Attribute)) else None
-        if p is not None and task_of(p) in TEXT_TASKS:
+        if p is not None and task_of(p) in TEXT_TASKS and not variable_task(p):
             kws, opaque = _options(s, c, [k for k in p.keywords if k.arg])
             out.append((c, kws, True, opaque))
     return out

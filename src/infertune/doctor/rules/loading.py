@@ -215,7 +215,15 @@ def left_on_cpu(s: Script, c: ast.Call) -> bool:
     uses = s.uses(c)
     if any(moved(s, u, explicit_cpu=True) for u in uses) or not _used_for_generation(s, c, uses):
         return False
-    return not _cpu_on_purpose(s, s.model_id(c))
+    return not _cpu_on_purpose(s, s.model_id(c)) and not _fp32_written(s, c)
+
+
+def _fp32_written(s: Script, c: ast.Call) -> bool:
+    """dtype=torch.float32 written at the load: the CPU's own precision chosen on purpose, for a run that is slow
+    and meant to be (doctor-real-4 g06: fp32 written, quantization switched off, a 10-token probe)."""
+    v = kw(c, "dtype") or kw(c, "torch_dtype")
+    found = s.origins(v) if v is not None else []
+    return bool(found) and all(const(o) in ("float32", "float") or dotted(o) == "torch.float32" for o in found)
 
 
 def _handed_to_pipeline(s: Script, c: ast.Call) -> ast.Call | None:

@@ -18,6 +18,7 @@ from infertune.doctor.rules.prompts import (
     pipeline_model_id,
     probe_level,
     prompts_of,
+    smoke_probe,
 )
 from infertune.doctor.script import Script
 
@@ -112,6 +113,11 @@ def _cannot_match(s: Script, search: ast.Call, skipped: bool) -> bool:
     return own is not None and not any(re.search(own, t) for t in marked)
 
 
+def _measured(s: Script, n: ast.AST) -> bool:
+    parent = s.parents.get(n)
+    return isinstance(parent, ast.Call) and callee(parent) == "len"
+
+
 def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = False) -> bool:
     """Is this text (a decode result, a pipeline's output) cut or searched afterwards: [len(p):], .split(M)[-1]?
     skipped: it was decoded with skip_special_tokens=True (a search for a special token then finds nothing)."""
@@ -133,14 +139,17 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = Fa
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         names = {dotted(t) for t in targets} - {""}
-        for n in s.nodes:
-            if (
-                isinstance(n, (ast.Name, ast.Attribute))
-                and dotted(n) in names
-                and isinstance(getattr(n, "ctx", None), ast.Load)
-                and _prompt_removed(s, n, depth + 1, skipped)
-            ):
-                return True
+        uses = [
+            n
+            for n in s.nodes
+            if isinstance(n, (ast.Name, ast.Attribute))
+            and dotted(n) in names
+            and isinstance(getattr(n, "ctx", None), ast.Load)
+        ]
+        if any(not _measured(s, n) for n in uses):  # len(response) logged beside the response itself cuts nothing
+            uses = [n for n in uses if not _measured(s, n)]
+        if any(_prompt_removed(s, n, depth + 1, skipped) for n in uses):
+            return True
     if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.comprehension)):
         return _prompt_removed(s, parent, depth + 1, skipped)
     if isinstance(parent, ast.Return) and (fn := s.enclosing_function(node)) is not None:
@@ -179,7 +188,29 @@ def completion_demo(s: Script, node: ast.AST) -> bool:
             isinstance(n, ast.Constant) and isinstance(n.value, str) and CHAT_MARKERS.search(n.value) for n in s.nodes
         )
         and not _chatty(s, fn)
+        and not _framed_as_chat(s)
     )
+
+
+# what a dialogue prints or asks: a speaker's label ("You: ", "Model:", "Bot:") or an input box asking a question
+SPEAKER = lazy_compile(r"^\W*(you|user|human|me|bot|chatbot|model|ai|assistant|answer|response|reply)\s*[:>]\s*$", re.I)
+ASKING = lazy_compile(r"\b(ask|question)\w*", re.I)  # ("Message LLM...", a completion box: doctor-real-1 b15)
+INPUTS = {"input", "text_input", "text_area", "chat_input", "Textbox"}
+
+
+def _framed_as_chat(s: Script) -> bool:
+    """The file frames the exchange as a dialogue: a speaker's label printed or prompted ("You: ", "Model:"), or
+    an input (input(), st.text_input, gr.Textbox) whose label asks for a question or a message: whatever the model,
+    the user reads what comes back as a reply to what they asked (doctor-real-4 f15, a GPT-2 chat loop; f07, a
+    GPT-2 "calculator" asked math questions: both labelled, blind, as prompts leaking into the answer)."""
+    for c in s.calls:
+        texts = [a.value for a in c.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        texts += [k.value.value for k in c.keywords if k.arg == "label" and isinstance(k.value, ast.Constant)]
+        if any(isinstance(t, str) and SPEAKER.match(t) for t in texts):
+            return True
+        if callee(c) in INPUTS and any(isinstance(t, str) and ASKING.search(t) for t in texts):
+            return True
+    return False
 
 
 def _unknown_completion(s: Script, node: ast.AST) -> bool:
@@ -217,7 +248,14 @@ def _continues(s: Script, gen: ast.Call) -> bool:
     return probe_level(s, gen) and bool(args) and all(literal_continuations(s, a) for a in args)
 
 
+def _printed_only(s: Script, c: ast.Call) -> bool:
+    """The decoded text goes straight to print(): a console echo, where a copy stored or returned is the output."""
+    parent = s.parents.get(c)
+    return isinstance(parent, ast.Call) and callee(parent) == "print"
+
+
 def prompt_in_output(s: Script):
+    by_gen: dict[ast.Call, list[ast.Call]] = {}
     for c in s.calls_method("decode") + s.calls_method("batch_decode"):
         skipped = const(kw(c, "skip_special_tokens")) is True
         if (
@@ -227,10 +265,14 @@ def prompt_in_output(s: Script):
             and not completion_demo(s, c)
             and not _continues(s, gen)
             and not _unknown_completion(s, c)
+            and not smoke_probe(s, gen)
         ):
-            yield c, "decoding the whole generate output: it starts with the prompt tokens"
+            by_gen.setdefault(gen, []).append(c)
+    for decodes in by_gen.values():  # one finding per generate: the copy kept (stored, returned) over a print
+        kept = [c for c in decodes if not _printed_only(s, c)]
+        yield (kept or decodes)[0], "decoding the whole generate output: it starts with the prompt tokens"
     for c, kws, _, opaque in generation_calls(s):
-        if completion_demo(s, c) or _unknown_completion(s, c):
+        if completion_demo(s, c) or _unknown_completion(s, c) or smoke_probe(s, c, kws):
             continue
         if (pipe := pipe_of(s, c)) is None or task_of(pipe) not in ("text-generation", None):
             continue

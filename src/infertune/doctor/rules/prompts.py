@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.checkpoint import chat_template, has_chat_template
+from infertune.doctor.checkpoint import has_chat_template
 from infertune.doctor.nodes import const, dotted, has_star_kwargs, kw, lazy_compile, method, pipeline_model, receiver
 from infertune.doctor.script import Script
 
@@ -255,6 +255,21 @@ def _ui_from_pipeline(s: Script):
             yield (c, f"{model} is a chat model, and the UI feeds it the textbox's raw text without its chat template")
 
 
+def _raw_text(s: Script, arg: ast.AST) -> bool:
+    """A pipeline's input is a string: a literal, an f-string, a concatenation, or a value the file reads from a
+    request or a form (`data.get("prompt")`, `payload.prompt`: doctor-real-4 f13) with nothing chat-shaped among
+    its sources (a list of messages, a dict, apply_chat_template)."""
+    origins = s.origins(arg)
+    if not origins:
+        return False
+    if any(isinstance(o, (ast.Constant, ast.JoinedStr, ast.BinOp)) for o in origins):
+        return True
+    chat_shaped = (ast.List, ast.ListComp, ast.Dict, ast.Tuple)
+    return not any(
+        isinstance(o, chat_shaped) or (isinstance(o, ast.Call) and method(o) == "apply_chat_template") for o in origins
+    ) and all(isinstance(o, (ast.Call, ast.Attribute, ast.Subscript)) for o in origins)
+
+
 def chat_model_raw_text(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s, vlm=True) or _no_template(s):
         return
@@ -269,12 +284,14 @@ def chat_model_raw_text(s: Script):
             pipe = next(o for o in s.origins(c.func) if o in s.pipelines)
             model = pipeline_model_id(s, pipe)
             chatty = isinstance(model, str) and CHAT_MODEL.search(model.rsplit("/", 1)[-1])
-            raw = any(isinstance(o, (ast.Constant, ast.JoinedStr, ast.BinOp)) for o in s.origins(args[0]))
+            raw = _raw_text(s, args[0])
             if chatty and raw and not any(w in dotted(args[0]).lower() for w in ("message", "conversation", "chat")):
                 yield (c, f"{model} is a chat model fed raw text: without its chat template it answers off-format")
         elif any(g in s.generates or g in s.thread_generates for g in s.sinks_of(c)):
             if any(isinstance(o, ast.Call) and method(o) == "apply_chat_template" for a in args for o in s.origins(a)):
                 continue
+            if any(smoke_probe(s, g) for g in s.sinks_of(c) if g in s.generates):
+                continue  # a few tokens to see the checkpoint speak: not a conversation
             yield (
                 c,
                 (
@@ -305,85 +322,15 @@ def no_generation_prompt(s: Script):
             )
 
 
-# --- IT025: BOS twice ------------------------------------------------------------------------------------------
-
-# chat templates that write the BOS token into their text (Llama 2 and 3, Mistral/Mixtral, Gemma); others (Qwen,
-# TinyLlama, Phi-3, ...) write none, so re-tokenizing their text adds exactly one
-BOS_IN_TEMPLATE = lazy_compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma|deepseek", re.I)
-
-
-def _writes_bos(model: str | None) -> bool:
-    """Its template writes BOS: read from the checkpoint when it is here, else known by the id."""
-    text = chat_template(model)
-    if text is not None:
-        return "bos_token" in text
-    return bool(model and BOS_IN_TEMPLATE.search(model))
-
-
-def _templated_text(s: Script, value: ast.AST | None, depth: int = 0) -> ast.Call | None:
-    """The apply_chat_template(..., tokenize=False) call a value's text comes from: directly, as an item of a list
-    (`tok([text])`, a comprehension over prompts), or as what a helper of the file returns."""
-    if value is None or depth > 4:
-        return None
-    for o in s.origins(value):
-        if isinstance(o, ast.Call) and method(o) == "apply_chat_template":
-            if const(kw(o, "tokenize")) is False:
-                return o
-            continue
-        items = (
-            o.elts if isinstance(o, ast.List) else [o.elt] if isinstance(o, (ast.ListComp, ast.GeneratorExp)) else []
-        )
-        if isinstance(o, ast.Call):
-            items = [r.value for fn in s.defined(o) for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value]
-        for item in items:
-            if (found := _templated_text(s, item, depth + 1)) is not None:
-                return found
-    return None
-
-
-ENCODES = {"encode", "encode_plus", "batch_encode_plus"}
-BOS_TEXT = ("<s>", "<|begin_of_text|>", "<bos>")  # Llama 2 / Mistral, Llama 3, Gemma: what their tokenizers add
-
-
-def _leading_text(s: Script, value: ast.AST | None, depth: int = 0) -> str | None:
-    """How a text value starts, when the file says: a literal, an f-string's first part, a concatenation's left."""
-    if value is None or depth > 4:
-        return None
-    for o in s.origins(value):
-        if isinstance(o, ast.Constant) and isinstance(o.value, str):
-            return o.value
-        if isinstance(o, ast.JoinedStr) and o.values:
-            return _leading_text(s, o.values[0], depth + 1)
-        if isinstance(o, ast.BinOp) and isinstance(o.op, ast.Add):
-            return _leading_text(s, o.left, depth + 1)
-    return None
-
-
-def double_bos(s: Script):
-    ids = [s.model_id(c) for c in [*s.loads, *s.tokenizers]]
-    ids += [pipeline_model_id(s, p) for p in s.pipelines]
-    model = next((m for m in ids if m and _writes_bos(m)), None)
-    adds_bos = next((m for m in ids if m and BOS_IN_TEMPLATE.search(m)), None)  # its tokenizer adds BOS itself
-    if model is None and adds_bos is None:
-        return
-    for c in s.calls:
-        encodes = method(c) in ENCODES and s.is_tokenizer(receiver(c))
-        if not (s.is_tokenizer_call(c) or s.is_pipeline_call(c) or encodes) or not c.args:
-            continue
-        if const(kw(c, "add_special_tokens")) is False:
-            continue
-        if model is not None and _templated_text(s, c.args[0]) is not None:
-            yield (
-                c,
-                f"{model}'s chat template already writes the BOS token into the text; tokenizing that text again "
-                "adds a second one (the model sees <bos><bos>)",
-            )
-        elif adds_bos is not None:
-            lead = (_leading_text(s, c.args[0]) or "").lstrip()
-            if lead.startswith(BOS_TEXT):
-                yield (
-                    c,
-                    f"the text starts with {next(b for b in BOS_TEXT if lead.startswith(b))} written by hand and "
-                    f"{adds_bos}'s tokenizer adds its own BOS: the model sees two (pass add_special_tokens=False, "
-                    "or drop it from the text)",
-                )
+def smoke_probe(s: Script, gen: ast.Call, kws: dict[str, ast.expr] | None = None) -> bool:
+    """A probe of a few tokens: at module level, on prompts written in the file as literals, with max_new_tokens
+    of 20 or fewer: a check that the checkpoint loads and speaks, whose printout nobody reads as an answer
+    (doctor-real-4 g06, a 10-token probe of Llama 3.1 Instruct; doctor-real-3 e21)."""
+    kws = kws if kws is not None else {k.arg: k.value for k in gen.keywords if k.arg}
+    n = const(kws.get("max_new_tokens"))
+    if not isinstance(n, int) or n > 20 or not probe_level(s, gen):
+        return False
+    args = prompts_of(s, gen) if gen in s.generates else list(gen.args[:1])
+    return bool(args) and all(
+        (o := s.origins(a)) and all(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in o) for a in args
+    )

@@ -16,9 +16,11 @@ from infertune.doctor.nodes import (
     pipeline_model,
     receiver,
 )
+from infertune.doctor.rules.context import CPU_SIZED, params_in_id
 from infertune.doctor.rules.handlers import OFFLOAD, generation_in, helper_generation, offloaded
 from infertune.doctor.rules.loading import stays_on_cpu
 from infertune.doctor.rules.outputs import completion_demo
+from infertune.doctor.rules.prompts import BASE_LM, pipeline_model_id
 from infertune.doctor.script import Script
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
@@ -118,9 +120,21 @@ def _cpu_pipeline(s: Script, p: ast.Call) -> bool:
     return all(stays_on_cpu(s, c) for c in loads)
 
 
+def _small_models(s: Script) -> bool:
+    """Every model's id names under 2B parameters (TinyLlama-1.1B, Qwen2.5-0.5B) or is a small base model (gpt2):
+    a sync route around one is a demo, not a serving design (doctor-real-4 f12, doctor-real-3 e05/e07, doctor-real-1
+    b01/b09/b11, all labelled so; the problems labelled were 3B and up, or of no size the id names)."""
+    ids = [s.model_id(c) for c in s.loads] + [pipeline_model_id(s, p) for p in s.pipelines]
+    return bool(ids) and all(
+        i is not None
+        and (BASE_LM.search(i.rstrip("/").rsplit("/", 1)[-1]) or ((n := params_in_id(i)) is not None and n < CPU_SIZED))
+        for i in ids
+    )
+
+
 def generate_in_handler(s: Script):
-    if _cpu_only(s):
-        return  # a CPU toy service, or a CPU placement to fix first (IT002): batching is not the finding
+    if _cpu_only(s) or _small_models(s):
+        return  # a CPU toy service, a CPU placement to fix first (IT002), or a demo-sized model
     for fn in _routes(s):
         if _times_itself(s, fn) or (isinstance(fn, ast.AsyncFunctionDef) and _blocking(s, fn)):
             continue  # a benchmark harness; or an async route that blocks its loop, IT022's one finding
@@ -231,7 +245,14 @@ def _loaded_weights(s: Script, c: ast.Call) -> bool:
     if isinstance(c.func, ast.Name) and c.func.id in s.assigns:  # `pipeline = pipeline(...)`, then pipeline(text)
         return False
     model = pipeline_model(c)
-    return model is None or bool(s.strings(model)) or isinstance(model, ast.JoinedStr)
+    if model is None or bool(s.strings(model)) or isinstance(model, ast.JoinedStr):
+        return True
+    # a name read from a request or a config (`job["model"]`, `data.get("model")`): a checkpoint name, loaded
+    # each time (doctor-real-4 f08)
+    return any(
+        isinstance(o, ast.Subscript) or (isinstance(o, ast.Call) and method(o) == "get")
+        for o in [model, *s.origins(model)]
+    )
 
 
 def _decorator(d: ast.expr) -> str:

@@ -4,8 +4,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 import asyncio
 from fastapi import FastAPI
-tk = AutoTokenizer.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct")
-lm = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct", dtype="auto", device_map="auto")
+tk = AutoTokenizer.from_pretrained("Qwen/Qwen2.5-7B-Instruct")
+lm = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-7B-Instruct", dtype="auto", device_map="auto")
 app = FastAPI()
 def answer(msg):
     ids = tk.apply_chat_template([{"role": "user", "content": msg}], add_generation_prompt=True,

@@ -16,7 +16,7 @@ class Engine:
         st = TextIteratorStreamer(self.tk, skip_prompt=True)
         Thread(target=self.lm.generate, kwargs=dict(input_ids=ids, streamer=st, max_new_tokens=256)).start()
         yield from st
-engine = Engine("Qwen/Qwen2.5-0.5B-Instruct")
+engine = Engine("Qwen/Qwen2.5-7B-Instruct")
 app = FastAPI()
 @app.post("/chat")
 def chat(prompt: str):

@@ -17,4 +17,6 @@ async def produce(text):
         yield piece
 @app.get("/")
 async def root(q: str):
-    return StreamingResponse(produce(q))  # expect: IT011
+    return StreamingResponse(produce(q))
+# IT011 is silent here since doctor-real-4: every model is demo-sized (gpt2), and the labellers of real scripts
+# judged a route around one no serving design (doctor-real-4 f12, doctor-real-3 e05/e07, doctor-real-1 b01/b09/b11)

@@ -12,5 +12,7 @@ app = FastAPI()
 def stream(q: str):
     enc = tk(q, return_tensors="pt").to(lm.device)
     st = TextIteratorStreamer(tk, skip_prompt=True)
-    lm.generate(**enc, streamer=st, max_new_tokens=64)  # expect: IT005,IT011
+    lm.generate(**enc, streamer=st, max_new_tokens=64)  # expect: IT005
     return StreamingResponse(st)
+# IT011 is silent here since doctor-real-4: every model is demo-sized (gpt2), and the labellers of real scripts
+# judged a route around one no serving design (doctor-real-4 f12, doctor-real-3 e05/e07, doctor-real-1 b01/b09/b11)

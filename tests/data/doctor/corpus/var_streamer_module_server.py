@@ -21,4 +21,6 @@ async def stream_words():
         yield piece + "\n"
 @app.get("/")
 async def home():
-    return StreamingResponse(stream_words(), media_type="text/plain")  # expect: IT011
+    return StreamingResponse(stream_words(), media_type="text/plain")
+# IT011 is silent here since doctor-real-4: every model is demo-sized (gpt2), and the labellers of real scripts
+# judged a route around one no serving design (doctor-real-4 f12, doctor-real-3 e05/e07, doctor-real-1 b01/b09/b11)
