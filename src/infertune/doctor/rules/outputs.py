@@ -200,12 +200,12 @@ INPUTS = {"input", "text_input", "text_area", "chat_input", "Textbox"}
 
 def _framed_as_chat(s: Script) -> bool:
     """The file frames the exchange as a dialogue: a speaker's label printed or prompted ("You: ", "Model:"), or
-    an input (input(), st.text_input, gr.Textbox) whose label asks for a question or a message: whatever the model,
+    an input (input(), st.text_input, gr.Textbox) whose label asks a question: whatever the model,
     the user reads what comes back as a reply to what they asked (doctor-real-4 f15, a GPT-2 chat loop; f07, a
     GPT-2 "calculator" asked math questions: both labelled, blind, as prompts leaking into the answer)."""
     for c in s.calls:
-        texts = [a.value for a in c.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        texts += [k.value.value for k in c.keywords if k.arg == "label" and isinstance(k.value, ast.Constant)]
+        given = [*c.args[:1], *(k.value for k in c.keywords if k.arg == "label")]
+        texts = [a.value for a in given if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         if any(isinstance(t, str) and SPEAKER.match(t) for t in texts):
             return True
         if callee(c) in INPUTS and any(isinstance(t, str) and ASKING.search(t) for t in texts):
