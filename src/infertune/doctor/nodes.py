@@ -173,6 +173,16 @@ def pipeline_model(pipe: ast.Call) -> ast.expr | None:
     return kw(pipe, "model") or (pipe.args[1] if len(pipe.args) > 1 else None)
 
 
+def task_given(pipe: ast.Call) -> ast.expr | None:
+    """What `pipeline(task, ...)` was given as its task (first argument or keyword)."""
+    return pipe.args[0] if pipe.args else kw(pipe, "task")
+
+
+def task_of(pipe: ast.Call):
+    """A pipeline's task, when written as a literal."""
+    return const(task_given(pipe))
+
+
 def has_star_kwargs(call: ast.Call) -> bool:
     return any(k.arg is None for k in call.keywords)
 

@@ -14,11 +14,11 @@ from infertune.doctor.nodes import (
     QUANTIZED_ID,
     Target,
     callee,
-    const,
     dotted,
     kw,
     method,
     receiver,
+    task_of,
 )
 
 
@@ -82,8 +82,7 @@ class Script(Flow):
 
     def encoder_decoder(self) -> bool:
         return any(ENCODER_DECODER.search(self.model_class(c)) for c in self.loads) or any(
-            const(p.args[0] if p.args else kw(p, "task")) in ("text2text-generation", "summarization", "translation")
-            for p in self.pipelines
+            task_of(p) in ("text2text-generation", "summarization", "translation") for p in self.pipelines
         )
 
     def quantized(self, load: ast.Call) -> bool:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.nodes import ENCODER_DECODER, const, dotted, kw, lazy_compile, receiver
-from infertune.doctor.rules.generation import pipe_of, task_of
+from infertune.doctor.nodes import ENCODER_DECODER, const, dotted, kw, lazy_compile, receiver, task_of
+from infertune.doctor.rules.generation import pipe_of
 from infertune.doctor.script import Script
 
 # tokenizers whose checkpoints pad on the right unless told otherwise (GPT-2's BPE: GPT-2, OPT, GPT-Neo/J, Pythia,

@@ -6,8 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.nodes import callee, const, dotted, kw, method, pipeline_model
-from infertune.doctor.rules.generation import task_of
+from infertune.doctor.nodes import callee, const, dotted, kw, method, pipeline_model, task_of
 from infertune.doctor.rules.loading import CPU_SIZED, gpu_intent, params_in_id, stays_on_cpu
 from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script

@@ -16,6 +16,8 @@ from infertune.doctor.nodes import (
     kw,
     method,
     receiver,
+    task_given,
+    task_of,
 )
 from infertune.doctor.rules.loading import moved, placed_at_load
 from infertune.doctor.script import Script
@@ -44,13 +46,7 @@ def pipe_of(s: Script, c: ast.Call) -> ast.Call | None:
 def variable_task(p: ast.Call) -> bool:
     """The pipeline's task is given but not as a literal (`pipeline(task, model=name)` from a request): a
     pass-through whose task and model are the caller's, about which the generation rules have nothing to say."""
-    given = p.args[0] if p.args else kw(p, "task")
-    return given is not None and task_of(p) is None
-
-
-def task_of(p: ast.Call):
-    """A pipeline's task, when written as a literal."""
-    return const(p.args[0] if p.args else kw(p, "task"))
+    return task_given(p) is not None and task_of(p) is None
 
 
 def _dict_kws(s: Script, node: ast.AST | None) -> tuple[dict[str, ast.expr], bool]:

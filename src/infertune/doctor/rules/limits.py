@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.nodes import callee, const, has_star_kwargs, kw, lazy_compile, method
-from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
+from infertune.doctor.nodes import callee, const, has_star_kwargs, kw, lazy_compile, method, task_of
+from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
 from infertune.doctor.rules.prompts import model_ids, pipeline_model_id, prompts_of
 from infertune.doctor.script import Script
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 import re
 
-from infertune.doctor.nodes import callee, const, dotted, kw, lazy_compile, method, receiver
-from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, task_of, unprompted
+from infertune.doctor.nodes import callee, const, dotted, kw, lazy_compile, method, receiver, task_of
+from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
 from infertune.doctor.rules.prompts import (
     CHAT_MARKERS,
     CHAT_MODEL,

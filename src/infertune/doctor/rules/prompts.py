@@ -6,7 +6,17 @@ import ast
 import re
 
 from infertune.doctor.checkpoint import has_chat_template
-from infertune.doctor.nodes import const, dotted, has_star_kwargs, kw, lazy_compile, method, pipeline_model, receiver
+from infertune.doctor.nodes import (
+    const,
+    dotted,
+    has_star_kwargs,
+    kw,
+    lazy_compile,
+    method,
+    pipeline_model,
+    receiver,
+    task_of,
+)
 from infertune.doctor.script import Script
 
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
@@ -221,7 +231,7 @@ TASK_DEFAULTS = {"text-generation": "openai-community/gpt2"}
 def pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
     m = pipeline_model(pipe)
     if m is None:
-        task = const(pipe.args[0] if pipe.args else kw(pipe, "task"))
+        task = task_of(pipe)
         return TASK_DEFAULTS.get(task) if isinstance(task, str) and not has_star_kwargs(pipe) else None
     loads = s.models_of(m)
     ids = [s.model_id(x) for x in loads] if loads else [t for _, t in s.strings(m)]
@@ -250,7 +260,7 @@ def _ui_from_pipeline(s: Script):
             continue
         pipe = next((o for o in s.origins(c.args[0]) if o in s.pipelines), None)
         model = pipeline_model_id(s, pipe) if pipe is not None else None
-        task = const(pipe.args[0] if pipe.args else kw(pipe, "task")) if pipe is not None else None
+        task = task_of(pipe) if pipe is not None else None
         if model and task == "text-generation" and CHAT_MODEL.search(model.rsplit("/", 1)[-1]):
             yield (c, f"{model} is a chat model, and the UI feeds it the textbox's raw text without its chat template")
 
