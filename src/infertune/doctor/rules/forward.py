@@ -7,6 +7,7 @@ import ast
 import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, lazy_compile
+from infertune.doctor.rules.prompts import literal_texts
 from infertune.doctor.script import Script
 
 NO_GRAD = {"no_grad", "inference_mode", "set_grad_enabled", "enable_grad"}
@@ -43,15 +44,7 @@ def _one_off(s: Script, c: ast.Call) -> bool:
     fed = [a for x in [*c.args, *(k.value for k in c.keywords)] for a in ast.walk(x)]
     toks = [o for a in fed for o in s.origins(a) if isinstance(o, ast.Call) and s.is_tokenizer_call(o)]
     texts = [a for t in toks if t.args for a in t.args[:1]]
-    return bool(texts) and all(
-        all(
-            isinstance(o, ast.Constant)
-            or (isinstance(o, ast.List | ast.Tuple) and all(isinstance(e, ast.Constant) for e in o.elts))
-            for o in s.origins(a)
-        )
-        and s.origins(a)
-        for a in texts
-    )
+    return bool(texts) and all(literal_texts(s, a) for a in texts)
 
 
 def _grad_off(s: Script, node: ast.AST) -> bool:

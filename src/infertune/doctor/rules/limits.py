@@ -8,7 +8,7 @@ import re
 
 from infertune.doctor.nodes import callee, const, has_star_kwargs, kw, lazy_compile, method, task_of
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
-from infertune.doctor.rules.prompts import model_ids, pipeline_model_id, prompts_of
+from infertune.doctor.rules.prompts import literal_texts, model_ids, pipeline_model_id, prompts_of
 from infertune.doctor.script import Script
 
 # encoders with a table of learnt positions (BART, DistilBART, mBART, Pegasus: 1024; LED is not one): a longer input
@@ -19,9 +19,9 @@ SUMMARIZATION_DEFAULT = "sshleifer/distilbart-cnn-12-6"  # what pipeline("summar
 
 def _sized(s: Script, text: ast.AST) -> bool:
     """The text is a literal, cut to a length ([:N]), or a chunk of a longer one (a name that says so)."""
-    origins = s.origins(text)
-    if origins and all(isinstance(o, ast.Constant) for o in origins):
+    if literal_texts(s, text, lists=False):
         return True
+    origins = s.origins(text)
     if any(isinstance(n, ast.Slice) for o in [text, *origins] for n in ast.walk(o)):
         return True  # cut somewhere on its way: text[:3000], " ".join(words[:500])
     return any(w in ast.unparse(text).lower() for w in ("chunk", "piece", "part", "segment", "batch"))
@@ -74,13 +74,7 @@ def _tiny_prompt(s: Script, c: ast.Call, value: ast.expr) -> bool:
     texts = prompts_of(s, c) if c in s.generates else list(c.args[:1])
     if not isinstance(n, int) or n < 64 or not texts:
         return False
-    for a in texts:
-        origins = s.origins(a)
-        if not origins or not all(
-            isinstance(o, ast.Constant) and isinstance(o.value, str) and len(o.value) < 40 for o in origins
-        ):
-            return False
-    return True
+    return all((t := literal_texts(s, a, lists=False)) and all(len(x) < 40 for x in t) for a in texts)
 
 
 def _handed_off(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr]]]:

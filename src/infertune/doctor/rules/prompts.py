@@ -74,20 +74,25 @@ def probe_level(s: Script, node: ast.AST) -> bool:
     return fn is None or getattr(fn, "name", "") == "main"
 
 
-def literal_continuations(s: Script, arg: ast.AST | None) -> bool:
-    """Every value this text argument can take is a literal written in the file (not a user's input, a dataset
-    row, an f-string) and every one is a continuation (a list of them too)."""
-    if arg is None:
-        return False
-    origins = s.origins(arg)
+def literal_texts(s: Script, arg: ast.AST | None, lists: bool = True) -> list[str] | None:
+    """The strings a text argument can be, when every value it can take is a string literal written in the file
+    (with `lists`, also a list or tuple of them); None when any comes from elsewhere (a user's input, a data set
+    row, an f-string) or nothing is known."""
     texts: list[str] = []
-    for o in origins:
-        items = o.elts if isinstance(o, (ast.List, ast.Tuple)) else [o]
+    for o in s.origins(arg) if arg is not None else []:
+        items = o.elts if lists and isinstance(o, (ast.List, ast.Tuple)) else [o]
         for i in items:
             if not (isinstance(i, ast.Constant) and isinstance(i.value, str)):
-                return False
+                return None
             texts.append(i.value)
-    return bool(texts) and all(continuation(t) for t in texts)
+    return texts or None
+
+
+def literal_continuations(s: Script, arg: ast.AST | None) -> bool:
+    """Every value this text argument can take is a literal written in the file and every one is a continuation
+    (a list of them too)."""
+    texts = literal_texts(s, arg)
+    return texts is not None and all(continuation(t) for t in texts)
 
 
 def prompts_of(s: Script, gen: ast.Call) -> list[ast.expr]:
@@ -341,6 +346,4 @@ def smoke_probe(s: Script, gen: ast.Call, kws: dict[str, ast.expr] | None = None
     if not isinstance(n, int) or n > 20 or not probe_level(s, gen):
         return False
     args = prompts_of(s, gen) if gen in s.generates else list(gen.args[:1])
-    return bool(args) and all(
-        (o := s.origins(a)) and all(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in o) for a in args
-    )
+    return bool(args) and all(literal_texts(s, a, lists=False) for a in args)
