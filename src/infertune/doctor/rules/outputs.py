@@ -15,10 +15,10 @@ from infertune.doctor.rules.prompts import (
     completion_models_only,
     literal_continuations,
     model_ids,
-    pipeline_model_id,
     probe_level,
     prompts_of,
     smoke_probe,
+    weight_ids,
 )
 from infertune.doctor.script import Script
 
@@ -172,6 +172,15 @@ def _chat_input(s: Script, node: ast.AST | None) -> bool:
 CHATTY = lazy_compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog", re.I)
 
 
+def _transcript_in_file(s: Script) -> bool:
+    """A chat transcript (User:/Assistant:, template tokens) in some string of the file. Read once per script."""
+    if "_transcript" not in s.__dict__:
+        s.__dict__["_transcript"] = any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and CHAT_MARKERS.search(n.value) for n in s.nodes
+        )
+    return s.__dict__["_transcript"]
+
+
 def completion_demo(s: Script, node: ast.AST) -> bool:
     """A completion demo: a base completion model continuing a prompt, where prompt plus continuation is the
     expected output, not a leak. A small one (gpt2, openai-gpt, ...): at module level (a script, a Streamlit page)
@@ -184,9 +193,7 @@ def completion_demo(s: Script, node: ast.AST) -> bool:
     return (
         completion_models_only(s, small_only=fn is not None)
         and not s.trains  # a fine-tune (into a chat, an instruction follower) is no longer the base model
-        and not any(
-            isinstance(n, ast.Constant) and isinstance(n.value, str) and CHAT_MARKERS.search(n.value) for n in s.nodes
-        )
+        and not _transcript_in_file(s)
         and not _chatty(s, fn)
         and not _framed_as_chat(s)
     )
@@ -218,15 +225,13 @@ def _unknown_completion(s: Script, node: ast.AST) -> bool:
     chat: no chat template, no role markers, no chat model id, no function named as a chat. What the folder
     holds (a base model's fine-tune continuing text, an instruction follower) is not known here, so whether the
     prompt in the output is a leak or the completion's own shape is not either."""
-    weights = [i for c in s.loads if (i := s.model_id(c))] + [i for p in s.pipelines if (i := pipeline_model_id(s, p))]
+    weights = [i for i in weight_ids(s) if i]
     return (
         bool(weights)
         and all(i.startswith((".", "/", "~")) for i in weights)  # (a tokenizer may come from the Hub: its base's)
         and not any(CHAT_MODEL.search(i.rsplit("/", 1)[-1]) for i in model_ids(s))
         and not s.calls_method("apply_chat_template")
-        and not any(
-            isinstance(n, ast.Constant) and isinstance(n.value, str) and CHAT_MARKERS.search(n.value) for n in s.nodes
-        )
+        and not _transcript_in_file(s)
         and not _chatty(s, s.enclosing_function(node))
     )
 

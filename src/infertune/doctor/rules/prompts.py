@@ -100,6 +100,12 @@ def prompts_of(s: Script, gen: ast.Call) -> list[ast.expr]:
     return [a for c in _prompt_sinks(s) if gen in s.sinks_of(c) for a in _text_args(c)]
 
 
+def weight_ids(s: Script) -> list[str | None]:
+    """The id each set of weights is loaded from (every from_pretrained load, every pipeline); None where the file
+    does not say."""
+    return [s.model_id(c) for c in s.loads] + [pipeline_model_id(s, p) for p in s.pipelines]
+
+
 def model_ids(s: Script) -> list[str]:
     """The literal (or argparse-default) ids of every model and pipeline of the script."""
     ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [pipeline_model_id(s, p) for p in s.pipelines]
