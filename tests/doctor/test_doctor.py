@@ -406,15 +406,18 @@ def test_chat_templates_token_names_and_patterns_are_not_prompts(tmp_path):
     assert _check(tmp_path, code).findings == []
 
 
-def test_sampling_rule_reads_the_models_own_generation_config_when_it_is_here(tmp_path):
+def _local_checkpoint(tmp_path, generation_config: str):
+    """A checkpoint folder here (config.json, generation_config.json) and the line that loads it."""
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    (folder / "generation_config.json").write_text('{"temperature": 0.6, "top_p": 0.9, "do_sample": true}')
-    code = (
-        f'model = AutoModelForCausalLM.from_pretrained("{folder}", dtype="auto", device_map="auto")\n'
-        "out = model.generate(**inputs, do_sample=True, temperature=0.7, top_k=20, max_new_tokens=64)"
-    )
+    (folder / "generation_config.json").write_text(generation_config)
+    return folder, f'model = AutoModelForCausalLM.from_pretrained("{folder}", dtype="auto", device_map="auto")\n'
+
+
+def test_sampling_rule_reads_the_models_own_generation_config_when_it_is_here(tmp_path):
+    folder, load = _local_checkpoint(tmp_path, '{"temperature": 0.6, "top_p": 0.9, "do_sample": true}')
+    code = load + "out = model.generate(**inputs, do_sample=True, temperature=0.7, top_k=20, max_new_tokens=64)"
     (f,) = _check(tmp_path, code).findings
     assert f.rule == "IT010" and "temperature (model: 0.6)" in f.message and "top_k" not in f.message
     (folder / "generation_config.json").write_text('{"do_sample": false}')  # sets none: a deliberate choice
@@ -423,14 +426,8 @@ def test_sampling_rule_reads_the_models_own_generation_config_when_it_is_here(tm
 
 def test_default_length_reads_the_models_own_generation_config_when_it_is_here(tmp_path):
     """IT036: no length in the call; the checkpoint's generation_config.json decides whether 20 tokens is the cap."""
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    (folder / "generation_config.json").write_text('{"do_sample": false}')
-    code = (
-        f'model = AutoModelForCausalLM.from_pretrained("{folder}", dtype="auto", device_map="auto")\n'
-        "out = model.generate(**inputs)"
-    )
+    folder, load = _local_checkpoint(tmp_path, '{"do_sample": false}')
+    code = load + "out = model.generate(**inputs)"
     (f,) = _check(tmp_path, code).findings
     assert f.rule == "IT036" and f.line == 4
     (folder / "generation_config.json").write_text('{"max_new_tokens": 512}')  # the checkpoint sets one
