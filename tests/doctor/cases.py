@@ -1,0 +1,218 @@
+"""The doctor's rule cases: for each rule, code with the mistake and the same code done right (HEAD is prepended
+to both), and check_code, which runs every rule on a snippet. Shared by test_doctor.py and test_doctor_rules.py."""
+
+import textwrap
+
+from infertune import doctor
+from infertune.doctor.nodes import Target
+
+HEAD = "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
+LOAD = 'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
+
+GEN = "out = model.generate(**inputs, max_new_tokens=32)\n"
+CHAT = 'tok = AutoTokenizer.from_pretrained("m")\nmsgs = [{"role": "user", "content": q}]\n'
+# rule -> (code with the mistake, the same code done right); HEAD is prepended to both
+CASES = {
+    "IT025": (
+        'tok = AutoTokenizer.from_pretrained("google/gemma-2-2b-it")\n'
+        'text = tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)\n'
+        'ids = tok(text, return_tensors="pt")\n',
+        'tok = AutoTokenizer.from_pretrained("google/gemma-2-2b-it")\n'
+        'text = tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)\n'
+        'ids = tok(text, add_special_tokens=False, return_tensors="pt")\n',
+    ),
+    "IT031": (
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float16, device_map="cpu")\n' + GEN,
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="cpu")\n' + GEN,
+    ),
+    "IT024": (
+        'tok = AutoTokenizer.from_pretrained("m")\ntok.padding_side = "right"\n'
+        + LOAD
+        + 'enc = tok(prompts, padding=True, return_tensors="pt").to("cuda")\n'
+        "out = model.generate(**enc, max_new_tokens=8)\n",
+        'tok = AutoTokenizer.from_pretrained("m")\ntok.padding_side = "left"\n'
+        + LOAD
+        + 'enc = tok(prompts, padding=True, return_tensors="pt").to("cuda")\n'
+        "out = model.generate(**enc, max_new_tokens=8)\n",
+    ),
+    "IT026": (
+        'enc = tok(texts, padding=True, return_tensors="pt")\nvec = model(**enc).last_hidden_state.mean(dim=1)\n',
+        'enc = tok(texts, padding=True, return_tensors="pt")\nh = model(**enc).last_hidden_state\n'
+        'm = enc["attention_mask"].unsqueeze(-1)\nvec = (h * m).sum(1) / m.sum(1)\n',
+    ),
+    "IT027": (
+        LOAD + "while True:\n    ids = model.generate(ids, max_new_tokens=2)\n    print(ids)\n",
+        LOAD + "while True:\n    ids = model.generate(ids, max_new_tokens=200)\n    print(ids)\n",
+    ),
+    "IT028": (
+        'clf = pipeline("text-classification", model="m", device=0)\nprint(clf([a, b, c]))\n',
+        'clf = pipeline("text-classification", model="m", device=0)\nprint(clf([a, b, c], batch_size=8))\n',
+    ),
+    "IT030": (
+        'model = AutoModelForCausalLM.from_pretrained("m")\nlogits = model(**enc).logits\n',
+        'model = AutoModelForCausalLM.from_pretrained("m")\nwith torch.inference_mode():\n'
+        "    logits = model(**enc).logits\n",
+    ),
+    "IT032": (
+        'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"\n'
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto").to("cuda:1")\n',
+        'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"\n'
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto").to("cuda:0")\n',
+    ),
+    "IT033": (
+        'tok = AutoTokenizer.from_pretrained("org/m-chat")\n'
+        + LOAD
+        + "out = model.generate(**inputs, num_beams=4, no_repeat_ngram_size=2, max_new_tokens=9)\n",
+        'tok = AutoTokenizer.from_pretrained("org/m-chat")\n'
+        + LOAD
+        + "out = model.generate(**inputs, num_beams=4, max_new_tokens=9)\n",
+    ),
+    "IT034": (
+        "from transformers import pipeline\n"
+        'summarize = pipeline("summarization", model="facebook/bart-large-cnn")\n'
+        'with open("talk.txt") as f:\n    text = f.read()\n'
+        "print(summarize(text, max_length=120))\n",
+        "from transformers import pipeline\n"
+        'summarize = pipeline("summarization", model="facebook/bart-large-cnn")\n'
+        'with open("talk.txt") as f:\n    text = f.read()\n'
+        "print(summarize(text, max_length=120, truncation=True))\n",
+    ),
+    "IT035": (
+        'model = AutoModelForCausalLM.from_pretrained("THUDM/chatglm3-6b", device_map="auto", dtype="auto")\n',
+        'model = AutoModelForCausalLM.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True, revision="abc123", '
+        'device_map="auto", dtype="auto")\n',
+    ),
+    "IT036": (LOAD + "out = model.generate(**inputs)\n", LOAD + "out = model.generate(**inputs, max_new_tokens=256)\n"),
+    "IT029": (
+        LOAD + "answers = [model.generate(**inputs, do_sample=True, max_new_tokens=32) for _ in range(5)]\n",
+        LOAD + "out = model.generate(**inputs, do_sample=True, num_return_sequences=5, max_new_tokens=32)\n"
+        "for i in range(5):\n    out = model.generate(**batches[i], do_sample=True, max_new_tokens=32)\n",
+    ),
+    "IT023": (
+        "for q in questions:\n"
+        '    model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
+        "    model.generate(**tok(q, return_tensors='pt').to(model.device), max_new_tokens=8)\n",
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
+        "for q in questions:\n"
+        "    model.generate(**tok(q, return_tensors='pt').to(model.device), max_new_tokens=8)\n",
+    ),
+    "IT001": (
+        'm = AutoModelForCausalLM.from_pretrained("m", device_map="auto")',
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto")',
+    ),
+    "IT002": (
+        'model = AutoModelForCausalLM.from_pretrained("org/m-7b", dtype="auto")\nmodel.eval()\n' + GEN,
+        'model = AutoModelForCausalLM.from_pretrained("org/m-7b", dtype="auto")\nmodel.to("cuda")\n' + GEN,
+    ),
+    "IT003": (
+        LOAD + 'tok = AutoTokenizer.from_pretrained("m")\n'
+        'ids = tok(f"<|im_start|>user\\n{q}<|im_end|>\\n", return_tensors="pt").to("cuda")\n'
+        "model.generate(**ids, max_new_tokens=8)",
+        LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
+        'model.generate(ids.to("cuda"), max_new_tokens=8)',
+    ),
+    "IT004": (
+        LOAD + "out = model.generate(**inputs, max_new_tokens=32)\nprint(tok.decode(out[0], skip_special_tokens=True))",
+        LOAD
+        + "out = model.generate(**inputs, max_new_tokens=32)\nprint(tok.decode(out[0, n:], skip_special_tokens=True))",
+    ),
+    "IT005": (
+        LOAD + "from transformers import TextIteratorStreamer\ns = TextIteratorStreamer(tok, skip_prompt=True)\n"
+        "model.generate(**inputs, streamer=s, max_new_tokens=32)\nfor t in s:\n    print(t)",
+        LOAD + "from threading import Thread\nfrom transformers import TextIteratorStreamer\n"
+        "s = TextIteratorStreamer(tok, skip_prompt=True)\n\n"
+        "def run():\n    model.generate(**inputs, streamer=s, max_new_tokens=32)\n\n"
+        "Thread(target=run).start()\nfor t in s:\n    print(t)",
+    ),
+    "IT006": (
+        LOAD + "model = torch.compile(model)\nmodel.generate(**inputs, max_new_tokens=32)",
+        LOAD + 'model.generate(**inputs, cache_implementation="static", max_new_tokens=32)',
+    ),
+    "IT007": (
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", '
+        'max_memory={0: "80GiB", "cpu": "200GiB"})',
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto", '
+        'max_memory={0: "64GiB", "cpu": "200GiB"})',
+    ),
+    "IT008": (
+        "from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig(load_in_4bit=True)",
+        "from transformers import BitsAndBytesConfig\n"
+        "q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)",
+    ),
+    "IT009": (
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float32, device_map="auto", '
+        'attn_implementation="flash_attention_2")',
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto", '
+        'attn_implementation="flash_attention_2")',
+    ),
+    "IT010": (
+        LOAD + "out = model.generate(**inputs, max_new_tokens=64, do_sample=True, top_k=20)",
+        LOAD + "out = model.generate(**inputs, max_new_tokens=64, do_sample=True)",
+    ),
+    "IT011": (
+        LOAD + 'from fastapi import FastAPI\napp = FastAPI()\n\n@app.post("/chat")\n'
+        "def chat(req):\n    return model.generate(**req.inputs, max_new_tokens=32)",
+        LOAD + 'from fastapi import FastAPI\napp = FastAPI()\n\n@app.get("/health")\n'
+        'async def health():\n    return {"ok": True}',
+    ),
+    "IT012": (
+        'm = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-v0.1", dtype="auto", trust_remote_code=True,\n'
+        '                                         device_map="auto")',
+        'm = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-v0.1", dtype="auto", trust_remote_code=False,\n'
+        '                                         device_map="auto")',
+    ),
+    "IT013": (
+        'tok = AutoTokenizer.from_pretrained("org/Model-7B-Instruct")\n'
+        'model = AutoModelForCausalLM.from_pretrained("org/Model-7B-Instruct", dtype="auto", device_map="auto")\n'
+        'ids = tok(q, return_tensors="pt").to(model.device)\nmodel.generate(**ids, max_new_tokens=8)',
+        'tok = AutoTokenizer.from_pretrained("org/Model-7B-Instruct")\n'
+        'model = AutoModelForCausalLM.from_pretrained("org/Model-7B-Instruct", dtype="auto", device_map="auto")\n'
+        'msgs = [{"role": "user", "content": q}]\n'
+        'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt").to(model.device)\n'
+        "model.generate(ids, max_new_tokens=8)",
+    ),
+    "IT014": (LOAD + "model.generate(**inputs, max_length=64)", LOAD + "model.generate(**inputs, max_new_tokens=64)"),
+    "IT015": (
+        LOAD + "model.generate(**inputs, max_new_tokens=8, num_beams=4, top_p=cfg.top_p)",
+        LOAD + "model.generate(**inputs, max_new_tokens=8, num_beams=4)",
+    ),
+    "IT016": (
+        LOAD + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt")\n'
+        "model.generate(**enc, max_new_tokens=8)",
+        LOAD + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt").to(model.device)\n'
+        "model.generate(**enc, max_new_tokens=8)",
+    ),
+    "IT017": (
+        LOAD
+        + "from transformers import TextStreamer\nmodel.generate(**inputs, streamer=TextStreamer(tok), max_new_tokens=32)",
+        LOAD + "from transformers import TextStreamer\n"
+        "model.generate(**inputs, streamer=TextStreamer(tok, skip_prompt=True), max_new_tokens=32)",
+    ),
+    "IT018": (
+        LOAD
+        + CHAT
+        + 'ids = tok.apply_chat_template(msgs, return_tensors="pt")\nmodel.generate(ids.to("cuda"), max_new_tokens=32)',
+        LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
+        'model.generate(ids.to("cuda"), max_new_tokens=32)',
+    ),
+    "IT019": (
+        LOAD + "model.generate(**inputs, max_tokens=64, frequency_penalty=0.5)",
+        LOAD + "model.generate(**inputs, max_new_tokens=64)",
+    ),
+    "IT020": (LOAD + "model = model.half()", LOAD + "model.eval()"),
+    "IT021": (
+        'tok = AutoTokenizer.from_pretrained("m", attn_implementation="sdpa")',
+        'tok = AutoTokenizer.from_pretrained("m")',
+    ),
+    "IT022": (
+        LOAD + "async def on_message(inputs):\n    return model.generate(**inputs, max_new_tokens=32)",
+        LOAD + "import asyncio\n\nasync def on_message(inputs):\n"
+        "    return await asyncio.to_thread(model.generate, **inputs)",
+    ),
+}
+
+
+def check_code(tmp_path, code: str, name: str = "s.py", target: Target | None = None):
+    f = tmp_path / name
+    f.write_text(HEAD + textwrap.dedent(code) + "\n")
+    return doctor.check([f], target, select=["ALL"])  # every rule, the advisory ones off by default too

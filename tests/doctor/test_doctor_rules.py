@@ -1,0 +1,168 @@
+"""infertune doctor, rule by rule: each fires on the mistake and stays silent on the correct version of the same code
+(tests/doctor/cases.py), and the rules that read what the file or a local checkpoint says."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infertune.doctor.nodes import Target
+from infertune.doctor.rules import RULES
+from tests.doctor.cases import CASES, GEN, LOAD, check_code
+
+
+def test_every_rule_has_a_case_and_a_doc_section():
+    assert set(CASES) == {r.id for r in RULES}
+    docs = (Path(__file__).parents[2] / "docs" / "doctor.md").read_text()
+    for r in RULES:
+        assert f"## {r.id} {r.name}" in docs
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_rule_fires_on_the_mistake_and_not_on_the_fix(tmp_path, rule):
+    bad, good = CASES[rule]
+    found = check_code(tmp_path, bad).findings
+    assert [f.rule for f in found] == [rule], [f.model_dump() for f in found]
+    f = found[0]
+    assert f.line > 2 and f.col >= 1 and f.fix and f.path.endswith("s.py")
+    assert check_code(tmp_path, good).findings == []
+
+
+def _v(version: str) -> Target:
+    v = tuple(int(x) for x in version.split("."))
+    return Target(transformers_min=v, transformers_max=v, version_source="--target-version")
+
+
+def test_target_facts_sharpen_rules(tmp_path):
+    code = (
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="auto", '
+        'attn_implementation="flash_attention_2", max_memory={0: "20GiB"})'
+    )
+    assert check_code(tmp_path, code).findings == []  # 20 GiB is no card's size; FA2 in bf16
+    t4 = Target(gpu_name="T4", gpu_memory_bytes=16 * 10**9, compute_capability=7.5)
+    msgs = {f.rule: f.message for f in check_code(tmp_path, code, target=t4).findings}
+    assert set(msgs) == {"IT007", "IT009"} and "T4" in msgs["IT007"] and "7.5" in msgs["IT009"]
+    # transformers 4.x defaults to fp32: no dtype + FlashAttention cannot load
+    fa = 'm = AutoModelForCausalLM.from_pretrained("m", device_map="auto", attn_implementation="flash_attention_2")'
+    assert {f.rule for f in check_code(tmp_path, fa, target=_v("4.46")).findings} == {"IT001", "IT009"}
+    assert check_code(tmp_path, fa, target=_v("5.2")).findings == []  # 5.x loads the checkpoint's dtype
+
+
+def test_chat_templates_token_names_and_patterns_are_not_prompts(tmp_path):
+    code = (
+        'TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}<|im_end|>{% endfor %}"\n'
+        'specials = ["<|endoftext|>", "<|im_start|>", "[INST]"]\n'
+        'import re\nMARK = re.compile(r"<\\|im_start\\|>user")'
+    )
+    assert check_code(tmp_path, code).findings == []
+
+
+def _local_checkpoint(tmp_path, generation_config: str):
+    """A checkpoint folder here (config.json, generation_config.json) and the line that loads it."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "generation_config.json").write_text(generation_config)
+    return folder, f'model = AutoModelForCausalLM.from_pretrained("{folder}", dtype="auto", device_map="auto")\n'
+
+
+def test_sampling_rule_reads_the_models_own_generation_config_when_it_is_here(tmp_path):
+    folder, load = _local_checkpoint(tmp_path, '{"temperature": 0.6, "top_p": 0.9, "do_sample": true}')
+    code = load + "out = model.generate(**inputs, do_sample=True, temperature=0.7, top_k=20, max_new_tokens=64)"
+    (f,) = check_code(tmp_path, code).findings
+    assert f.rule == "IT010" and "temperature (model: 0.6)" in f.message and "top_k" not in f.message
+    (folder / "generation_config.json").write_text('{"do_sample": false}')  # sets none: a deliberate choice
+    assert check_code(tmp_path, code).findings == []
+
+
+def test_default_length_reads_the_models_own_generation_config_when_it_is_here(tmp_path):
+    """IT036: no length in the call; the checkpoint's generation_config.json decides whether 20 tokens is the cap."""
+    folder, load = _local_checkpoint(tmp_path, '{"do_sample": false}')
+    code = load + "out = model.generate(**inputs)"
+    (f,) = check_code(tmp_path, code).findings
+    assert f.rule == "IT036" and f.line == 4
+    (folder / "generation_config.json").write_text('{"max_new_tokens": 512}')  # the checkpoint sets one
+    assert check_code(tmp_path, code).findings == []
+
+
+def test_flash_attention_on_a_cpu_device_map(tmp_path):
+    code = (
+        'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="cpu", '
+        'attn_implementation="flash_attention_2")'
+    )
+    (f,) = check_code(tmp_path, code).findings
+    assert f.rule == "IT009" and "cpu" in f.message
+
+
+def test_keyword_findings_point_at_the_argument_and_a_comment_on_the_call_silences_them(tmp_path):
+    code = LOAD + "out = model.generate(\n    **inputs,\n    max_length=64,\n)"
+    (f,) = check_code(tmp_path, code).findings
+    assert f.rule == "IT014" and f.line == 6  # the max_length line, as ruff points at the argument
+    assert check_code(tmp_path, code.replace("generate(", "generate(  # infertune: ignore[IT014]")).findings == []
+
+
+def test_trust_remote_code_only_on_transformers_loaders_of_native_checkpoints(tmp_path):
+    def rules(code: str) -> list[str]:
+        return [x.rule for x in check_code(tmp_path, code).findings if x.rule == "IT012"]
+
+    assert rules('tok = AutoTokenizer.from_pretrained("Qwen/Qwen2.5-7B-Instruct", trust_remote_code=True)') == ["IT012"]
+    assert rules('tok = AutoTokenizer.from_pretrained("Qwen/Qwen-7B-Chat", trust_remote_code=True)') == []  # Qwen 1
+    assert rules('m = AutoModelForCausalLM.from_pretrained("microsoft/Florence-2-base", trust_remote_code=True)') == []
+    assert rules("tok = AutoTokenizer.from_pretrained(path, trust_remote_code=True)") == []  # unknown checkpoint
+    assert rules('import datasets\nd = datasets.load_dataset("x/y", trust_remote_code=True)') == []
+    argparse_default = (
+        "import argparse\np = argparse.ArgumentParser()\n"
+        'p.add_argument("--model", default="meta-llama/Meta-Llama-3-8B-Instruct")\n'
+        'p.add_argument("--trust-remote-code", action="store_true", default=True)\nargs = p.parse_args()\n'
+        "tok = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)"
+    )
+    assert rules(argparse_default) == ["IT012"]
+
+
+def test_a_small_model_on_a_cpu_script_is_a_choice_a_7b_is_not(tmp_path):
+    small = 'model = AutoModelForCausalLM.from_pretrained("distilgpt2")\n' + GEN
+    assert "IT002" not in {x.rule for x in check_code(tmp_path, small).findings}
+    big = 'model = AutoModelForCausalLM.from_pretrained("mistralai/Mixtral-8x7B-v0.1")\n' + GEN
+    assert "IT002" in {x.rule for x in check_code(tmp_path, big).findings}
+    meant_for_gpu = small + '\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
+    assert "IT002" in {x.rule for x in check_code(tmp_path, meant_for_gpu).findings}
+
+
+def test_a_checkpoint_here_without_a_chat_template_silences_the_template_rules(tmp_path):
+    """A model whose only format is a hand-built prompt (no chat template shipped) is not told to use one."""
+    folder = tmp_path / "mesh-chat"
+    folder.mkdir()
+    code = (
+        f"tok = AutoTokenizer.from_pretrained({str(folder)!r})\n"
+        f'model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, dtype="auto", device_map="auto")\n'
+        'ids = tok(f"<|im_start|>user\\n{q}<|im_end|>\\n", return_tensors="pt").to("cuda")\n'
+        "out = model.generate(**ids, max_new_tokens=8)\n"
+    )
+    (folder / "tokenizer_config.json").write_text('{"model_max_length": 2048}')
+    assert [f.rule for f in check_code(tmp_path, code).findings if f.rule in ("IT003", "IT013")] == []
+    from infertune.doctor.checkpoint import chat_template
+
+    chat_template.cache_clear()
+    (folder / "tokenizer_config.json").write_text('{"chat_template": "{% for m in messages %}{% endfor %}"}')
+    assert [f.rule for f in check_code(tmp_path, code).findings if f.rule in ("IT003", "IT013")] == ["IT003"]
+    chat_template.cache_clear()
+
+
+def test_double_bos_reads_the_template_of_a_checkpoint_here(tmp_path):
+    from infertune.doctor.checkpoint import chat_template
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    code = (
+        f"tok = AutoTokenizer.from_pretrained({str(folder)!r})\n"
+        'text = tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)\n'
+        'ids = tok(text, return_tensors="pt")\n'
+    )
+    for template, want in (
+        ("{{ bos_token }}{% for m in messages %}{% endfor %}", ["IT025"]),
+        ("{% for m in messages %}{% endfor %}", []),
+    ):
+        chat_template.cache_clear()
+        (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+        assert [f.rule for f in check_code(tmp_path, code).findings if f.rule == "IT025"] == want
+    chat_template.cache_clear()
