@@ -86,6 +86,7 @@ COVERED = {
     "other:missing-trust-remote-code": "IT035",
     "other:default-max-length": "IT036",
     "other:default-length-cap": "IT036",
+    "other:pad-without-pad-token": "IT037",
 }
 
 

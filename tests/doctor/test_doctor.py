@@ -40,9 +40,9 @@ def test_sample_scripts_from_the_docs():
         "IT011",
         "IT012",
         "IT013",
-        "IT015",
         "IT017",
     }
+    assert "IT015" not in {f.rule for f in bad.findings}  # Qwen2.5-Instruct's generation_config.json samples
     assert doctor.check([DATA / "good.py"]).findings == []
 
 

@@ -85,6 +85,38 @@ def test_default_length_reads_the_models_own_generation_config_when_it_is_here(t
     assert check_code(tmp_path, code).findings == []
 
 
+def test_published_checkpoint_facts_sampling_on_and_no_pad_token(tmp_path):
+    """Facts of well-known checkpoints that are not here: Llama 2's generation_config.json samples and GPT-2's
+    text-generation pipeline samples (task_specific_params), so a temperature without do_sample is used (IT015);
+    GPT-2's tokenizer has no pad token, so padding even one prompt raises (IT037), which right padding (IT024) is
+    not then reported on top of."""
+
+    def rules(code: str) -> list[str]:  # (IT010, advisory and off by default, speaks of any explicit temperature)
+        return [f.rule for f in check_code(tmp_path, code).findings if f.rule != "IT010"]
+
+    temp = "out = model.generate(**inputs, max_new_tokens=64, temperature=0.7)"
+    llama2 = (
+        'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", dtype="auto", device_map="auto")\n'
+    )
+    assert rules(LOAD + temp) == ["IT015"]
+    assert rules(llama2 + temp) == []
+    pipe = "from transformers import pipeline\ng = pipeline('text-generation', model='{}')\ng(q, temperature=0.2)"
+    assert rules(pipe.format("EleutherAI/gpt-neo-125m")) == ["IT015"]
+    assert rules(pipe.format("gpt2")) == []
+    gpt2 = (
+        'tok = AutoTokenizer.from_pretrained("gpt2")\n'
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", dtype="auto", device_map="auto")\n'
+        "def route(prompt: str):\n"
+        '    enc = tok({}, padding=True, return_tensors="pt").to(model.device)\n'
+        "    return model.generate(**enc, max_new_tokens=50)\n"
+    )
+    assert [(f.rule, f.line) for f in check_code(tmp_path, gpt2.format("prompt")).findings] == [("IT037", 6)]
+    assert [f.rule for f in check_code(tmp_path, gpt2.format("[prompt, prompt]")).findings] == ["IT037"]
+    fixed = gpt2.replace("def route", "tok.pad_token = tok.eos_token\ndef route")
+    assert check_code(tmp_path, fixed.format("prompt")).findings == []  # one string: no batch to pad wrongly
+    assert [f.rule for f in check_code(tmp_path, fixed.format("[prompt, prompt]")).findings] == ["IT024"]
+
+
 def test_flash_attention_on_a_cpu_device_map(tmp_path):
     code = (
         'm = AutoModelForCausalLM.from_pretrained("m", dtype=torch.bfloat16, device_map="cpu", '

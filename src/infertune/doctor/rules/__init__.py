@@ -311,6 +311,13 @@ RULES: list[Rule] = [
         "pass max_new_tokens=N (the longest answer you want)",
         limits.default_length,
     ),
+    Rule(
+        "IT037",
+        "pad-token-missing",
+        "padding asked of a tokenizer published without a pad token (GPT-2, Llama 2/3, Mistral 7B)",
+        "tokenizer.pad_token = tokenizer.eos_token before the call (and padding_side='left' for generate)",
+        batches.pad_token_missing,
+    ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}
 SUPPRESS = lazy_compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)
@@ -349,27 +356,13 @@ def suppressed(s: Script, line: int, rule: Rule) -> bool:
     return rule.id.lower() in keys or rule.name in keys
 
 
-COMPOUND = (
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.ClassDef,
-    ast.If,
-    ast.For,
-    ast.AsyncFor,
-    ast.While,
-    ast.With,
-    ast.AsyncWith,
-    ast.Try,
-)
-
-
 def _span(s: Script, node: ast.AST) -> tuple[int, int]:
     """The lines a suppression comment may sit on: the simple statement holding the node (a multi-line call)."""
     line = getattr(node, "lineno", 1)
     stmt = node
     while stmt in s.parents and not isinstance(stmt, ast.stmt):
         stmt = s.parents[stmt]
-    if isinstance(stmt, ast.stmt) and not isinstance(stmt, COMPOUND):
+    if isinstance(stmt, ast.stmt) and not hasattr(stmt, "body"):  # a simple statement, not a def, loop, with...
         return min(stmt.lineno, line), max(stmt.end_lineno or line, line)
     return line, getattr(node, "end_lineno", line) or line
 

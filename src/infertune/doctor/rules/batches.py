@@ -1,18 +1,28 @@
 """Batch rules: padding on the wrong side for batched generation (IT024), a pipeline fed a list one item at a time
-(IT028)."""
+(IT028), padding asked of a tokenizer that has no pad token (IT037)."""
 
 from __future__ import annotations
 
 import ast
 import re
 
-from infertune.doctor.nodes import ENCODER_DECODER, const, dotted, kw, lazy_compile, receiver, task_of
+from infertune.doctor.nodes import ENCODER_DECODER, const, dotted, kw, lazy_compile, method, receiver, task_of
 from infertune.doctor.rules.generation import pipe_of
 from infertune.doctor.script import Script
 
 # tokenizers whose checkpoints pad on the right unless told otherwise (GPT-2's BPE: GPT-2, OPT, GPT-Neo/J, Pythia,
 # Phi, CodeGen, BLOOM, Falcon); others (Llama's, Qwen's...) vary by checkpoint, so only an explicit right is sure
 RIGHT_BY_DEFAULT = lazy_compile(r"gpt2|distilgpt2|opt-\d|gpt-neo|gpt-j|pythia|phi-[12]|codegen|bloom|falcon", re.I)
+
+
+# tokenizers published with no pad token (GPT-2's and its descendants', Llama 2's and 3.x's, Mistral 7B's), by
+# the id's last part: asking them to pad raises "Asking to pad but the tokenizer does not have a padding token"
+NO_PAD_TOKEN = lazy_compile(
+    r"(^|/)((distil)?gpt2(-medium|-large|-xl)?|dialogpt-(small|medium|large)|gpt-neo-[\d.]+[mb]|gpt-j-6b|"
+    r"llama-2-\d+b(-chat)?-hf|(meta-)?llama-3(\.\d)?-\d+b(-instruct)?|mistral-7b(-instruct)?(-v0\.\d)?)$",
+    re.I,
+)
+ENCODES = ("encode", "encode_plus", "batch_encode_plus")
 
 
 def _padding_assignments(s: Script) -> list[tuple[ast.AST, str, object]]:
@@ -50,7 +60,18 @@ def _one_text(s: Script, node: ast.AST | None) -> bool:
     """The tokenizer's input is a single string, as far as this file shows (a literal, an f-string, a
     concatenation, a str method's result): padding=True then pads nothing, whatever the side."""
     found = s.origins(node) if node is not None else []
-    return bool(found) and all(_text(o) for o in found)
+    return bool(found) and all(_text(o) or _str_parameter(s, o) for o in found)
+
+
+def _str_parameter(s: Script, o: ast.AST) -> bool:
+    """A name that is a parameter of its function annotated `str` (`async def generate(prompt: str)`)."""
+    if not isinstance(o, ast.Name):
+        return False
+    fn = s.parents.get(o)
+    while fn is not None and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        fn = s.parents.get(fn)
+    args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs] if fn is not None else []
+    return any(a.arg == o.id and dotted(a.annotation) == "str" for a in args if a.annotation is not None)
 
 
 def _text(o: ast.AST) -> bool:
@@ -63,12 +84,59 @@ def _text(o: ast.AST) -> bool:
     )
 
 
+def _padding_calls(s: Script) -> list[ast.Call]:
+    """Tokenizer calls that ask for padding (padding=True / 'longest' / 'max_length')."""
+    return [
+        c
+        for c in s.calls
+        if (s.is_tokenizer_call(c) or (method(c) in ENCODES and s.is_tokenizer(receiver(c))))
+        and const(kw(c, "padding")) not in (None, False, "do_not_pad")
+    ]
+
+
+def _sets_pad_token(s: Script) -> bool:
+    """The file gives a tokenizer a pad token somewhere (`tok.pad_token = tok.eos_token`, `pad_token=` at the
+    load, `add_special_tokens({"pad_token": ...})`)."""
+    return any(
+        (isinstance(n, ast.Attribute) and n.attr in ("pad_token", "pad_token_id") and isinstance(n.ctx, ast.Store))
+        or (isinstance(n, ast.keyword) and n.arg in ("pad_token", "pad_token_id"))
+        or (isinstance(n, ast.Constant) and n.value == "pad_token")
+        for n in s.nodes
+    )
+
+
+def _unpaddable(s: Script, c: ast.Call) -> str | None:
+    """The id of the padless tokenizer this padding call uses, when every tokenizer it may be is one."""
+    target = c.func if s.is_tokenizer_call(c) else receiver(c)
+    ids = [s.model_id(t) for t in s.origins(target) if t in s.tokenizers]
+    if ids and all(i and NO_PAD_TOKEN.search(i.rstrip("/")) for i in ids):
+        return ids[0]
+    return None
+
+
+def pad_token_missing(s: Script):
+    calls = _padding_calls(s)
+    if not calls or _sets_pad_token(s):
+        return
+    for c in calls:
+        name = _unpaddable(s, c)
+        if name:
+            yield (
+                c,
+                f"padding asked of the {name} tokenizer, which has no pad token: the call raises 'Asking to pad but "
+                "the tokenizer does not have a padding token' (set tokenizer.pad_token = tokenizer.eos_token first)",
+            )
+
+
 def _batched_tokenizer_calls(s: Script) -> list[ast.Call]:
     """Tokenizer calls that pad a batch (padding=True / 'longest' / 'max_length'; not of one string) and whose ids
-    reach generate on a decoder-only model of this file."""
+    reach generate on a decoder-only model of this file; not those that raise for want of a pad token (IT037)."""
     out = []
+    padless = not _sets_pad_token(s)
     for c in s.calls:
         if not s.is_tokenizer_call(c) or const(kw(c, "padding")) in (None, False, "do_not_pad"):
+            continue
+        if padless and _unpaddable(s, c):
             continue
         if _one_text(s, c.args[0] if c.args else kw(c, "text")):
             continue

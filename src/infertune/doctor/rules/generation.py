@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 
 from infertune.doctor.nodes import (
@@ -14,12 +15,14 @@ from infertune.doctor.nodes import (
     dotted,
     has_star_kwargs,
     kw,
+    lazy_compile,
     method,
     receiver,
     task_given,
     task_of,
 )
 from infertune.doctor.rules.loading import moved, placed_at_load
+from infertune.doctor.rules.prompts import model_ids, pipeline_model_id
 from infertune.doctor.script import Script
 
 SAMPLING = ("temperature", "top_p", "top_k", "repetition_penalty", "typical_p", "min_p")
@@ -173,9 +176,25 @@ def unprompted(s: Script, c: ast.Call) -> bool:
     return c in s.generates and not c.args and not any(k.arg is None or k.arg in inputs for k in c.keywords)
 
 
+# published checkpoints whose generation_config.json says do_sample: true, so a temperature given without
+# do_sample is used (docs/doctor.md#it015 lists the files): Llama 2 and 3.x, the Qwen2/2.5 instruct and Qwen3
+# releases, the DeepSeek-R1 distills; by the id's last part
+SAMPLES_BY_DEFAULT = lazy_compile(
+    r"(^|/)(llama-2-\d+b(-chat)?-hf|(meta-)?llama-3(\.\d)?-\d+b(-instruct)?|qwen(2|2\.5)-[\d.]+b-instruct|"
+    r"qwen3-[\d.]+b(-fp8)?|deepseek-r1-distill-[\w.-]+)$",
+    re.I,
+)
+# GPT-2's config.json carries task_specific_params {"text-generation": {"do_sample": true, ...}}, which the
+# text-generation pipeline applies to the model's generation config: its pipelines sample
+GPT2_PIPELINE = lazy_compile(r"(^|/)(distil)?gpt2(-medium|-large|-xl)?$", re.I)
+
+
 def _samples_elsewhere(s: Script) -> bool:
-    """do_sample=True set outside the call: a GenerationConfig, generation_config.do_sample = True, the model's."""
+    """do_sample=True set outside the call: a GenerationConfig, generation_config.do_sample = True, the model's
+    (its generation_config.json when it is here, else a published one that samples)."""
     if (s.generation_defaults or {}).get("do_sample") is True:
+        return True
+    if any(SAMPLES_BY_DEFAULT.search(i.rstrip("/")) for i in model_ids(s)):
         return True
     for n in s.nodes:
         if (
@@ -207,6 +226,9 @@ def sampling_ignored(s: Script):
             continue
         ds, beams = kws.get("do_sample"), const(kws.get("num_beams"))
         if ds is not None and const(ds) is not False:
+            continue
+        pipe = pipe_of(s, c) if ds is None and isinstance(c.func, (ast.Name, ast.Attribute)) else None
+        if pipe is not None and GPT2_PIPELINE.search((pipeline_model_id(s, pipe) or "").rstrip("/")):
             continue
         if ds is None:
             elsewhere = _samples_elsewhere(s) if elsewhere is None else elsewhere

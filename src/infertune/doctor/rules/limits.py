@@ -56,25 +56,40 @@ def _dialogpt_budget(s: Script, value: ast.expr) -> bool:
     return isinstance(n, int) and n >= 200 and bool(ids) and all("dialogpt" in i.lower() for i in ids)
 
 
-def _sized_to_input(value: ast.expr) -> bool:
-    """max_length written from the input's own length (`inputs.shape[1] + 50`, `len(ids) + n`): a new-token budget."""
-    return any(
+def _sized_to_input(s: Script, value: ast.expr) -> bool:
+    """max_length written from the input's own length (`inputs.shape[1] + 50`, `len(ids) + n`), or as the
+    length the prompt is truncated to plus more (`tok(p, truncation=True, max_length=L)`, then `max_length=L + 50`,
+    doctor-real-4 f02): a new-token budget."""
+    if any(
         (isinstance(n, ast.Attribute) and n.attr == "shape")
         or (isinstance(n, ast.Call) and callee(n) in ("len", "size"))
         for n in ast.walk(value)
-    )
+    ):
+        return True
+    if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+        return False
+    caps = {
+        ast.unparse(cap)
+        for c in s.calls
+        if s.is_tokenizer_call(c) and const(kw(c, "truncation")) and (cap := kw(c, "max_length")) is not None
+    }
+    return bool(caps & {ast.unparse(value.left), ast.unparse(value.right)})
 
 
 def _tiny_prompt(s: Script, c: ast.Call, value: ast.expr) -> bool:
     """Every prompt of this generate is a literal of a few tokens (under 40 characters) and max_length is 64 or
-    more: the budget is left all but whole (doctor-real-3 e38: a two-character prompt, max_length=200)."""
+    more, or a literal of at most a tenth of max_length in tokens (about 4 characters each): the budget is left
+    all but whole (doctor-real-3 e38: a two-character prompt, max_length=200; doctor-real-4 g22: a 75-character
+    prompt, max_length=500)."""
     n = const(value)
     if c in s.pipelines:
         return False  # a pipeline handed to another library: its prompts are not in the file
     texts = prompts_of(s, c) if c in s.generates else list(c.args[:1])
     if not isinstance(n, int) or n < 64 or not texts:
         return False
-    return all((t := literal_texts(s, a, lists=False)) and all(len(x) < 40 for x in t) for a in texts)
+    return all(
+        (t := literal_texts(s, a, lists=False)) and all(len(x) < 40 or len(x) / 4 <= n / 10 for x in t) for a in texts
+    )
 
 
 def _handed_off(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr]]]:
@@ -100,7 +115,7 @@ def max_length_budget(s: Script):
     for c, kws, _, opaque in generation_calls(s) + handed:
         if unprompted(s, c):
             continue
-        if "max_length" in kws and (_sized_to_input(kws["max_length"]) or _tiny_prompt(s, c, kws["max_length"])):
+        if "max_length" in kws and (_sized_to_input(s, kws["max_length"]) or _tiny_prompt(s, c, kws["max_length"])):
             continue
         if (
             "max_length" in kws

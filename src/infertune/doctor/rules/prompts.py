@@ -30,7 +30,9 @@ TRANSCRIPT = lazy_compile(
 )
 CHAT_MARKERS = lazy_compile(f"{TEMPLATE_TOKENS.pattern}|{TRANSCRIPT.pattern}")
 SINGLE_TOKEN = lazy_compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
-CHAT_MODEL = lazy_compile(r"instruct|chat|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", re.I)
+CHAT_MODEL = lazy_compile(
+    r"instruct|(?<![a-z])chat(?![a-z])|chatglm|chatml|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", re.I
+)
 
 
 # small base (completion) language models: their output is a continuation of the prompt by design, and they are
