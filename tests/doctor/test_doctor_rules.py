@@ -198,3 +198,14 @@ def test_double_bos_reads_the_template_of_a_checkpoint_here(tmp_path):
         (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
         assert [f.rule for f in check_code(tmp_path, code).findings if f.rule == "IT025"] == want
     chat_template.cache_clear()
+
+
+def test_generate_per_request_is_a_serving_concern_only_where_requests_meet(tmp_path):
+    """IT011: a server the file starts on the loopback (the default host) or as Flask's debug server serves one
+    user; bound to 0.0.0.0 (or started elsewhere) it serves many."""
+    bad, _ = CASES["IT011"]
+    assert [f.rule for f in check_code(tmp_path, bad).findings] == ["IT011"]
+    for local in ("uvicorn.run(app)", 'uvicorn.run(app, host="127.0.0.1")', 'app.run(host="0.0.0.0", debug=True)'):
+        assert check_code(tmp_path, bad + f"\nimport uvicorn\n{local}\n").findings == [], local
+    public = bad + '\nimport uvicorn\nuvicorn.run(app, host="0.0.0.0", port=80)\n'
+    assert [f.rule for f in check_code(tmp_path, public).findings] == ["IT011"]

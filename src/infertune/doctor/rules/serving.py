@@ -132,9 +132,26 @@ def _small_models(s: Script) -> bool:
     )
 
 
+def _local_dev_server(s: Script) -> bool:
+    """The file starts its own server (`app.run(...)`, `uvicorn.run(...)`) on the loopback only (no host, or
+    127.0.0.1/localhost: both default to it) or as Flask's debug server: one user on one machine, where requests
+    do not meet (doctor-real-4 f18, f19: labelled so; the problems labelled bound 0.0.0.0 or ran under a server
+    started elsewhere)."""
+    runs = [
+        c
+        for c in s.calls
+        if dotted(c.func) == "uvicorn.run"
+        or (method(c) == "run" and any(callee(o) in ("Flask", "FastAPI") for o in s.origins(receiver(c))))
+    ]
+    return bool(runs) and all(
+        const(kw(c, "debug")) is True or const(kw(c, "host") or ast.Constant("127.0.0.1")) in ("127.0.0.1", "localhost")
+        for c in runs
+    )
+
+
 def generate_in_handler(s: Script):
-    if _cpu_only(s) or _small_models(s):
-        return  # a CPU toy service, a CPU placement to fix first (IT002), or a demo-sized model
+    if _cpu_only(s) or _small_models(s) or _local_dev_server(s):
+        return  # a CPU toy service, a CPU placement to fix first (IT002), a demo-sized model, a local dev server
     for fn in _routes(s):
         if _times_itself(s, fn) or (isinstance(fn, ast.AsyncFunctionDef) and _blocking(s, fn)):
             continue  # a benchmark harness; or an async route that blocks its loop, IT022's one finding
