@@ -209,3 +209,5 @@ def test_generate_per_request_is_a_serving_concern_only_where_requests_meet(tmp_
         assert check_code(tmp_path, bad + f"\nimport uvicorn\n{local}\n").findings == [], local
     public = bad + '\nimport uvicorn\nuvicorn.run(app, host="0.0.0.0", port=80)\n'
     assert [f.rule for f in check_code(tmp_path, public).findings] == ["IT011"]
+    handed = check_code(tmp_path, bad + "\ndef serve(server):\n    server.run()\n")  # an app the file never made
+    assert handed.errors == [] and [f.rule for f in handed.findings] == ["IT011"]

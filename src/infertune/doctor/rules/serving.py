@@ -103,8 +103,7 @@ def _times_itself(s: Script, fn: ast.AST) -> bool:
 def _cpu_only(s: Script) -> bool:
     """Every model stays on the CPU: loads never placed on an accelerator, pipelines with no device (or -1/"cpu").
     Either the author chose the CPU for a toy service (a small model: batching its requests would buy nothing) or
-    the CPU placement is the problem to fix first (IT002's finding: doctor-real-3 e33, a 70B in fp32 behind Flask,
-    labelled one problem). Before h-doc5's wave this needed a small model by id and no GPU named in the file."""
+    the CPU placement is the problem to fix first (IT002's: doctor-real-3 e33, a 70B in fp32 behind Flask)."""
     if not (s.loads or s.pipelines):
         return False
     return all(stays_on_cpu(s, c) for c in s.loads) and all(_cpu_pipeline(s, p) for p in s.pipelines)
@@ -134,14 +133,16 @@ def _small_models(s: Script) -> bool:
 
 def _local_dev_server(s: Script) -> bool:
     """The file starts its own server (`app.run(...)`, `uvicorn.run(...)`) on the loopback only (no host, or
-    127.0.0.1/localhost: both default to it) or as Flask's debug server: one user on one machine, where requests
-    do not meet (doctor-real-4 f18, f19: labelled so; the problems labelled bound 0.0.0.0 or ran under a server
-    started elsewhere)."""
+    127.0.0.1/localhost) or as Flask's debug server: one user on one machine (doctor-real-4 f18, f19; the problems
+    labelled bound 0.0.0.0 or ran under a server started elsewhere)."""
     runs = [
         c
         for c in s.calls
         if dotted(c.func) == "uvicorn.run"
-        or (method(c) == "run" and any(callee(o) in ("Flask", "FastAPI") for o in s.origins(receiver(c))))
+        or (
+            method(c) == "run"
+            and any(isinstance(o, ast.Call) and callee(o) in ("Flask", "FastAPI") for o in s.origins(receiver(c)))
+        )
     ]
     return bool(runs) and all(
         const(kw(c, "debug")) is True or const(kw(c, "host") or ast.Constant("127.0.0.1")) in ("127.0.0.1", "localhost")
