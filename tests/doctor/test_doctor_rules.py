@@ -211,3 +211,35 @@ def test_generate_per_request_is_a_serving_concern_only_where_requests_meet(tmp_
     assert [f.rule for f in check_code(tmp_path, public).findings] == ["IT011"]
     handed = check_code(tmp_path, bad + "\ndef serve(server):\n    server.run()\n")  # an app the file never made
     assert handed.errors == [] and [f.rule for f in handed.findings] == ["IT011"]
+
+
+def test_placement_reads_sizes_adapters_and_the_cpu_choice(tmp_path):
+    """IT002: a model under 5B left on the CPU in a script that names no GPU is a choice, 7B is not; an id that
+    names no size takes a published one (StarCoder 15.5B); a PEFT adapter put on the model moves nothing."""
+
+    def rules(model: str, extra: str = "") -> list[str]:
+        code = f'model = AutoModelForCausalLM.from_pretrained("{model}", dtype="auto")\n{extra}{GEN}'
+        return [f.rule for f in check_code(tmp_path, code).findings]
+
+    assert rules("facebook/nllb-200-3.3B") == [] and rules("microsoft/phi-2") == []
+    assert rules("mistralai/Mistral-7B-v0.1") == ["IT002"] and rules("bigcode/starcoder") == ["IT002"]
+    assert rules("microsoft/phi-2", 'x = torch.zeros(1).to("cuda")\n') == ["IT002"]  # a GPU named: not a CPU script
+    adapter = 'from peft import PeftModel\nmodel = PeftModel.from_pretrained(model, "me/adapter")\n'
+    assert rules("mistralai/Mistral-7B-v0.1", adapter) == ["IT002"]
+
+
+def test_a_prompt_the_adapter_or_the_layout_explains(tmp_path):
+    """IT013 is silent where a PEFT adapter sets the prompt format; Mistral's exact `<s>[INST] ... [/INST]` layout
+    with a hand-written BOS is one problem, the second BOS (IT025), not also a hand-built template (IT003)."""
+    load = 'model = AutoModelForCausalLM.from_pretrained("{}", dtype="auto", device_map="auto")\n'
+    raw = 'tok = AutoTokenizer.from_pretrained("{0}")\nids = tok(q, return_tensors="pt").to(model.device)\n'
+    gen = "out = model.generate(**ids, max_new_tokens=32)\n"
+    chat = load.format("meta-llama/Llama-2-7b-chat-hf") + raw.format("meta-llama/Llama-2-7b-chat-hf") + gen
+    assert [f.rule for f in check_code(tmp_path, chat).findings] == ["IT013"]
+    adapter = 'from peft import PeftModel\nmodel = PeftModel.from_pretrained(model, "me/adapter")\n'
+    assert check_code(tmp_path, chat.replace("tok = ", adapter + "tok = ", 1)).findings == []
+    mistral = load.format("mistralai/Mistral-7B-Instruct-v0.1") + raw.format("mistralai/Mistral-7B-Instruct-v0.1")
+    exact = mistral.replace("tok(q,", 'tok(f"<s>[INST] {q} [/INST]",') + gen
+    assert [f.rule for f in check_code(tmp_path, exact).findings] == ["IT025"]
+    squeezed = mistral.replace("tok(q,", 'tok("<s>[INST]" + q + "[/INST]",') + gen
+    assert sorted(f.rule for f in check_code(tmp_path, squeezed).findings) == ["IT003", "IT025"]

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import ast
-import re
 
 from infertune.doctor.checkpoint import chat_template
-from infertune.doctor.nodes import const, kw, lazy_compile, method, receiver
-from infertune.doctor.rules.prompts import pipeline_model_id
+from infertune.doctor.nodes import const, kw, method, receiver
+from infertune.doctor.rules.prompts import BOS_IN_TEMPLATE, BOS_TEXT, pipeline_model_id
 from infertune.doctor.script import Script
 
 # --- IT025: BOS twice ------------------------------------------------------------------------------------------
-
-# chat templates that write the BOS token into their text (Llama 2 and 3, Mistral/Mixtral, Gemma); others (Qwen,
-# TinyLlama, Phi-3, ...) write none, so re-tokenizing their text adds exactly one
-BOS_IN_TEMPLATE = lazy_compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma|deepseek", re.I)
 
 
 def _writes_bos(model: str | None) -> bool:
@@ -47,7 +42,6 @@ def _templated_text(s: Script, value: ast.AST | None, depth: int = 0) -> ast.Cal
 
 
 ENCODES = {"encode", "encode_plus", "batch_encode_plus"}
-BOS_TEXT = ("<s>", "<|begin_of_text|>", "<bos>")  # Llama 2 / Mistral, Llama 3, Gemma: what their tokenizers add
 
 
 def _leading_text(s: Script, value: ast.AST | None, depth: int = 0) -> str | None:

@@ -12,6 +12,24 @@ from infertune.doctor.script import Script
 # a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
 PARAMS_IN_ID = lazy_compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
 CPU_SIZED = 2e9  # below this a CPU generates at a usable pace (tens of tokens/s for a few hundred M parameters)
+# below this a model left on the CPU in a script that never names a GPU is a choice: fp32 weights fit a 16-32 GB
+# machine and it answers at a few tokens/s (Phi-2 2.7B, Phi-3-mini 3.8B, NLLB 3.3B, GPT-NeoX-Japanese 2.7B: each
+# labelled so in doctor-real-4 and -5); every such load labelled a problem was 7B or more
+CPU_WORKABLE = 5e9
+# well-known checkpoints whose ids name no size, by the id's last part: their parameter counts (model cards)
+KNOWN_PARAMS = {
+    "starcoder": 15.5e9,
+    "starcoderbase": 15.5e9,
+    "starcoderplus": 15.5e9,
+    "bloom": 176e9,
+    "phi-1": 1.3e9,
+    "phi-1_5": 1.4e9,
+    "phi-2": 2.7e9,
+    "phi-4": 14.7e9,
+    "flan-ul2": 20e9,
+    "t0pp": 11e9,
+}
+PHI3 = lazy_compile(r"phi-3(\.5)?-(mini|small|medium)", re.I)
 DATA_SETS = {"read_csv", "read_json", "read_parquet", "read_excel", "read_table", "load_dataset", "load_from_disk"}
 GPU_INTENT = lazy_compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", re.I)
 
@@ -22,12 +40,18 @@ def gpu_intent(s: Script) -> bool:
 
 
 def params_in_id(model: str | None) -> float | None:
-    """Parameters as a model id names them (the largest count it writes), or None when it names none."""
+    """Parameters as a model id names them (the largest count it writes), else as KNOWN_PARAMS knows the id (and
+    Phi-3's mini/small/medium: 3.8B, 7B, 14B), or None."""
     counts = [
         (int(m.group(1) or 1)) * float(m.group(2)) * (1e9 if m.group(3).lower() == "b" else 1e6)
         for m in PARAMS_IN_ID.finditer(model or "")
     ]
-    return max(counts) if counts else None
+    if counts:
+        return max(counts)
+    last = (model or "").rstrip("/").rsplit("/", 1)[-1].lower()
+    if (m := PHI3.search(last)) is not None:
+        return {"mini": 3.8e9, "small": 7e9, "medium": 14e9}[m.group(2).lower()]
+    return KNOWN_PARAMS.get(last)
 
 
 LOOPING_METHODS = {"map", "apply", "progress_apply", "progress_map", "iterrows", "itertuples"}

@@ -7,7 +7,8 @@ import ast
 import re
 
 from infertune.doctor.nodes import callee, const, dotted, kw, method, pipeline_model, task_of
-from infertune.doctor.rules.loading import CPU_SIZED, gpu_intent, params_in_id, stays_on_cpu
+from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE
+from infertune.doctor.rules.loading import gpu_intent, params_in_id, stays_on_cpu
 from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
@@ -147,7 +148,8 @@ def _places(s: Script, p: ast.Call) -> bool:
 def pipeline_on_cpu(s: Script):
     """A generative pipeline given a model id (not a loaded model: IT002 reads those at their load) that names 2B
     parameters or more, with no device: it loads and runs on the CPU (doctor-real-3 e31: a Llama-2-7B chat
-    pipeline behind Gradio). An id that names no size says nothing (a CPU-sized model on purpose is common)."""
+    pipeline behind Gradio); in a script that never names a GPU, 5B or more (a smaller one there is a choice, as for
+    IT002's loads). An id that names no size says nothing (a CPU-sized model on purpose is common)."""
     if s.trains:
         return
     for p in s.pipelines:
@@ -156,7 +158,7 @@ def pipeline_on_cpu(s: Script):
             continue
         model = pipeline_model_id(s, p)
         n = params_in_id(model)
-        if model and n is not None and n >= CPU_SIZED:
+        if model and n is not None and n >= (CPU_SIZED if gpu_intent(s) else CPU_WORKABLE):
             yield (
                 p,
                 f"a pipeline of {model} with no device: it loads and runs on the CPU (seconds per token); "

@@ -19,7 +19,7 @@ from infertune.doctor.nodes import (
     method,
     receiver,
 )
-from infertune.doctor.rules.context import CPU_SIZED, data_set_job, gpu_intent, params_in_id
+from infertune.doctor.rules.context import CPU_WORKABLE, data_set_job, gpu_intent, params_in_id
 from infertune.doctor.script import Script
 
 DISPATCH_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
@@ -63,6 +63,7 @@ HARMLESS = {
     "push_to_hub",
     "count_parameters",
     "parameters",
+    "get_peft_model",
 }
 
 
@@ -188,6 +189,8 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
         return True
     for fn in s.defined(call):  # a helper of this file: does it move its parameter?
         return any(method(c) in PLACES or callee(c) in PLACERS for c in ast.walk(fn) if isinstance(c, ast.Call))
+    if name == "from_pretrained" and dotted(receiver(call)).split(".")[-1].startswith("Peft"):
+        return False  # PeftModel.from_pretrained(model, adapter): the adapter joins the model where it is
     return name not in HARMLESS and not s.is_tokenizer(call.func) and method(call) != "generate"
 
 
@@ -251,8 +254,8 @@ def model_on_cpu(s: Script):
 
 
 def _cpu_on_purpose(s: Script, model: str | None) -> bool:
-    """A script that never mentions a GPU, on a model small enough for a CPU (no size in its id: gpt2,
-    distilgpt2, opus-mt, bart-large...; or under 2B by its id; an id naming no size takes the size its
+    """A script that never mentions a GPU, on a model a CPU can run (no size in its id: gpt2, distilgpt2,
+    opus-mt, bart-large...; or under 5B by its id or KNOWN_PARAMS; an id naming no size takes the size its
     tokenizer's checkpoint names): running on the CPU is the author's choice.
     Real scripts run that way on purpose (toy demos, data-preparation helpers); a 7B or an 8x7B is not."""
     if gpu_intent(s) or data_set_job(s):
@@ -260,7 +263,7 @@ def _cpu_on_purpose(s: Script, model: str | None) -> bool:
     n = params_in_id(model)
     if n is None:  # a fine-tune or a local folder: the tokenizer's checkpoint is its base, and names its size
         n = max((p for t in s.tokenizers if (p := params_in_id(s.model_id(t))) is not None), default=None)
-    return n is None or n < CPU_SIZED
+    return n is None or n < CPU_WORKABLE
 
 
 def stays_on_cpu(s: Script, c: ast.Call) -> bool:

@@ -222,6 +222,27 @@ def _own_fine_tune(s: Script) -> bool:
     )
 
 
+# chat templates that write the BOS token into their text (Llama 2 and 3, Mistral/Mixtral, Gemma); others (Qwen,
+# TinyLlama, Phi-3, ...) write none, so re-tokenizing their text adds exactly one (IT025)
+BOS_IN_TEMPLATE = lazy_compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma|deepseek", re.I)
+BOS_TEXT = ("<s>", "<|begin_of_text|>", "<bos>")  # Llama 2 / Mistral, Llama 3, Gemma: what their tokenizers add
+
+
+# Llama 2's and Mistral's one-turn layout, exactly: `<s>[INST] {message} [/INST]` (the spaces included)
+INST_LAYOUT = lazy_compile(r"\s*<s>\[INST\] .* \[/INST\]\s*", re.S)
+
+
+def _bos_by_hand(s: Script, text: str) -> bool:
+    """The prompt is the model's own [INST] layout, exactly, with a BOS written by hand for a tokenizer that adds
+    its own: its one defect is the second BOS, IT025's finding (doctor-real-5 p18, labelled so; doctor-real-1 a18's
+    `<s>[INST]` + text + `[/INST]`, without the spaces, is off the layout too, and labelled both)."""
+    if not INST_LAYOUT.fullmatch(text):
+        return False
+    if any(isinstance(n, ast.keyword) and n.arg == "add_special_tokens" and const(n.value) is False for n in s.nodes):
+        return False
+    return any(i and BOS_IN_TEMPLATE.search(i) for i in weight_ids(s))
+
+
 def hand_built_chat_prompt(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not (s.generates or s.pipelines) or _no_template(s):
         return
@@ -232,7 +253,9 @@ def hand_built_chat_prompt(s: Script):
     for c in _prompt_sinks(s):
         for arg in _text_args(c):
             for node, text in s.strings(arg):
-                if node not in seen and markers.search(text) and not _template_source(s, node, text, node is arg):
+                if node in seen or _bos_by_hand(s, text):
+                    continue
+                if markers.search(text) and not _template_source(s, node, text, node is arg):
                     seen.add(node)
                     yield node, "a chat prompt built by hand: the model was trained on its own chat template"
 
@@ -293,9 +316,21 @@ def _raw_text(s: Script, arg: ast.AST) -> bool:
     ) and all(isinstance(o, (ast.Call, ast.Attribute, ast.Subscript)) for o in origins)
 
 
+def adapter_loaded(s: Script) -> bool:
+    """A PEFT adapter goes onto the model (`PeftModel.from_pretrained`, `AutoPeftModelFor*`, `.load_adapter`): its
+    prompt format is the adapter's training format, which the file does not show (doctor-real-5 p11, doctor-real-4
+    g01: both labelled so)."""
+    return any(
+        method(c) == "load_adapter" or any(p.startswith(("Peft", "AutoPeft")) for p in dotted(c.func).split("."))
+        for c in s.calls
+    )
+
+
 def chat_model_raw_text(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s, vlm=True) or _no_template(s):
         return
+    if adapter_loaded(s):
+        return  # the adapter's own format
     yield from _ui_from_pipeline(s)
     for c in _prompt_sinks(s):
         args = _text_args(c)

@@ -5,7 +5,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from fastapi import FastAPI
 from transformers import pipeline
 app = FastAPI()
-pipe = pipeline("text-generation", model="google/gemma-2-2b-jpn-it", model_kwargs={"dtype": torch.bfloat16})  # expect: IT002
+pipe = pipeline("text-generation", model="google/gemma-2-2b-jpn-it", model_kwargs={"dtype": torch.bfloat16})  # (2B, no GPU named: a CPU choice)
 @app.post("/chat")
 async def chat(message: str):
     msgs = [{"role": "user", "content": message}]
