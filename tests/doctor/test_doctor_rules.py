@@ -243,3 +243,20 @@ def test_a_prompt_the_adapter_or_the_layout_explains(tmp_path):
     assert [f.rule for f in check_code(tmp_path, exact).findings] == ["IT025"]
     squeezed = mistral.replace("tok(q,", 'tok("<s>[INST]" + q + "[/INST]",') + gen
     assert sorted(f.rule for f in check_code(tmp_path, squeezed).findings) == ["IT003", "IT025"]
+
+
+def test_autograd_is_the_callers_choice_one_level_up(tmp_path):
+    """IT030: a forward pass in a function every caller of which runs under no_grad, or in a module's own
+    forward (its caller picks the mode), keeps no graph; a function also called with autograd on does."""
+    load = 'model = AutoModelForCausalLM.from_pretrained("m")\n'
+    helper = "def score(enc):\n    return model(**enc).logits\n"
+    guarded = "for enc in batches:\n    with torch.no_grad():\n        score(enc)\n"
+    assert check_code(tmp_path, load + helper + guarded).findings == []
+    open_call = guarded + "for enc in batches:\n    score(enc)\n"
+    assert [f.rule for f in check_code(tmp_path, load + helper + open_call).findings] == ["IT030"]
+    module = (
+        "class Clf(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        '        self.llm = AutoModelForCausalLM.from_pretrained("m")\n'
+        "    def forward(self, enc):\n        return self.llm(**enc).logits\n"
+    )
+    assert check_code(tmp_path, module).findings == []

@@ -134,6 +134,7 @@ RULES: list[Rule] = [
         "a web handler runs generate per request",
         "serve with `transformers serve --continuous-batching`, batch with generate_batch, or use vLLM",
         serving.generate_in_handler,
+        default=False,
     ),
     Rule(
         "IT012",
@@ -325,7 +326,7 @@ SUPPRESS = lazy_compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
     """Rules chosen like ruff's --select/--ignore: ids, names or id prefixes (IT0, IT01); without --select the
-    rules on by default (IT010 only when selected, by id, prefix or ALL). Raises ValueError."""
+    rules on by default (IT010 and IT011 only when selected, by id, prefix or ALL). Raises ValueError."""
 
     def match(keys: list[str]) -> set[str]:
         out: set[str] = set()

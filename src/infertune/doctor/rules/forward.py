@@ -47,10 +47,18 @@ def _one_off(s: Script, c: ast.Call) -> bool:
     return bool(texts) and all(literal_texts(s, a) for a in texts)
 
 
-def _grad_off(s: Script, node: ast.AST) -> bool:
-    """Inside `with torch.no_grad()` / `inference_mode()`, or a function decorated with them."""
+def _grad_off(s: Script, node: ast.AST, depth: int = 0) -> bool:
+    """Inside `with torch.no_grad()` / `inference_mode()`, or a function decorated with them; or in a function
+    whose every call in the file is (one level up), or in a module's own `forward` (`self(x)` calls it, and its
+    caller picks the grad mode: doctor-real-5 q13, whose evaluate and predict wrap it in no_grad)."""
     while node in s.parents:
         node = s.parents[node]
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and depth < 2:
+            if node.name == "forward" and isinstance(s.parents.get(node), ast.ClassDef):
+                return True
+            callers = [c for c in s.calls if callee(c) == node.name and c not in ast.walk(node)]
+            if callers and all(_grad_off(s, c, depth + 1) for c in callers):
+                return True
         if isinstance(node, ast.With | ast.AsyncWith) and any(
             isinstance(i.context_expr, ast.Call) and callee(i.context_expr) in NO_GRAD for i in node.items
         ):

@@ -126,7 +126,8 @@ def base_models_only(s: Script) -> bool:
 BASE_RELEASE = lazy_compile(
     r"(^|[_/-])(llama-\d+b|llama-2-\d+b(-hf)?|(meta-)?llama-3(\.\d)?-\d+b|mistral-7b(-v0\.\d)?|"
     r"mixtral-8x\d+b(-v0\.\d)?|falcon-\d+b|gpt-j-6b|gpt-neox-20b|pythia-[\d.]+[mb](-deduped)?|opt-[\d.]+[mb]|"
-    r"bloom(-[\d.]+[mb])?|mpt-\d+b|qwen[\d.]*-[\d.]+b|gemma(-\d)?-\d+b|olmo(-\d)?-\d+b)$",
+    r"bloom(-[\d.]+[mb])?|mpt-\d+b|qwen[\d.]*-[\d.]+b|gemma(-\d)?-\d+b|olmo(-\d)?-\d+b|gpt-neox-japanese-[\d.]+b|"
+    r"codegen2?-[\d.]+[mb](-(mono|multi|nl))?)$",
     re.I,
 )
 
