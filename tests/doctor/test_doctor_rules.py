@@ -260,3 +260,24 @@ def test_autograd_is_the_callers_choice_one_level_up(tmp_path):
         "    def forward(self, enc):\n        return self.llm(**enc).logits\n"
     )
     assert check_code(tmp_path, module).findings == []
+
+
+def test_a_pipeline_built_in_a_try_and_its_fallback_is_one_budget(tmp_path):
+    """IT014: the same pipeline built in a try and again in its except holds one max_length, reported once."""
+    build = 'pipe = pipeline("text-generation", model="org/m-1b", device={}, max_length=250)\n'
+    code = (
+        "from transformers import pipeline\ntry:\n    "
+        + build.format(0)
+        + "except RuntimeError:\n    "
+        + build.format('"cpu"')
+        + "def reply(q):\n    answer = pipe(q)[0]['generated_text'][len(q):]\n    send(text=answer)\n"
+    )
+    assert [f.rule for f in check_code(tmp_path, code).findings] == ["IT014"]
+
+
+def test_no_generation_prompt_where_the_template_never_reads_the_flag(tmp_path):
+    """IT018: Mistral's and Llama 2's [INST] templates end the user turn with [/INST], the reply's cue."""
+    bad, _ = CASES["IT018"]
+    assert [f.rule for f in check_code(tmp_path, bad).findings] == ["IT018"]
+    mistral = bad.replace('"m"', '"mistralai/Mistral-7B-Instruct-v0.2"')
+    assert mistral != bad and check_code(tmp_path, mistral).findings == []

@@ -25,6 +25,7 @@ from infertune.doctor.rules import (
     remote_code,
     repeats,
     serving,
+    turns,
 )
 from infertune.doctor.script import Script
 
@@ -183,7 +184,7 @@ RULES: list[Rule] = [
         "no-generation-prompt",
         "apply_chat_template without add_generation_prompt=True before generate",
         "apply_chat_template(messages, add_generation_prompt=True, ...)",
-        prompts.no_generation_prompt,
+        turns.no_generation_prompt,
     ),
     Rule(
         "IT019",

@@ -95,7 +95,13 @@ def _tiny_prompt(s: Script, c: ast.Call, value: ast.expr) -> bool:
 def _handed_off(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr]]]:
     """Text-generation pipelines never called in the file but handed to another library (LangChain's
     HuggingFacePipeline(pipeline=pipe)), which calls them with its prompts: (pipeline, its keywords)."""
-    called = {pipe_of(s, c) for c in s.calls if isinstance(c.func, ast.Name | ast.Attribute)}
+    called = {  # every pipeline a call's name may hold (a try and its fallback build two: doctor-real-5 p09)
+        o
+        for c in s.calls
+        if isinstance(c.func, ast.Name | ast.Attribute)
+        for o in s.origins(c.func)
+        if o in s.pipelines and o is not c  # (`pipeline = pipeline(...)` does not call itself)
+    }
     out = []
     for p in s.pipelines:
         if p in called or task_of(p) != "text-generation" or has_star_kwargs(p):

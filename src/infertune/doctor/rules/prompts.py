@@ -360,27 +360,6 @@ def chat_model_raw_text(s: Script):
             )
 
 
-def no_generation_prompt(s: Script):
-    if s.trains:
-        return
-    for c in s.calls_method("apply_chat_template"):
-        agp, cont = kw(c, "add_generation_prompt"), kw(c, "continue_final_message")
-        if (agp is not None and const(agp) is not False) or (cont is not None and const(cont) is not False):
-            continue
-        if any(k.arg is None for k in c.keywords):
-            continue
-        sinks = s.sinks_of(c)
-        runs = {*s.generates, *s.thread_generates}  # Thread(target=model.generate, kwargs=...) too
-        if any(x in runs or s.is_pipeline_call(x) or any(g in runs for g in s.sinks_of(x)) for x in sinks):
-            yield (
-                c,
-                (
-                    "apply_chat_template without add_generation_prompt=True: the prompt does not open the "
-                    "assistant's turn, so the model may continue the user's message"
-                ),
-            )
-
-
 def smoke_probe(s: Script, gen: ast.Call, kws: dict[str, ast.expr] | None = None) -> bool:
     """A probe of a few tokens: at module level, on prompts written in the file as literals, with max_new_tokens
     of 20 or fewer: a check that the checkpoint loads and speaks, whose printout nobody reads as an answer

@@ -1,0 +1,48 @@
+"""IT018: a chat prompt that never opens the assistant's turn (apply_chat_template without
+add_generation_prompt=True), where the checkpoint's template reads the flag."""
+
+from __future__ import annotations
+
+import re
+
+from infertune.doctor.checkpoint import chat_template
+from infertune.doctor.nodes import const, kw, lazy_compile
+from infertune.doctor.rules.prompts import model_ids
+from infertune.doctor.script import Script
+
+# chat templates that never read add_generation_prompt: the user turn ends with [/INST], itself the cue for the
+# reply (Llama 2 chat, Mistral/Mixtral Instruct, CodeLlama Instruct), by id when the template is not here
+INST_TEMPLATE = lazy_compile(
+    r"llama-2-\d+b-chat|mistral-7b-instruct|mixtral-8x\d+b-instruct|codellama-\d+b-instruct", re.I
+)
+
+
+def _flag_ignored(s: Script) -> bool:
+    """Every checkpoint's template ignores add_generation_prompt (read when it is here, else known by id)."""
+    ids = model_ids(s)
+    for i in ids:
+        text = chat_template(i)
+        if (text is not None and "add_generation_prompt" in text) or (text is None and not INST_TEMPLATE.search(i)):
+            return False
+    return bool(ids)
+
+
+def no_generation_prompt(s: Script):
+    if s.trains or _flag_ignored(s):
+        return  # (doctor-real-5 q21: Mistral v0.1's template, labelled so)
+    for c in s.calls_method("apply_chat_template"):
+        agp, cont = kw(c, "add_generation_prompt"), kw(c, "continue_final_message")
+        if (agp is not None and const(agp) is not False) or (cont is not None and const(cont) is not False):
+            continue
+        if any(k.arg is None for k in c.keywords):
+            continue
+        sinks = s.sinks_of(c)
+        runs = {*s.generates, *s.thread_generates}  # Thread(target=model.generate, kwargs=...) too
+        if any(x in runs or s.is_pipeline_call(x) or any(g in runs for g in s.sinks_of(x)) for x in sinks):
+            yield (
+                c,
+                (
+                    "apply_chat_template without add_generation_prompt=True: the prompt does not open the "
+                    "assistant's turn, so the model may continue the user's message"
+                ),
+            )
