@@ -281,3 +281,20 @@ def test_no_generation_prompt_where_the_template_never_reads_the_flag(tmp_path):
     assert [f.rule for f in check_code(tmp_path, bad).findings] == ["IT018"]
     mistral = bad.replace('"m"', '"mistralai/Mistral-7B-Instruct-v0.2"')
     assert mistral != bad and check_code(tmp_path, mistral).findings == []
+
+
+def test_a_bot_messages_text_is_one_string_not_a_conversation(tmp_path):
+    """IT004/IT013: `message.text` (aiogram) and `message.content` (discord) are the user's string; a name
+    saying `messages` alone may be a chat list, whose pipeline output is the conversation."""
+    code = (
+        "from transformers import pipeline\n"
+        'pipe = pipeline("text-generation", model="org/{}", device=0, max_new_tokens=64)\n'
+        "async def on_message(message):\n"
+        '    await message.reply(pipe({})[0]["generated_text"])\n'
+    )
+
+    def rules(model: str, arg: str) -> list[str]:  # (IT022, the async handler that blocks, fires on each)
+        return sorted(f.rule for f in check_code(tmp_path, code.format(model, arg)).findings if f.rule != "IT022")
+
+    assert rules("docs-gpt", "message.text") == ["IT004"] and rules("docs-gpt", "messages") == []
+    assert rules("m-7b-chat", "message.content") == ["IT004", "IT013"]

@@ -166,6 +166,8 @@ def _chat_input(s: Script, node: ast.AST | None) -> bool:
         for o in s.origins(node)
     ):
         return True
+    if isinstance(node, ast.Attribute) and node.attr in ("text", "content"):
+        return False  # a bot message's text (aiogram's message.text, discord's message.content): one string
     return any(w in dotted(node).lower() for w in ("message", "conversation", "chat", "history", "dialog"))
 
 

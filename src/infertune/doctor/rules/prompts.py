@@ -344,7 +344,8 @@ def chat_model_raw_text(s: Script):
             model = pipeline_model_id(s, pipe)
             chatty = isinstance(model, str) and CHAT_MODEL.search(model.rsplit("/", 1)[-1])
             raw = _raw_text(s, args[0])
-            if chatty and raw and not any(w in dotted(args[0]).lower() for w in ("message", "conversation", "chat")):
+            named = dotted(args[0]).lower() if not dotted(args[0]).endswith((".text", ".content")) else ""
+            if chatty and raw and not any(w in named for w in ("message", "conversation", "chat")):
                 yield (c, f"{model} is a chat model fed raw text: without its chat template it answers off-format")
         elif any(g in s.generates or g in s.thread_generates for g in s.sinks_of(c)):
             if any(isinstance(o, ast.Call) and method(o) == "apply_chat_template" for a in args for o in s.origins(a)):
