@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import re
 
+from infertune.doctor import patterns
+
 
 class _Lazy:
-    """A regular expression compiled when first used: compiling the rules' ~30 patterns at import was half of the
-    doctor modules' import time, and a script meets only some of them."""
+    """A regular expression compiled when first used (through the kept programs of doctor.patterns): compiling the
+    rules' ~30 patterns at import was half of the doctor modules' import time, and a script meets only some."""
 
     __slots__ = ("_compiled", "flags", "pattern")
 
@@ -18,7 +20,7 @@ class _Lazy:
 
     def __getattr__(self, name: str) -> object:  # search, match, sub, ...: the compiled pattern's
         if self._compiled is None:
-            self._compiled = re.compile(self.pattern, self.flags)
+            self._compiled = patterns.compile(self.pattern, self.flags)
         return getattr(self._compiled, name)
 
 

@@ -85,7 +85,8 @@ def _saved_only(s: Script, c: ast.Call) -> bool:
 # checkpoints published in fp32 (GPT-2 and DistilGPT-2, GPT-Neo, GPT-J's main branch, DialoGPT: doctor-real-5 p13):
 # fp32 is their own dtype
 FP32_CHECKPOINT = lazy_compile(
-    r"^(distil)?gpt2(-(medium|large|xl))?$|^gpt-neo-(125m|1\.3b|2\.7b)$|^gpt-j-6b$|^dialogpt-(small|medium|large)$", re.I
+    r"^(distil)?gpt2(-(medium|large|xl))?$|^gpt-neo-(125m|1\.3b|2\.7b)$|^gpt-j-6b$|^dialogpt-(small|medium|large)$",
+    re.I,
 )
 # checkpoints whose own modelling code (trust_remote_code) picks half precision when none is given: Qwen (v1)'s
 # QWenLMHeadModel sets bf16, else fp16, on a card that supports it and casts itself (`autoset_precision`)

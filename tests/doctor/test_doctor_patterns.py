@@ -1,0 +1,70 @@
+"""doctor.patterns: the rules' regular expressions kept between runs must behave exactly as `re.compile`'s."""
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from infertune.doctor import nodes, patterns
+from infertune.doctor.rules import RULES  # noqa: F401  (imports every rule module, whose patterns are collected)
+
+
+def _lazy_patterns() -> list[tuple[str, int]]:
+    found = set()
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("infertune.doctor"):
+            for value in vars(mod).values():
+                if isinstance(value, nodes._Lazy):
+                    found.add((value.pattern, int(value.flags)))
+    return sorted(found)
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.delenv("INFERTUNE_NO_DOCTOR_CACHE", raising=False)
+    monkeypatch.setenv("INFERTUNE_HOME", str(tmp_path))
+    monkeypatch.setattr(patterns, "_programs", None)
+    monkeypatch.setattr(patterns, "_added", True)  # no save at this process's exit: the tests save by hand
+    return Path(patterns.path())
+
+
+def test_kept_programs_match_re_compile(store):
+    rules = _lazy_patterns()
+    assert len(rules) >= 30
+    for p, f in rules:
+        patterns.compile(p, f)
+    patterns._save()
+    assert store.is_file()
+    patterns._programs = None  # a new run: everything comes from the file
+    texts = [
+        *Path(__file__).parents[2].joinpath("docs", "doctor.md").read_text().splitlines(),
+        "",
+        "Llama-2-7b-chat-hf",
+    ]
+    for p, f in rules:
+        kept, fresh = patterns.compile(p, f), re.compile(p, f)
+        assert (kept.pattern, kept.flags, kept.groups, kept.groupindex) == (
+            fresh.pattern,
+            fresh.flags,
+            fresh.groups,
+            fresh.groupindex,
+        )
+        for t in texts:
+            a, b = kept.search(t), fresh.search(t)
+            assert (a and (a.span(), a.groups())) == (b and (b.span(), b.groups())), (p, t)
+    assert patterns._programs and all(isinstance(k, tuple) for k in patterns._programs)
+
+
+def test_a_damaged_or_foreign_store_falls_back_to_re(store):
+    store.parent.mkdir(parents=True)
+    store.write_bytes(b"not marshal data")
+    assert patterns.compile(r"a(b)c", re.I).search("xABC").group(1) == "B"
+    patterns._programs = {(r"a(b)c", int(re.I)): (int(re.I), [1, 2, 3], 0, {}, (None,))}  # a program refused
+    assert patterns.compile(r"a(b)c", re.I).search("xABC").group(1) == "B"
+
+
+def test_the_store_is_off_with_the_findings_cache_switch(store, monkeypatch):
+    monkeypatch.setenv("INFERTUNE_NO_DOCTOR_CACHE", "1")
+    assert patterns.compile(r"x+", 0).fullmatch("xx")
+    assert patterns._programs is None and not store.exists()
