@@ -57,7 +57,7 @@ def test_kept_programs_match_re_compile(store):
 
 
 def test_a_damaged_or_foreign_store_falls_back_to_re(store):
-    store.parent.mkdir(parents=True)
+    store.parent.mkdir(parents=True, exist_ok=True)
     store.write_bytes(b"not marshal data")
     assert patterns.compile(r"a(b)c", re.I).search("xABC").group(1) == "B"
     patterns._programs = {(r"a(b)c", int(re.I)): (int(re.I), [1, 2, 3], 0, {}, (None,))}  # a program refused

@@ -1,9 +1,9 @@
 """The rules' regular expressions, compiled once and kept between runs like bytecode (built-in modules only).
 
 `re.compile` parses a pattern and assembles its program in Python: for the rules' ~30 patterns that was ~11 ms, a
-third of a fresh check (benchmarks/README.md, "doctor_speed"). The programs are kept in one file under the
-findings cache's folder (`$INFERTUNE_HOME/doctor/`, default `~/.cache/infertune/doctor/`), named by the Python
-version and the regular-expression engine's magic number, and handed back to the engine (`_sre.compile`, what
+third of a fresh check (benchmarks/README.md, "doctor_speed"). The programs are kept in one file beside the
+findings cache's folder (`$INFERTUNE_HOME/doctor-patterns-*.marshal`, default `~/.cache/infertune/`), named by
+the Python version and the regular-expression engine's magic number, and handed back to the engine (`_sre.compile`, what
 `re.compile` itself ends with), which checks each program before use. Anything unexpected (another Python's
 layout, a damaged file, a program the engine refuses) falls back to `re.compile`. `INFERTUNE_NO_DOCTOR_CACHE=1`
 turns the store off; `--no-cache` does not (it is about findings, as bytecode is not).
@@ -24,7 +24,7 @@ _added = False
 def path() -> str:
     home = os.environ.get("INFERTUNE_HOME")
     base = os.path.expanduser(home) if home else os.path.expanduser("~/.cache/infertune")
-    return os.path.join(base, "doctor", f"patterns-{sys.hexversion:x}-{_sre.MAGIC}.marshal")
+    return os.path.join(base, f"doctor-patterns-{sys.hexversion:x}-{_sre.MAGIC}.marshal")
 
 
 def _enabled() -> bool:
