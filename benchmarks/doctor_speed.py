@@ -4,8 +4,9 @@
 
 Runs A (bare `python -c pass`), B (`python -m infertune doctor FILE` answered from its findings cache, the file
 unchanged since the run before), C (the same with `--no-cache`: every rule loaded and run; bytecode cached as
-after `pip install`) and D (C from a source tree under PYTHONDONTWRITEBYTECODE=1: every module compiled each run)
-interleaved A B C D A B C D ... in fresh processes, so a busy moment hits all; prints wall-clock and CPU
+after `pip install`, the rules' regexes kept by doctor.patterns as after one run), D (C from a source tree under
+PYTHONDONTWRITEBYTECODE=1: every module compiled each run) and E (C with INFERTUNE_NO_DOCTOR_CACHE=1: the
+regexes compiled each run too) interleaved A B C D E A B ... in fresh processes, so a busy moment hits all; prints wall-clock and CPU
 (user+sys) medians, spread and the median ratios. Then checks a folder of 300 files (the corpus shapes,
 copied) a few times, with and without the findings cache. The load average before and after says how noisy the
 machine was. Nothing is asserted: timing belongs here, not in tests.
@@ -69,6 +70,8 @@ def main() -> None:
         "doctor, findings cached (a hit)": (doc, env),
         "doctor, --no-cache, bytecode cached": ([*doc, "--no-cache"], env),
         "doctor, --no-cache, compiled each run": ([*doc, "--no-cache"], src_env),
+        # the rules' regexes compiled each run too (doctor.patterns off): what --no-cache cost before it
+        "doctor, --no-cache, patterns compiled": ([*doc, "--no-cache"], {**env, "INFERTUNE_NO_DOCTOR_CACHE": "1"}),
     }
     for cmd, e in rows.values():
         timed(cmd, e)  # fill the bytecode cache and the findings cache once
