@@ -83,6 +83,12 @@ CASES = {
         'device_map="auto", dtype="auto")\n',
     ),
     "IT036": (LOAD + "out = model.generate(**inputs)\n", LOAD + "out = model.generate(**inputs, max_new_tokens=256)\n"),
+    "IT038": (
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\nq = "Hi"\n'
+        "ids = tokenizer(q, return_tensors='pt').to(model.device)\n",
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\nq = "Hi"\n'
+        'tokenizer = AutoTokenizer.from_pretrained("m")\nids = tokenizer(q, return_tensors="pt").to(model.device)\n',
+    ),
     "IT037": (
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\nenc = tok(texts, padding=True, return_tensors="pt")\n',
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\ntok.pad_token = tok.eos_token\n'
@@ -217,7 +223,9 @@ CASES = {
 }
 
 
-def check_code(tmp_path, code: str, name: str = "s.py", target: Target | None = None):
+def check_code(tmp_path, code: str, name: str = "s.py", target: Target | None = None, names: bool = False):
+    """Every rule, the advisory ones off by default too; IT038 (undefined names) only when `names`: the snippets
+    read names (q, inputs, enc) a real script would define."""
     f = tmp_path / name
     f.write_text(HEAD + textwrap.dedent(code) + "\n")
-    return doctor.check([f], target, select=["ALL"])  # every rule, the advisory ones off by default too
+    return doctor.check([f], target, select=["ALL"], ignore=[] if names else ["IT038"])

@@ -83,6 +83,7 @@ def test_settings_of_a_script_become_an_advise_run(tmp_path, tiny_model):
     s.write_text(
         HEAD + f'model = AutoModelForCausalLM.from_pretrained("{tiny_model}", dtype=torch.float32, '
         'device_map="auto", attn_implementation="eager")\n'
+        'inputs = {"input_ids": torch.tensor([[1, 2]])}\n'
         'out = model.generate(**inputs, max_new_tokens=64, cache_implementation="static")\n'
     )
     assert doctor.settings(doctor.parse(s)) == {

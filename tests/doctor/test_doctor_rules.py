@@ -21,11 +21,12 @@ def test_every_rule_has_a_case_and_a_doc_section():
 @pytest.mark.parametrize("rule", sorted(CASES))
 def test_rule_fires_on_the_mistake_and_not_on_the_fix(tmp_path, rule):
     bad, good = CASES[rule]
-    found = check_code(tmp_path, bad).findings
+    names = rule == "IT038"
+    found = check_code(tmp_path, bad, names=names).findings
     assert [f.rule for f in found] == [rule], [f.model_dump() for f in found]
     f = found[0]
     assert f.line > 2 and f.col >= 1 and f.fix and f.path.endswith("s.py")
-    assert check_code(tmp_path, good).findings == []
+    assert check_code(tmp_path, good, names=names).findings == []
 
 
 def _v(version: str) -> Target:
@@ -298,3 +299,18 @@ def test_a_bot_messages_text_is_one_string_not_a_conversation(tmp_path):
 
     assert rules("docs-gpt", "message.text") == ["IT004"] and rules("docs-gpt", "messages") == []
     assert rules("m-7b-chat", "message.content") == ["IT004", "IT013"]
+
+
+def test_undefined_names_only_where_nothing_could_bind_them(tmp_path):
+    """IT038: one finding at the first name nothing defines; silent for builtins, annotations, names bound in any
+    way (imports, defs, loops, except, with, walrus) and for files a star import or exec may fill."""
+    code = "out = model.generate(**inputs)\nprint(len(out))\n"
+    (f,) = check_code(tmp_path, code, names=True).findings
+    assert f.rule == "IT038" and f.line == 3 and "`model`, `inputs`" in f.message
+    bound = (
+        "def run(inputs: Tensor) -> Output:\n    with open(p := 'x') as fh:\n        return fh, inputs, p\n"
+        "for i in range(2):\n    try:\n        run(i)\n    except ValueError as e:\n        print(e, __file__)\n"
+    )
+    assert check_code(tmp_path, bound, names=True).findings == []
+    assert check_code(tmp_path, "from helpers import *\n" + code, names=True).findings == []
+    assert check_code(tmp_path, 'exec("model = 1")\n' + code, names=True).findings == []

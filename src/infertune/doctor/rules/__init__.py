@@ -19,6 +19,7 @@ from infertune.doctor.rules import (
     hardware,
     limits,
     loading,
+    names,
     outputs,
     prompts,
     quantized,
@@ -319,6 +320,13 @@ RULES: list[Rule] = [
         "padding asked of a tokenizer published without a pad token (GPT-2, Llama 2/3, Mistral 7B)",
         "tokenizer.pad_token = tokenizer.eos_token before the call (and padding_side='left' for generate)",
         batches.pad_token_missing,
+    ),
+    Rule(
+        "IT038",
+        "undefined-name",
+        "a name read that nothing in the file defines or imports (a NameError)",
+        "import or define it (`import torch`, the missing assignment)",
+        names.undefined_name,
     ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}

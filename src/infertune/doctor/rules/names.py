@@ -1,0 +1,86 @@
+"""IT038: a name the script reads that nothing in it defines (a missing import, a variable never assigned): the
+script stops with a NameError where it is read, before or in the middle of its inference."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from infertune.doctor.script import Script
+
+# what a module has without defining it, and what IPython adds to a notebook exported as a script
+PROVIDED = set(dir(builtins)) | {
+    "__file__",
+    "__name__",
+    "__doc__",
+    "__spec__",
+    "__loader__",
+    "__package__",
+    "__path__",
+    "__builtins__",
+    "__annotations__",
+    "__cached__",
+    "display",
+    "get_ipython",
+}
+# a file that can bind names the parser cannot see: a star import, exec, globals() written to
+DYNAMIC = ("exec", "globals", "locals", "vars", "__import__", "setattr")
+
+
+def _bound(tree: ast.Module) -> set[str]:
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(n.name)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+        elif isinstance(n, ast.alias):
+            out.add((n.asname or n.name).split(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, ast.Global | ast.Nonlocal):
+            out.update(n.names)
+        elif isinstance(n, ast.MatchAs | ast.MatchStar) and n.name:
+            out.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            out.add(n.rest)
+    return out
+
+
+def _annotations(tree: ast.Module) -> set[int]:
+    """The nodes inside annotations (never evaluated under `from __future__ import annotations`; a missing
+    name there is a linter's concern, not a crash of this script's inference)."""
+    out: set[int] = set()
+    for n in ast.walk(tree):
+        notes = []
+        if isinstance(n, ast.arg | ast.AnnAssign) and n.annotation is not None:
+            notes.append(n.annotation)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.returns is not None:
+            notes.append(n.returns)
+        out.update(id(x) for a in notes for x in ast.walk(a))
+    return out
+
+
+def undefined_name(s: Script):
+    tree = s.tree
+    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in s.nodes):
+        return
+    if any(isinstance(c.func, ast.Name) and c.func.id in DYNAMIC for c in s.calls):
+        return
+    known = _bound(tree) | PROVIDED
+    skip = _annotations(tree)
+    missing = sorted(
+        (n for n in s.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in known),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    names = list(dict.fromkeys(n.id for n in missing if id(n) not in skip))  # first use first
+    if names:
+        first = next(n for n in missing if n.id == names[0])
+        more = " ..." if len(names) > 5 else ""
+        yield (
+            first,
+            f"{', '.join(f'`{x}`' for x in names[:5])}{more} read but never defined or imported in this file: the "
+            "script stops here with a NameError",
+        )
