@@ -94,6 +94,7 @@ COVERED = {
     "other:undefined-model-id": "IT038",
     "other:undefined-outputs": "IT038",
     "other:undefined-tokenizer-model": "IT038",
+    "other:undefined-cli-arg": "IT038",
 }
 
 

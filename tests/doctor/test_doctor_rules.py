@@ -314,3 +314,21 @@ def test_undefined_names_only_where_nothing_could_bind_them(tmp_path):
     assert check_code(tmp_path, bound, names=True).findings == []
     assert check_code(tmp_path, "from helpers import *\n" + code, names=True).findings == []
     assert check_code(tmp_path, 'exec("model = 1")\n' + code, names=True).findings == []
+
+
+def test_an_option_no_parser_defines(tmp_path):
+    """IT038: `args.x` where no add_argument of the file defines x; one finding per option, one per statement;
+    silent where options may come from elsewhere (set_defaults, parents, options from variables)."""
+    parser = (
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('--model', default='m')\n"
+        "p.add_argument('-n', '--max-new', dest='budget', type=int)\n{}args = p.parse_args()\n"
+    )
+    use = (
+        "m = AutoModelForCausalLM.from_pretrained(args.base_model, dtype='auto', device_map='auto')\n"
+        "print(args.model, args.budget, args.base_model, args.seed, args.dtype)\n"
+    )
+    found = check_code(tmp_path, parser.format("") + use, names=True).findings
+    assert [(f.rule, f.line) for f in found] == [("IT038", 8), ("IT038", 9)]
+    assert "`args.base_model`" in found[0].message and "`args.seed`, `args.dtype`" in found[1].message
+    for elsewhere in ("p.set_defaults(seed=0)\n", "p.add_argument(*names)\n"):
+        assert check_code(tmp_path, parser.format(elsewhere) + use, names=True).findings == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from infertune.doctor.nodes import callee, const, dotted, kw, method
 from infertune.doctor.script import Script
 
 # what a module has without defining it, and what IPython adds to a notebook exported as a script
@@ -64,6 +65,11 @@ def _annotations(tree: ast.Module) -> set[int]:
 
 
 def undefined_name(s: Script):
+    yield from _undefined_names(s)
+    yield from undefined_option(s)
+
+
+def _undefined_names(s: Script):
     tree = s.tree
     if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in s.nodes):
         return
@@ -84,3 +90,54 @@ def undefined_name(s: Script):
             f"{', '.join(f'`{x}`' for x in names[:5])}{more} read but never defined or imported in this file: the "
             "script stops here with a NameError",
         )
+
+
+def _dests(s: Script) -> set[str] | None:
+    """Every option the file's argparse parsers define (their namespaces' attributes); None when some may come
+    from where the file does not show (parents=, set_defaults, subparsers, options built from variables)."""
+    out: set[str] = set()
+    for c in s.calls:
+        m = method(c)
+        if m in ("set_defaults", "add_subparsers") or (m is None and callee(c) == "HfArgumentParser"):
+            return None
+        if callee(c) == "ArgumentParser" and kw(c, "parents") is not None:
+            return None
+        if m != "add_argument":
+            continue
+        flags = [a.value for a in c.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if len(flags) != len(c.args) or any(k.arg is None for k in c.keywords):
+            return None
+        dest = kw(c, "dest")
+        if dest is not None:
+            if not isinstance(const(dest), str):
+                return None
+            out.add(const(dest))
+        elif flags:
+            name = next((f for f in flags if f.startswith("--")), flags[0])
+            out.add(name.lstrip("-").replace("-", "_"))
+    return out
+
+
+def undefined_option(s: Script):
+    """`args.x` on argparse's namespace where no parser of the file defines x: an AttributeError (doctor-real-5
+    q01: --model defined, args.base_model read)."""
+    if not any(method(c) in ("parse_args", "parse_known_args") for c in s.calls) or (dests := _dests(s)) is None:
+        return
+    stored = {n.attr for n in s.nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)}
+    by_statement: dict[ast.AST, list[ast.Attribute]] = {}
+    seen: set[str] = set()
+    for n in sorted(
+        (x for x in s.nodes if isinstance(x, ast.Attribute) and isinstance(x.ctx, ast.Load)),
+        key=lambda x: (x.lineno, x.col_offset),
+    ):
+        if n.attr.startswith("_") or n.attr in dests | stored | seen or not isinstance(n.value, ast.Name):
+            continue
+        if s._parsed_args(n.value, 0):
+            seen.add(n.attr)  # one finding per option, at its first read; per statement, one for all
+            stmt: ast.AST = n
+            while stmt in s.parents and not isinstance(stmt, ast.stmt):
+                stmt = s.parents[stmt]
+            by_statement.setdefault(stmt, []).append(n)
+    for attrs in by_statement.values():
+        names = ", ".join(f"`{dotted(a)}`" for a in attrs)
+        yield (attrs[0], f"{names}: no argparse option of this file defines it, so reading it raises AttributeError")
