@@ -57,10 +57,17 @@ def test_kept_programs_match_re_compile(store):
 
 
 def test_a_damaged_or_foreign_store_falls_back_to_re(store):
-    store.parent.mkdir(parents=True, exist_ok=True)
-    store.write_bytes(b"not marshal data")
     assert patterns.compile(r"a(b)c", re.I).search("xABC").group(1) == "B"
-    patterns._programs = {(r"a(b)c", int(re.I)): (int(re.I), [1, 2, 3], 0, {}, (None,))}  # a program refused
+    patterns._save()
+    data = bytearray(store.read_bytes())
+    data[-5] ^= 0xFF  # one byte of a program changed: still marshal data, no longer what was kept
+    store.write_bytes(bytes(data))
+    assert patterns._load() == {}
+    store.write_bytes(b"not marshal data")
+    patterns._programs = None
+    assert patterns.compile(r"a(b)c", re.I).search("xABC").group(1) == "B"
+    bad_opcode = b"\xff\x00\x00\x00" * 3  # a program the engine refuses
+    patterns._programs = {(r"a(b)c", int(re.I)): (int(re.I), bad_opcode, 0, {}, (None,))}
     assert patterns.compile(r"a(b)c", re.I).search("xABC").group(1) == "B"
 
 
