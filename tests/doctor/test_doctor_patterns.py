@@ -1,6 +1,8 @@
 """doctor.patterns: the rules' regular expressions kept between runs must behave exactly as `re.compile`'s."""
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -75,3 +77,18 @@ def test_the_store_is_off_with_the_findings_cache_switch(store, monkeypatch):
     monkeypatch.setenv("INFERTUNE_NO_DOCTOR_CACHE", "1")
     assert patterns.compile(r"x+", 0).fullmatch("xx")
     assert patterns._programs is None and not store.exists()
+
+
+def test_a_warm_store_spares_a_check_the_re_module(tmp_path):
+    """Once a run has kept the programs, a fresh check (--no-cache) compiles none and never imports `re`."""
+    code = (
+        "import sys; from infertune.__main__ import main\n"
+        "sys.argv = ['infertune', 'doctor', '--no-cache', sys.argv[1]]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('re' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "INFERTUNE_NO_DOCTOR_CACHE"} | {"INFERTUNE_HOME": str(tmp_path)}
+    sample = str(Path(__file__).parents[1] / "data" / "doctor" / "bad_server.py")
+    runs = [subprocess.run([sys.executable, "-c", code, sample], capture_output=True, text=True, env=env) for _ in "ab"]
+    assert [r.stdout.strip().splitlines()[-1] for r in runs] == ["True", "False"], runs[1].stderr
+    assert len(list(tmp_path.glob("doctor-patterns-*.marshal"))) == 1

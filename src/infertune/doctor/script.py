@@ -4,22 +4,25 @@ of ms). Where a value comes from (the file's bindings followed back) is doctor/f
 from __future__ import annotations
 
 import ast
-import re
 
 from infertune.doctor.flow import Flow
 from infertune.doctor.nodes import (
     ENCODER_DECODER,
     GENERATIVE,
+    IGNORECASE,
     OTHER_RUNTIME,
     QUANTIZED_ID,
     Target,
     callee,
     dotted,
     kw,
+    lazy_compile,
     method,
     receiver,
     task_of,
 )
+
+INPUTISH = lazy_compile(r"input|encod|batch|token", IGNORECASE)  # a tokenizer's output, by its name
 
 
 class Script(Flow):
@@ -144,7 +147,7 @@ class Script(Flow):
 
     def star_options_value(self, value: ast.expr) -> bool:
         return not (
-            re.search(r"input|encod|batch|token", dotted(value), re.I)
+            INPUTISH.search(dotted(value))
             or any(
                 isinstance(o, ast.Call) and (self.is_tokenizer_call(o) or method(o) == "apply_chat_template")
                 for o in self.origins(value)

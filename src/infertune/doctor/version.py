@@ -5,20 +5,22 @@ the machine that runs the script is not necessarily the one that checks it)."""
 from __future__ import annotations
 
 import os
-import re
 from functools import lru_cache
 
 from infertune.doctor.checkpoint import note
-from infertune.doctor.nodes import Target, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, Target, lazy_compile
 
-REQ = lazy_compile(r"""(?<![\w-])transformers\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^]=?\s*[\w.*]+\s*,?\s*)+)""", re.I)
+REQ = lazy_compile(r"""(?<![\w-])transformers\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^]=?\s*[\w.*]+\s*,?\s*)+)""", IGNORECASE)
 CLAUSE = lazy_compile(r"([<>=!~^]=?)\s*([\d.*]+)")
+NUMBER = lazy_compile(r"\d+(?:\.\d+)*")
+POETRY = lazy_compile(r"""(?m)^\s*transformers\s*=\s*["']([^"']+)["']""")  # transformers = "^4.40"
+POETRY_TABLE = lazy_compile(r"""(?m)^\s*transformers\s*=\s*\{[^}]*version\s*=\s*["']([^"']+)["']""")
 PIN_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 VersionRange = tuple[tuple[int, ...] | None, tuple[int, ...] | None]
 
 
 def parse_version(text: str) -> tuple[int, ...] | None:
-    parts = re.match(r"\d+(?:\.\d+)*", text.strip())
+    parts = NUMBER.match(text.strip())
     return tuple(int(p) for p in parts.group(0).split(".")) if parts else None
 
 
@@ -60,8 +62,8 @@ def _specs_in(path: str) -> list[str]:
     except OSError:
         return []
     if os.path.basename(path) == "pyproject.toml":  # poetry tables write `transformers = "^4.40"`
-        text = re.sub(r"""(?m)^\s*transformers\s*=\s*["']([^"']+)["']""", r"transformers \1", text)
-        text = re.sub(r"""(?m)^\s*transformers\s*=\s*\{[^}]*version\s*=\s*["']([^"']+)["']""", r"transformers \1", text)
+        text = POETRY.sub(r"transformers \1", text)
+        text = POETRY_TABLE.sub(r"transformers \1", text)
     specs = []
     for line in text.splitlines():
         line = line.split("#", 1)[0] if path.endswith((".txt", ".cfg")) else line

@@ -5,11 +5,10 @@ why of each is in docs/doctor.md."""
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable, Iterator
 from itertools import chain
 
-from infertune.doctor.nodes import Finding, Record, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, Finding, Record, lazy_compile
 from infertune.doctor.rules import (
     batches,
     bos,
@@ -330,7 +329,7 @@ RULES: list[Rule] = [
     ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}
-SUPPRESS = lazy_compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", re.I)
+SUPPRESS = lazy_compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", IGNORECASE)
 
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:

@@ -4,15 +4,26 @@
 from __future__ import annotations
 
 import ast
-import re
 
-from infertune.doctor.nodes import ENCODER_DECODER, const, dotted, kw, lazy_compile, method, receiver, task_of
+from infertune.doctor.nodes import (
+    ENCODER_DECODER,
+    IGNORECASE,
+    const,
+    dotted,
+    kw,
+    lazy_compile,
+    method,
+    receiver,
+    task_of,
+)
 from infertune.doctor.rules.generation import pipe_of
 from infertune.doctor.script import Script
 
 # tokenizers whose checkpoints pad on the right unless told otherwise (GPT-2's BPE: GPT-2, OPT, GPT-Neo/J, Pythia,
 # Phi, CodeGen, BLOOM, Falcon); others (Llama's, Qwen's...) vary by checkpoint, so only an explicit right is sure
-RIGHT_BY_DEFAULT = lazy_compile(r"gpt2|distilgpt2|opt-\d|gpt-neo|gpt-j|pythia|phi-[12]|codegen|bloom|falcon", re.I)
+RIGHT_BY_DEFAULT = lazy_compile(
+    r"gpt2|distilgpt2|opt-\d|gpt-neo|gpt-j|pythia|phi-[12]|codegen|bloom|falcon", IGNORECASE
+)
 
 
 # tokenizers published with no pad token (GPT-2's and its descendants', Llama 2's and 3.x's, Mistral 7B's), by
@@ -20,7 +31,7 @@ RIGHT_BY_DEFAULT = lazy_compile(r"gpt2|distilgpt2|opt-\d|gpt-neo|gpt-j|pythia|ph
 NO_PAD_TOKEN = lazy_compile(
     r"(^|/)((distil)?gpt2(-medium|-large|-xl)?|dialogpt-(small|medium|large)|gpt-neo-[\d.]+[mb]|gpt-j-6b|"
     r"llama-2-\d+b(-chat)?-hf|(meta-)?llama-3(\.\d)?-\d+b(-instruct)?|mistral-7b(-instruct)?(-v0\.\d)?)$",
-    re.I,
+    IGNORECASE,
 )
 ENCODES = ("encode", "encode_plus", "batch_encode_plus")
 

@@ -4,13 +4,12 @@ count in a model id, a data set looped over. Read by the placement rules (IT001,
 from __future__ import annotations
 
 import ast
-import re
 
-from infertune.doctor.nodes import callee, dotted, lazy_compile, method, receiver
+from infertune.doctor.nodes import IGNORECASE, callee, dotted, lazy_compile, method, receiver
 from infertune.doctor.script import Script
 
 # a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
-PARAMS_IN_ID = lazy_compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
+PARAMS_IN_ID = lazy_compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", IGNORECASE)
 CPU_SIZED = 2e9  # below this a CPU generates at a usable pace (tens of tokens/s for a few hundred M parameters)
 # below this a model left on the CPU in a script that never names a GPU is a choice: fp32 weights fit a 16-32 GB
 # machine and it answers at a few tokens/s (Phi-2 2.7B, Phi-3-mini 3.8B, NLLB 3.3B, GPT-NeoX-Japanese 2.7B: each
@@ -29,9 +28,9 @@ KNOWN_PARAMS = {
     "flan-ul2": 20e9,
     "t0pp": 11e9,
 }
-PHI3 = lazy_compile(r"phi-3(\.5)?-(mini|small|medium)", re.I)
+PHI3 = lazy_compile(r"phi-3(\.5)?-(mini|small|medium)", IGNORECASE)
 DATA_SETS = {"read_csv", "read_json", "read_parquet", "read_excel", "read_table", "load_dataset", "load_from_disk"}
-GPU_INTENT = lazy_compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", re.I)
+GPU_INTENT = lazy_compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", IGNORECASE)
 
 
 def gpu_intent(s: Script) -> bool:

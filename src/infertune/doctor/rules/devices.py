@@ -4,9 +4,8 @@ named by its old index (IT032); a pipeline named by a large model id with no dev
 from __future__ import annotations
 
 import ast
-import re
 
-from infertune.doctor.nodes import callee, const, dotted, kw, method, pipeline_model, task_of
+from infertune.doctor.nodes import callee, const, dotted, kw, lazy_compile, method, pipeline_model, task_of
 from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE
 from infertune.doctor.rules.loading import gpu_intent, params_in_id, stays_on_cpu
 from infertune.doctor.rules.prompts import pipeline_model_id
@@ -83,10 +82,13 @@ def _visible_devices(s: Script) -> list[tuple[ast.AST, str]]:
     return out
 
 
+CUDA_INDEX = lazy_compile(r"cuda:(\d+)")
+
+
 def _device_index(node: ast.AST) -> str | None:
     """The CUDA index a device value names: "cuda:3", torch.device("cuda", 3), .cuda(3), device=3."""
     v = const(node)
-    if isinstance(v, str) and (m := re.fullmatch(r"cuda:(\d+)", v.strip())):
+    if isinstance(v, str) and (m := CUDA_INDEX.fullmatch(v.strip())):
         return m.group(1)
     if isinstance(v, int) and not isinstance(v, bool):
         return str(v)

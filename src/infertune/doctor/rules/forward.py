@@ -4,14 +4,15 @@ padding (IT026)."""
 from __future__ import annotations
 
 import ast
-import re
 
-from infertune.doctor.nodes import callee, const, dotted, kw, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, kw, lazy_compile
 from infertune.doctor.rules.prompts import literal_texts
 from infertune.doctor.script import Script
 
 NO_GRAD = {"no_grad", "inference_mode", "set_grad_enabled", "enable_grad"}
-TRAINS = lazy_compile(r"\.backward\(|optimizer|\.train\(\)|\bloss\s*=|Trainer\(|requires_grad|autograd\.grad", re.I)
+TRAINS = lazy_compile(
+    r"\.backward\(|optimizer|\.train\(\)|\bloss\s*=|Trainer\(|requires_grad|autograd\.grad", IGNORECASE
+)
 
 
 def _forward_calls(s: Script) -> list[tuple[ast.Call, ast.Call]]:
@@ -92,7 +93,7 @@ def no_grad_missing(s: Script):
 
 
 # embedding checkpoints trained with CLS pooling: their first token is the sentence vector
-CLS_POOLED = lazy_compile(r"bge-|gte-(?!.*qwen)|e5-.*-v2-cls|snowflake-arctic-embed", re.I)
+CLS_POOLED = lazy_compile(r"bge-|gte-(?!.*qwen)|e5-.*-v2-cls|snowflake-arctic-embed", IGNORECASE)
 
 
 def _mean_over_tokens(c: ast.Call) -> ast.AST | None:

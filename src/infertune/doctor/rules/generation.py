@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Sequence
 
 from infertune.doctor.nodes import (
     ENCODER_DECODER,
+    IGNORECASE,
     MOVES,
     PLACES,
     callee,
@@ -182,11 +182,11 @@ def unprompted(s: Script, c: ast.Call) -> bool:
 SAMPLES_BY_DEFAULT = lazy_compile(
     r"(^|/)(llama-2-\d+b(-chat)?-hf|(meta-)?llama-3(\.\d)?-\d+b(-instruct)?|qwen(2|2\.5)-[\d.]+b-instruct|"
     r"qwen3-[\d.]+b(-fp8)?|deepseek-r1-distill-[\w.-]+)$",
-    re.I,
+    IGNORECASE,
 )
 # GPT-2's config.json carries task_specific_params {"text-generation": {"do_sample": true, ...}}, which the
 # text-generation pipeline applies to the model's generation config: its pipelines sample
-GPT2_PIPELINE = lazy_compile(r"(^|/)(distil)?gpt2(-medium|-large|-xl)?$", re.I)
+GPT2_PIPELINE = lazy_compile(r"(^|/)(distil)?gpt2(-medium|-large|-xl)?$", IGNORECASE)
 
 
 def _samples_elsewhere(s: Script) -> bool:

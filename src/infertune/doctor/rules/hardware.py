@@ -4,19 +4,19 @@ the model, IT021 on the tokenizer)."""
 from __future__ import annotations
 
 import ast
-import re
 
-from infertune.doctor.nodes import const, dotted, has_star_kwargs, kw
+from infertune.doctor.nodes import IGNORECASE, const, dotted, has_star_kwargs, kw, lazy_compile
 from infertune.doctor.rules.loading import dtype_keywords
 from infertune.doctor.script import Script
 
 # Memory sizes of common cards, GB as sold (a max_memory equal to one of them is "the whole card").
 CARD_SIZES_GB = (8, 12, 16, 24, 32, 40, 48, 80, 94, 96, 141, 180, 192, 288)
+MEMORY = lazy_compile(r"\s*([\d.]+)\s*(GiB|GB|G|MiB|MB)\s*", IGNORECASE)
 
 
 def _size(text: str) -> tuple[float, float] | None:
     """A max_memory string as (the number in G units as written, bytes): '80GiB' -> (80, 85.9e9)."""
-    m = re.fullmatch(r"\s*([\d.]+)\s*(GiB|GB|G|MiB|MB)\s*", str(text), re.I)
+    m = MEMORY.fullmatch(str(text))
     if not m:
         return None
     v, unit = float(m.group(1)), m.group(2).lower()

@@ -4,16 +4,15 @@ untruncated; IT036, generate with no length at all."""
 from __future__ import annotations
 
 import ast
-import re
 
-from infertune.doctor.nodes import callee, const, has_star_kwargs, kw, lazy_compile, method, task_of
+from infertune.doctor.nodes import IGNORECASE, callee, const, has_star_kwargs, kw, lazy_compile, method, task_of
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
 from infertune.doctor.rules.prompts import literal_texts, model_ids, pipeline_model_id, prompts_of
 from infertune.doctor.script import Script
 
 # encoders with a table of learnt positions (BART, DistilBART, mBART, Pegasus: 1024; LED is not one): a longer input
 # indexes past the table and the call fails. T5's relative positions take any length, so T5s are not here.
-FIXED_POSITIONS = lazy_compile(r"(^|[-_/])(distil)?m?bart|pegasus(?!-x)", re.I)
+FIXED_POSITIONS = lazy_compile(r"(^|[-_/])(distil)?m?bart|pegasus(?!-x)", IGNORECASE)
 SUMMARIZATION_DEFAULT = "sshleifer/distilbart-cnn-12-6"  # what pipeline("summarization") loads without a model
 
 
@@ -144,7 +143,7 @@ def max_length_budget(s: Script):
 # a length given (max_tokens is an OpenAI name transformers ignores: IT019 says so, once)
 LENGTHS = {"max_new_tokens", "max_length", "generation_config", "max_time", "stopping_criteria", "max_tokens"}
 # checkpoints whose generation_config.json sets a length (Llama 2's: max_length 4096)
-SETS_LENGTH = lazy_compile(r"llama-?2", re.I)
+SETS_LENGTH = lazy_compile(r"llama-?2", IGNORECASE)
 
 
 def _length_set_elsewhere(s: Script) -> bool:

@@ -4,10 +4,10 @@ kernels: rules/hardware.py)."""
 from __future__ import annotations
 
 import ast
-import re
 
 from infertune.doctor.nodes import (
     ENCODER_DECODER,
+    IGNORECASE,
     MOVES,
     PLACES,
     callee,
@@ -86,11 +86,11 @@ def _saved_only(s: Script, c: ast.Call) -> bool:
 # fp32 is their own dtype
 FP32_CHECKPOINT = lazy_compile(
     r"^(distil)?gpt2(-(medium|large|xl))?$|^gpt-neo-(125m|1\.3b|2\.7b)$|^gpt-j-6b$|^dialogpt-(small|medium|large)$",
-    re.I,
+    IGNORECASE,
 )
 # checkpoints whose own modelling code (trust_remote_code) picks half precision when none is given: Qwen (v1)'s
 # QWenLMHeadModel sets bf16, else fp16, on a card that supports it and casts itself (`autoset_precision`)
-CASTS_ITSELF = lazy_compile(r"^qwen/qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$", re.I)
+CASTS_ITSELF = lazy_compile(r"^qwen/qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$", IGNORECASE)
 
 
 def dtype_rule(s: Script):

@@ -4,9 +4,9 @@ answer). What goes into them is rules/generation.py."""
 from __future__ import annotations
 
 import ast
-import re
 
-from infertune.doctor.nodes import callee, const, dotted, kw, lazy_compile, method, receiver, task_of
+from infertune.doctor import patterns
+from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, kw, lazy_compile, method, receiver, task_of
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
 from infertune.doctor.rules.prompts import (
     CHAT_MARKERS,
@@ -95,7 +95,7 @@ FAMILIES = {
 
 def _family(s: Script) -> str | None:
     """The markers of the script's model's template family, when every model id names the same one."""
-    found = {m for i in model_ids(s) for k, m in FAMILIES.items() if re.search(k, i, re.I)}
+    found = {m for i in model_ids(s) for k, m in FAMILIES.items() if patterns.compile(k, IGNORECASE).search(i)}
     return found.pop() if len(found) == 1 else None
 
 
@@ -110,7 +110,7 @@ def _cannot_match(s: Script, search: ast.Call, skipped: bool) -> bool:
     if skipped and all(SPECIAL_MARKERS.search(t) for t in marked):
         return True
     own = _family(s)
-    return own is not None and not any(re.search(own, t) for t in marked)
+    return own is not None and not any(patterns.compile(own).search(t) for t in marked)
 
 
 def _measured(s: Script, n: ast.AST) -> bool:
@@ -171,7 +171,7 @@ def _chat_input(s: Script, node: ast.AST | None) -> bool:
     return any(w in dotted(node).lower() for w in ("message", "conversation", "chat", "history", "dialog"))
 
 
-CHATTY = lazy_compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog", re.I)
+CHATTY = lazy_compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog", IGNORECASE)
 
 
 def _transcript_in_file(s: Script) -> bool:
@@ -202,8 +202,10 @@ def completion_demo(s: Script, node: ast.AST) -> bool:
 
 
 # what a dialogue prints or asks: a speaker's label ("You: ", "Model:", "Bot:") or an input box asking a question
-SPEAKER = lazy_compile(r"^\W*(you|user|human|me|bot|chatbot|model|ai|assistant|answer|response|reply)\s*[:>]\s*$", re.I)
-ASKING = lazy_compile(r"\b(ask|question)\w*", re.I)  # ("Message LLM...", a completion box: doctor-real-1 b15)
+SPEAKER = lazy_compile(
+    r"^\W*(you|user|human|me|bot|chatbot|model|ai|assistant|answer|response|reply)\s*[:>]\s*$", IGNORECASE
+)
+ASKING = lazy_compile(r"\b(ask|question)\w*", IGNORECASE)  # ("Message LLM...", a completion box: doctor-real-1 b15)
 INPUTS = {"input", "text_input", "text_area", "chat_input", "Textbox"}
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
-import re
 
 from infertune.doctor.checkpoint import has_chat_template
 from infertune.doctor.nodes import (
+    DOTALL,
+    IGNORECASE,
     const,
     dotted,
     has_star_kwargs,
@@ -31,14 +32,15 @@ TRANSCRIPT = lazy_compile(
 CHAT_MARKERS = lazy_compile(f"{TEMPLATE_TOKENS.pattern}|{TRANSCRIPT.pattern}")
 SINGLE_TOKEN = lazy_compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
 CHAT_MODEL = lazy_compile(
-    r"instruct|(?<![a-z])chat(?![a-z])|chatglm|chatml|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", re.I
+    r"instruct|(?<![a-z])chat(?![a-z])|chatglm|chatml|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", IGNORECASE
 )
 
 
 # small base (completion) language models: their output is a continuation of the prompt by design, and they are
 # demo-sized (a web route serving one of them is a toy, not a service to batch)
 BASE_LM = lazy_compile(
-    r"^(distil)?gpt2(-(medium|large|xl))?$|^tiny-gpt2$|^openai-gpt$|^gpt-neo-(125m|1\.3b)$|^opt-(125m|350m)$", re.I
+    r"^(distil)?gpt2(-(medium|large|xl))?$|^tiny-gpt2$|^openai-gpt$|^gpt-neo-(125m|1\.3b)$|^opt-(125m|350m)$",
+    IGNORECASE,
 )
 
 
@@ -48,7 +50,7 @@ UNFINISHED = lazy_compile(
     r"([,\-]|\b(is|are|was|were|be|been|am|of|the|a|an|and|or|but|nor|to|as|that|which|whose|with|without|in|on|at|"
     r"for|by|from|into|about|my|your|his|her|their|our|its|than|like|because|so|if|when|while|where|who|then|"
     r"has|have|had|will|would|can|could|should|must|might|called|named|known))$",
-    re.I,
+    IGNORECASE,
 )
 
 
@@ -128,7 +130,7 @@ BASE_RELEASE = lazy_compile(
     r"mixtral-8x\d+b(-v0\.\d)?|falcon-\d+b|gpt-j-6b|gpt-neox-20b|pythia-[\d.]+[mb](-deduped)?|opt-[\d.]+[mb]|"
     r"bloom(-[\d.]+[mb])?|mpt-\d+b|qwen[\d.]*-[\d.]+b|gemma(-\d)?-\d+b|olmo(-\d)?-\d+b|gpt-neox-japanese-[\d.]+b|"
     r"codegen2?-[\d.]+[mb](-(mono|multi|nl))?)$",
-    re.I,
+    IGNORECASE,
 )
 
 
@@ -198,7 +200,7 @@ def _no_template(s: Script) -> bool:
 # instruction-tuned families whose tokenizers ship no chat template: their documented prompt is written by hand
 # ("USER: ... ASSISTANT:", "### Instruction:", "Instruct: ... Output:"), so a hand-built prompt is their format
 TEMPLATELESS = lazy_compile(
-    r"vicuna-\d+b-v1\.[135]|alpaca|dolly-v2|falcon-(7b|40b)-instruct|mpt-\d+b-(instruct|chat)|^phi-(1_5|2)$", re.I
+    r"vicuna-\d+b-v1\.[135]|alpaca|dolly-v2|falcon-(7b|40b)-instruct|mpt-\d+b-(instruct|chat)|^phi-(1_5|2)$", IGNORECASE
 )
 
 
@@ -225,12 +227,12 @@ def _own_fine_tune(s: Script) -> bool:
 
 # chat templates that write the BOS token into their text (Llama 2 and 3, Mistral/Mixtral, Gemma); others (Qwen,
 # TinyLlama, Phi-3, ...) write none, so re-tokenizing their text adds exactly one (IT025)
-BOS_IN_TEMPLATE = lazy_compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma|deepseek", re.I)
+BOS_IN_TEMPLATE = lazy_compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma|deepseek", IGNORECASE)
 BOS_TEXT = ("<s>", "<|begin_of_text|>", "<bos>")  # Llama 2 / Mistral, Llama 3, Gemma: what their tokenizers add
 
 
 # Llama 2's and Mistral's one-turn layout, exactly: `<s>[INST] {message} [/INST]` (the spaces included)
-INST_LAYOUT = lazy_compile(r"\s*<s>\[INST\] .* \[/INST\]\s*", re.S)
+INST_LAYOUT = lazy_compile(r"\s*<s>\[INST\] .* \[/INST\]\s*", DOTALL)
 
 
 def _bos_by_hand(s: Script, text: str) -> bool:
@@ -278,7 +280,7 @@ def pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
 # vision-language chat checkpoints with no chat word in their ids (llava-hf/llava-1.5-7b-hf, llava-v1.6-mistral-...):
 # their processors ship a chat template, and a bare prompt is off their format (IT013 only: their documented
 # hand-built formats, `USER: <image>\n... ASSISTANT:` and `[INST] <image>\n... [/INST]`, are not IT003's concern)
-VLM_CHAT = lazy_compile(r"llava", re.I)
+VLM_CHAT = lazy_compile(r"llava", IGNORECASE)
 
 
 def _chat_ids(s: Script, vlm: bool = False) -> list[str]:

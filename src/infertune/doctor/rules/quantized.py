@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
-import re
 
-from infertune.doctor.nodes import const, has_star_kwargs, kw
+from infertune.doctor.nodes import const, has_star_kwargs, kw, lazy_compile
 from infertune.doctor.script import Script
+
+SPEED = lazy_compile(r"speed|fast|latency|throughput")  # a comment saying why bitsandbytes was chosen
 
 
 def _plain_4bit_requests(s: Script) -> list[ast.AST]:
@@ -38,5 +39,5 @@ def bnb_4bit(s: Script):
             continue
         if kw(c, "bnb_4bit_compute_dtype") is None:
             yield c, "4-bit bitsandbytes without bnb_4bit_compute_dtype computes in fp32: slow"
-        elif re.search(r"speed|fast|latency|throughput", s.comment_near(c.lineno)):
+        elif SPEED.search(s.comment_near(c.lineno)):
             yield (c, "bitsandbytes 4-bit chosen for speed: it saves memory but dequantizes every matmul (slower)")

@@ -4,9 +4,9 @@ absence where the checkpoint needs its own code."""
 from __future__ import annotations
 
 import ast
-import re
 
 from infertune.doctor.nodes import (
+    IGNORECASE,
     TOKENIZER_CLASS,
     const,
     dotted,
@@ -25,12 +25,12 @@ NATIVE_ID = lazy_compile(
     r"llama|mistral|mixtral|qwen1\.5|qwen2|qwen3|gemma|phi-?[34]|gpt2|gpt-neo|gpt-j|pythia|opt-\d|bloom|starcoder2|"
     r"codellama|tinyllama|zephyr|vicuna|smollm|smolvlm|olmo|granite|stablelm|llava|idefics|whisper|"
     r"^t5|flan-t5|^bart|m2m100|nllb|opus-mt|bert|roberta|deepseek-r1-distill",
-    re.I,
+    IGNORECASE,
 )
 NEEDS_CODE_ID = lazy_compile(
     r"qwen-|chatglm|glm-4|baichuan|internlm|internvl|minicpm|florence|indictrans|deepseek-v[23]|jina|nomic|mpt-|"
     r"xgen|moss|cogvlm|molmo|kimi|aquila|telechat|openelm|falcon|phi-1|phi-2|yi-vl|mplug|blip-3|xgen|sfr-",
-    re.I,
+    IGNORECASE,
 )
 
 
@@ -67,7 +67,7 @@ def trust_remote_code(s: Script):
 OWN_CODE_ID = lazy_compile(
     r"^(chatglm\d?|internlm\d?(\.5)?|baichuan\d?|indictrans2|qwen-(\d|vl|audio)|minicpm|cogvlm|molmo|moss-|"
     r"telechat|openelm|internvl\d?)",
-    re.I,
+    IGNORECASE,
 )
 AUTO_LOADERS = lazy_compile(r"^Auto\w+$")
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import ast
-import re
 
-from infertune.doctor.nodes import callee, const, dotted, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, lazy_compile
 from infertune.doctor.rules.generation import generation_calls
 from infertune.doctor.rules.prompts import CHAT_MODEL
 from infertune.doctor.script import Script
 
 # a loop that repeats on purpose: timing, warm-up, a benchmark, a retry until the output is valid
-MEASURES = lazy_compile(r"time|perf_counter|bench|warm|latency|throughput|retry|attempt|valid|tries", re.I)
+MEASURES = lazy_compile(r"time|perf_counter|bench|warm|latency|throughput|retry|attempt|valid|tries", IGNORECASE)
 
 
 def _names(node: ast.AST) -> set[str]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import ast
-import re
 
 from infertune.doctor.nodes import (
+    IGNORECASE,
     callee,
     const,
     dotted,
@@ -301,7 +301,7 @@ def _behind_a_check(s: Script, up: list[ast.AST]) -> bool:
     return False
 
 
-SETUP = lazy_compile(r"^(_*(main|init|setup|load|get|build|create|make|download|prepare)|__\w+__$)", re.I)
+SETUP = lazy_compile(r"^(_*(main|init|setup|load|get|build|create|make|download|prepare)|__\w+__$)", IGNORECASE)
 
 
 def _runs_on_argument(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, c: ast.Call) -> bool:

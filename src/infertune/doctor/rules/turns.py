@@ -3,17 +3,15 @@ add_generation_prompt=True), where the checkpoint's template reads the flag."""
 
 from __future__ import annotations
 
-import re
-
 from infertune.doctor.checkpoint import chat_template
-from infertune.doctor.nodes import const, kw, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, const, kw, lazy_compile
 from infertune.doctor.rules.prompts import model_ids
 from infertune.doctor.script import Script
 
 # chat templates that never read add_generation_prompt: the user turn ends with [/INST], itself the cue for the
 # reply (Llama 2 chat, Mistral/Mixtral Instruct, CodeLlama Instruct), by id when the template is not here
 INST_TEMPLATE = lazy_compile(
-    r"llama-2-\d+b-chat|mistral-7b-instruct|mixtral-8x\d+b-instruct|codellama-\d+b-instruct", re.I
+    r"llama-2-\d+b-chat|mistral-7b-instruct|mixtral-8x\d+b-instruct|codellama-\d+b-instruct", IGNORECASE
 )
 
 
