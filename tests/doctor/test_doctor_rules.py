@@ -330,5 +330,8 @@ def test_an_option_no_parser_defines(tmp_path):
     found = check_code(tmp_path, parser.format("") + use, names=True).findings
     assert [(f.rule, f.line) for f in found] == [("IT038", 8), ("IT038", 9)]
     assert "`args.base_model`" in found[0].message and "`args.seed`, `args.dtype`" in found[1].message
-    for elsewhere in ("p.set_defaults(seed=0)\n", "p.add_argument(*['--seed'])\n"):
-        assert check_code(tmp_path, parser.format(elsewhere) + use, names=True).findings == []
+    for elsewhere in ("p.set_defaults(seed=0)\n", "p.add_argument(*['--seed'])\n", "p.add_class_arguments(Cfg)\n"):
+        code = "class Cfg:\n    seed = 0\n" + parser.format(elsewhere) + use
+        assert check_code(tmp_path, code, names=True).findings == [], elsewhere
+    given = parser.format("").replace("p.parse_args()", "p.parse_args(namespace=Cfg())")
+    assert check_code(tmp_path, "class Cfg:\n    seed = 0\n" + given + use, names=True).findings == []

@@ -23,6 +23,9 @@ PROVIDED = set(dir(builtins)) | {
     "__cached__",
     "display",
     "get_ipython",
+    "spark",  # (Databricks notebooks: spark, sc, dbutils are there before the first cell)
+    "sc",
+    "dbutils",
 }
 # a file that can bind names the parser cannot see: a star import, exec, globals() written to
 DYNAMIC = ("exec", "globals", "locals", "vars", "__import__", "setattr")
@@ -100,6 +103,14 @@ def _dests(s: Script) -> set[str] | None:
         m = method(c)
         if m in ("set_defaults", "add_subparsers") or (m is None and callee(c) == "HfArgumentParser"):
             return None
+        if (m or "").startswith("add_") and m not in (
+            "add_argument",
+            "add_argument_group",
+            "add_mutually_exclusive_group",
+        ):
+            return None  # (jsonargparse's add_class_arguments, ...: options the file does not spell out)
+        if m in ("parse_args", "parse_known_args") and kw(c, "namespace") is not None:
+            return None  # a namespace that arrives with attributes of its own
         if callee(c) == "ArgumentParser" and kw(c, "parents") is not None:
             return None
         if m != "add_argument":
