@@ -216,5 +216,10 @@ def receiver(call: ast.AST) -> ast.expr | None:
     return call.func.value if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else None
 
 
+def id_name(model: str | None) -> str:
+    """A model id's (or path's) last part: "meta-llama/Llama-2-7b-hf" -> "Llama-2-7b-hf"; "" for none."""
+    return (model or "").rstrip("/").rsplit("/", 1)[-1]
+
+
 def callee(call: ast.Call) -> str:
     return dotted(call.func).split(".")[-1]

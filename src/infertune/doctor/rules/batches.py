@@ -10,6 +10,7 @@ from infertune.doctor.nodes import (
     IGNORECASE,
     const,
     dotted,
+    id_name,
     kw,
     lazy_compile,
     method,
@@ -177,7 +178,7 @@ def right_padding_batch(s: Script):
         return
     rights = "right" in sides
     ids = [s.model_id(c) or "" for c in s.tokenizers]
-    if rights or (ids and all(RIGHT_BY_DEFAULT.search(i.rsplit("/", 1)[-1]) for i in ids)):
+    if rights or (ids and all(RIGHT_BY_DEFAULT.search(id_name(i)) for i in ids)):
         yield (
             batched[0],
             "a padded batch for a decoder-only model's generate with padding on the right: the shorter prompts "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from infertune.doctor.nodes import IGNORECASE, callee, dotted, lazy_compile, method, receiver
+from infertune.doctor.nodes import IGNORECASE, callee, dotted, id_name, lazy_compile, method, receiver
 from infertune.doctor.script import Script
 
 # a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
@@ -47,7 +47,7 @@ def params_in_id(model: str | None) -> float | None:
     ]
     if counts:
         return max(counts)
-    last = (model or "").rstrip("/").rsplit("/", 1)[-1].lower()
+    last = id_name(model).lower()
     if (m := PHI3.search(last)) is not None:
         return {"mini": 3.8e9, "small": 7e9, "medium": 14e9}[m.group(2).lower()]
     return KNOWN_PARAMS.get(last)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, kw, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile
 from infertune.doctor.rules.prompts import literal_texts
 from infertune.doctor.script import Script
 
@@ -110,7 +110,7 @@ def _mean_over_tokens(c: ast.Call) -> ast.AST | None:
 
 def mean_pool_padding(s: Script):
     ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
-    cls_model = next((i for i in ids if CLS_POOLED.search(i.rsplit("/", 1)[-1])), None)
+    cls_model = next((i for i in ids if CLS_POOLED.search(id_name(i))), None)
     padded = any(s.is_tokenizer_call(c) and const(kw(c, "padding")) not in (None, False) for c in s.calls)
     for c in s.calls:
         x = _mean_over_tokens(c)

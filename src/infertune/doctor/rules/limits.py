@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import ast
 
-from infertune.doctor.nodes import IGNORECASE, callee, const, has_star_kwargs, kw, lazy_compile, method, task_of
+from infertune.doctor.nodes import (
+    IGNORECASE,
+    callee,
+    const,
+    has_star_kwargs,
+    id_name,
+    kw,
+    lazy_compile,
+    method,
+    task_of,
+)
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
 from infertune.doctor.rules.prompts import literal_texts, model_ids, pipeline_model_id, prompts_of
 from infertune.doctor.script import Script
@@ -33,7 +43,7 @@ def summarization_untruncated(s: Script):
         if task_of(p) != "summarization" or not c.args or has_star_kwargs(c) or has_star_kwargs(p):
             continue
         model = pipeline_model_id(s, p) if kw(p, "model") or len(p.args) > 1 else SUMMARIZATION_DEFAULT
-        if not model or not FIXED_POSITIONS.search(model.rstrip("/").rsplit("/", 1)[-1]):
+        if not model or not FIXED_POSITIONS.search(id_name(model)):
             continue
         if any(const(kw(x, "truncation")) not in (None, False) for x in (c, p)) or kw(p, "tokenizer_kwargs"):
             continue

@@ -14,6 +14,7 @@ from infertune.doctor.nodes import (
     const,
     dotted,
     has_star_kwargs,
+    id_name,
     kw,
     lazy_compile,
     method,
@@ -115,7 +116,7 @@ def dtype_rule(s: Script):
             or left_on_cpu(s, c)
             or _cast_after_dispatch(s, c)
             or _halved_after_load(s, c)
-            or FP32_CHECKPOINT.search((s.model_id(c) or "").rstrip("/").rsplit("/", 1)[-1])
+            or FP32_CHECKPOINT.search(id_name(s.model_id(c)))
             or CASTS_ITSELF.search((s.model_id(c) or "").rstrip("/"))
         ):
             # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs; a model

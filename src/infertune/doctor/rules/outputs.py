@@ -6,7 +6,18 @@ from __future__ import annotations
 import ast
 
 from infertune.doctor import patterns
-from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, kw, lazy_compile, method, receiver, task_of
+from infertune.doctor.nodes import (
+    IGNORECASE,
+    callee,
+    const,
+    dotted,
+    id_name,
+    kw,
+    lazy_compile,
+    method,
+    receiver,
+    task_of,
+)
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
 from infertune.doctor.rules.prompts import (
     CHAT_MARKERS,
@@ -233,7 +244,7 @@ def _unknown_completion(s: Script, node: ast.AST) -> bool:
     return (
         bool(weights)
         and all(i.startswith((".", "/", "~")) for i in weights)  # (a tokenizer may come from the Hub: its base's)
-        and not any(CHAT_MODEL.search(i.rsplit("/", 1)[-1]) for i in model_ids(s))
+        and not any(CHAT_MODEL.search(id_name(i)) for i in model_ids(s))
         and not s.calls_method("apply_chat_template")
         and not _transcript_in_file(s)
         and not _chatty(s, s.enclosing_function(node))

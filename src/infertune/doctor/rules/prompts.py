@@ -11,6 +11,7 @@ from infertune.doctor.nodes import (
     const,
     dotted,
     has_star_kwargs,
+    id_name,
     kw,
     lazy_compile,
     method,
@@ -119,7 +120,7 @@ def model_ids(s: Script) -> list[str]:
 def base_models_only(s: Script) -> bool:
     """Every model of the script is a known small base completion model (gpt2, distilgpt2, tiny-gpt2, ...)."""
     ids = model_ids(s)
-    return bool(ids) and all(BASE_LM.search(i.rstrip("/").rsplit("/", 1)[-1]) for i in ids)
+    return bool(ids) and all(BASE_LM.search(id_name(i)) for i in ids)
 
 
 # pretrained-only (base) releases of any size, by the last part of the id: the published names carry no
@@ -138,7 +139,7 @@ def completion_models_only(s: Script, small_only: bool) -> bool:
     """Every model of the script is a base completion model: a small one (BASE_LM), or (small_only False) also a
     larger published base release (BASE_RELEASE: Llama-2-7b-hf, Mistral-7B-v0.3, LLaMA-7B, ...). What they print
     is a continuation of the prompt, so prompt plus continuation is their natural output (IT004's demos)."""
-    ids = [i.rstrip("/").rsplit("/", 1)[-1] for i in model_ids(s)]
+    ids = [id_name(i) for i in model_ids(s)]
     return bool(ids) and all(BASE_LM.search(i) or (not small_only and BASE_RELEASE.search(i)) for i in ids)
 
 
@@ -207,7 +208,7 @@ TEMPLATELESS = lazy_compile(
 def _documented_by_hand(s: Script) -> bool:
     """Every model of the script is of a family known to ship no chat template (read by id, offline)."""
     ids = model_ids(s)
-    return bool(ids) and all(TEMPLATELESS.search(i.rstrip("/").rsplit("/", 1)[-1]) for i in ids)
+    return bool(ids) and all(TEMPLATELESS.search(id_name(i)) for i in ids)
 
 
 def _own_fine_tune(s: Script) -> bool:
@@ -221,7 +222,7 @@ def _own_fine_tune(s: Script) -> bool:
         bool(models)
         and bool(toks)
         and all(toks)
-        and all(m and not CHAT_MODEL.search(m.rsplit("/", 1)[-1]) and m not in toks for m in models)
+        and all(m and not CHAT_MODEL.search(id_name(m)) and m not in toks for m in models)
     )
 
 
@@ -286,9 +287,7 @@ VLM_CHAT = lazy_compile(r"llava", IGNORECASE)
 def _chat_ids(s: Script, vlm: bool = False) -> list[str]:
     ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
     ids += [pipeline_model_id(s, p) or "" for p in s.pipelines]
-    return [
-        i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1]) or (vlm and VLM_CHAT.search(i.rsplit("/", 1)[-1]))
-    ]
+    return [i for i in ids if CHAT_MODEL.search(id_name(i)) or (vlm and VLM_CHAT.search(id_name(i)))]
 
 
 def _ui_from_pipeline(s: Script):
@@ -300,7 +299,7 @@ def _ui_from_pipeline(s: Script):
         pipe = next((o for o in s.origins(c.args[0]) if o in s.pipelines), None)
         model = pipeline_model_id(s, pipe) if pipe is not None else None
         task = task_of(pipe) if pipe is not None else None
-        if model and task == "text-generation" and CHAT_MODEL.search(model.rsplit("/", 1)[-1]):
+        if model and task == "text-generation" and CHAT_MODEL.search(id_name(model)):
             yield (c, f"{model} is a chat model, and the UI feeds it the textbox's raw text without its chat template")
 
 
@@ -344,7 +343,7 @@ def chat_model_raw_text(s: Script):
         if s.is_pipeline_call(c):
             pipe = next(o for o in s.origins(c.func) if o in s.pipelines)
             model = pipeline_model_id(s, pipe)
-            chatty = isinstance(model, str) and CHAT_MODEL.search(model.rsplit("/", 1)[-1])
+            chatty = isinstance(model, str) and CHAT_MODEL.search(id_name(model))
             raw = _raw_text(s, args[0])
             named = dotted(args[0]).lower() if not dotted(args[0]).endswith((".text", ".content")) else ""
             if chatty and raw and not any(w in named for w in ("message", "conversation", "chat")):

@@ -11,6 +11,7 @@ from infertune.doctor.nodes import (
     const,
     dotted,
     has_star_kwargs,
+    id_name,
     kw,
     lazy_compile,
     method,
@@ -35,7 +36,7 @@ NEEDS_CODE_ID = lazy_compile(
 
 
 def _native_checkpoint(model: str | None) -> bool:
-    name = (model or "").rstrip("/").rsplit("/", 1)[-1]
+    name = id_name(model)
     return bool(name) and bool(NATIVE_ID.search(name)) and not NEEDS_CODE_ID.search(name)
 
 
@@ -77,7 +78,7 @@ def _is_tokenizer(c: ast.Call) -> bool:
 
 
 def _needs_code(model: str | None) -> bool:
-    name = (model or "").rstrip("/").rsplit("/", 1)[-1]
+    name = id_name(model)
     return bool(OWN_CODE_ID.search(name)) and not name.lower().endswith("-hf")
 
 

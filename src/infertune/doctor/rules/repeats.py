@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, lazy_compile
 from infertune.doctor.rules.generation import generation_calls
 from infertune.doctor.rules.prompts import CHAT_MODEL
 from infertune.doctor.script import Script
@@ -117,7 +117,7 @@ def beam_no_repeat_ngram_chat(s: Script):
     """Beam search with no_repeat_ngram_size on a chat/instruct model: code, lists, names and markup repeat n-grams
     on purpose, and the ban bends the answer around them."""
     ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
-    chat = next((i for i in ids if CHAT_MODEL.search(i.rsplit("/", 1)[-1])), None)
+    chat = next((i for i in ids if CHAT_MODEL.search(id_name(i))), None)
     if chat is None:
         return
     for _, kws, hf, _ in generation_calls(s):

@@ -10,6 +10,7 @@ from infertune.doctor.nodes import (
     const,
     dotted,
     has_star_kwargs,
+    id_name,
     kw,
     lazy_compile,
     method,
@@ -125,8 +126,7 @@ def _small_models(s: Script) -> bool:
     b01/b09/b11, all labelled so; the problems labelled were 3B and up, or of no size the id names)."""
     ids = weight_ids(s)
     return bool(ids) and all(
-        i is not None
-        and (BASE_LM.search(i.rstrip("/").rsplit("/", 1)[-1]) or ((n := params_in_id(i)) is not None and n < CPU_SIZED))
+        i is not None and (BASE_LM.search(id_name(i)) or ((n := params_in_id(i)) is not None and n < CPU_SIZED))
         for i in ids
     )
 
