@@ -42,8 +42,7 @@ class Rule(Record):
         summary: str,
         fix: str,
         check: Callable[[Script], Iterator[tuple[ast.AST, str]]],
-        # off unless selected (--select ID, a prefix or ALL): advisory rules that were wrong more often than right
-        # on real public scripts (benchmarks/README.md, doctor-real-1); docs/doctor.md says why for each
+        # off unless selected (--select): advisory rules wrong more often than right on real scripts (docs/doctor.md)
         default: bool = True,
     ) -> None:
         self.id, self.name, self.summary, self.fix, self.check, self.default = id, name, summary, fix, check, default
