@@ -335,3 +335,16 @@ def test_an_option_no_parser_defines(tmp_path):
         assert check_code(tmp_path, code, names=True).findings == [], elsewhere
     given = parser.format("").replace("p.parse_args()", "p.parse_args(namespace=Cfg())")
     assert check_code(tmp_path, "class Cfg:\n    seed = 0\n" + given + use, names=True).findings == []
+
+
+def test_a_half_precision_whisper_loaded_without_a_dtype(tmp_path):
+    """IT001 leaves encoder-decoders alone (T5s, BARTs, Whisper up to large-v2 are fp32 checkpoints) except the
+    half-precision ones: Whisper large-v3 (and fine-tunes named after it)."""
+    code = (
+        "from transformers import WhisperForConditionalGeneration\n"
+        'm = WhisperForConditionalGeneration.from_pretrained("{}").to("cuda")\n'
+        "out = m.generate(feats.to('cuda'), max_new_tokens=64)\n"
+    )
+    assert [f.rule for f in check_code(tmp_path, code.format("openai/whisper-large-v3")).findings] == ["IT001"]
+    assert [f.rule for f in check_code(tmp_path, code.format("me/whisper-large-v3-ft")).findings] == ["IT001"]
+    assert check_code(tmp_path, code.format("openai/whisper-large-v2")).findings == []

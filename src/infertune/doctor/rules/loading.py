@@ -89,6 +89,10 @@ FP32_CHECKPOINT = lazy_compile(
     r"^(distil)?gpt2(-(medium|large|xl))?$|^gpt-neo-(125m|1\.3b|2\.7b)$|^gpt-j-6b$|^dialogpt-(small|medium|large)$",
     IGNORECASE,
 )
+# encoder-decoders published in half precision (Whisper large-v3 and its turbo, distil-large-v3, and fine-tunes
+# named after them), unlike the fp32 T5s, BARTs and earlier Whispers: a load with no dtype doubles them
+# (doctor-real-3 e04, doctor-real-5 q09, labelled so; whisper-large-v2 and -medium, stored in fp32, stay silent)
+HALF_SEQ2SEQ = lazy_compile(r"whisper-large-v3|distil-large-v3", IGNORECASE)
 # checkpoints whose own modelling code (trust_remote_code) picks half precision when none is given: Qwen (v1)'s
 # QWenLMHeadModel sets bf16, else fp16, on a card that supports it and casts itself (`autoset_precision`)
 CASTS_ITSELF = lazy_compile(r"^qwen/qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$", IGNORECASE)
@@ -108,7 +112,7 @@ def dtype_rule(s: Script):
     for c in s.loads:
         if (
             not s.torch_generative(c)
-            or ENCODER_DECODER.search(s.model_class(c))
+            or (ENCODER_DECODER.search(s.model_class(c)) and not HALF_SEQ2SEQ.search(id_name(s.model_id(c))))
             or has_star_kwargs(c)
             or s.quantized(c)
             or _saved_only(s, c)
