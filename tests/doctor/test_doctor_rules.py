@@ -348,3 +348,16 @@ def test_a_half_precision_whisper_loaded_without_a_dtype(tmp_path):
     assert [f.rule for f in check_code(tmp_path, code.format("openai/whisper-large-v3")).findings] == ["IT001"]
     assert [f.rule for f in check_code(tmp_path, code.format("me/whisper-large-v3-ft")).findings] == ["IT001"]
     assert check_code(tmp_path, code.format("openai/whisper-large-v2")).findings == []
+
+
+def test_inputs_sent_to_cuda_while_the_model_may_stay_on_the_cpu(tmp_path):
+    """IT016: the model follows a device chosen at run time (also through torch.device(...)), the inputs go to
+    CUDA unconditionally: without a GPU that is a device mismatch."""
+    code = (
+        'device = {}\nmodel = AutoModelForCausalLM.from_pretrained("m", dtype="auto").to(device)\n'
+        'out = model.generate(tok(q, return_tensors="pt").input_ids.to("cuda"), max_new_tokens=8)\n'
+    )
+    chosen = '"cuda" if torch.cuda.is_available() else "cpu"'
+    for device in (chosen, f"torch.device({chosen})"):
+        assert [f.rule for f in check_code(tmp_path, code.format(device)).findings] == ["IT016"], device
+    assert check_code(tmp_path, code.format('torch.device("cuda")')).findings == []

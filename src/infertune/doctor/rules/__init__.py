@@ -169,7 +169,7 @@ RULES: list[Rule] = [
         "inputs-on-other-device",
         "tokenized inputs left on the CPU for a model on the GPU",
         "move them: tok(..., return_tensors='pt').to(model.device)",
-        generation.inputs_device,
+        devices.inputs_device,
     ),
     Rule(
         "IT017",
