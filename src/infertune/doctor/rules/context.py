@@ -34,8 +34,10 @@ GPU_INTENT = lazy_compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", IGNO
 
 
 def gpu_intent(s: Script) -> bool:
-    """The code (not its comments: "no GPU needed" is no intent) names CUDA, MPS or a GPU."""
-    return any(GPU_INTENT.search(line.split("#", 1)[0]) for line in s.lines)
+    """The code (not its comments: "no GPU needed" is no intent) names CUDA, MPS or a GPU. Read once per script."""
+    if "_gpu_intent" not in s.__dict__:
+        s.__dict__["_gpu_intent"] = any(GPU_INTENT.search(line.split("#", 1)[0]) for line in s.lines)
+    return s.__dict__["_gpu_intent"]
 
 
 def params_in_id(model: str | None) -> float | None:

@@ -31,9 +31,9 @@ PROVIDED = set(dir(builtins)) | {
 DYNAMIC = ("exec", "globals", "locals", "vars", "__import__", "setattr")
 
 
-def _bound(tree: ast.Module) -> set[str]:
+def _bound(nodes: list[ast.AST]) -> set[str]:
     out: set[str] = set()
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
             out.add(n.id)
         elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -53,17 +53,15 @@ def _bound(tree: ast.Module) -> set[str]:
     return out
 
 
-def _annotations(tree: ast.Module) -> set[int]:
+def _annotations(nodes: list[ast.AST]) -> set[int]:
     """The nodes inside annotations (never evaluated under `from __future__ import annotations`; a missing
     name there is a linter's concern, not a crash of this script's inference)."""
     out: set[int] = set()
-    for n in ast.walk(tree):
-        notes = []
+    for n in nodes:
         if isinstance(n, ast.arg | ast.AnnAssign) and n.annotation is not None:
-            notes.append(n.annotation)
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.returns is not None:
-            notes.append(n.returns)
-        out.update(id(x) for a in notes for x in ast.walk(a))
+            out.update(id(x) for x in ast.walk(n.annotation))
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.returns is not None:
+            out.update(id(x) for x in ast.walk(n.returns))
     return out
 
 
@@ -73,18 +71,16 @@ def undefined_name(s: Script):
 
 
 def _undefined_names(s: Script):
-    tree = s.tree
     if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in s.nodes):
         return
     if any(isinstance(c.func, ast.Name) and c.func.id in DYNAMIC for c in s.calls):
         return
-    known = _bound(tree) | PROVIDED
-    skip = _annotations(tree)
-    missing = sorted(
-        (n for n in s.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in known),
-        key=lambda n: (n.lineno, n.col_offset),
-    )
-    names = list(dict.fromkeys(n.id for n in missing if id(n) not in skip))  # first use first
+    known = _bound(s.nodes) | PROVIDED
+    missing = [n for n in s.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in known]
+    if missing:  # (rare: the annotations are read only then)
+        skip = _annotations(s.nodes)
+        missing = sorted((n for n in missing if id(n) not in skip), key=lambda n: (n.lineno, n.col_offset))
+    names = list(dict.fromkeys(n.id for n in missing))  # first use first
     if names:
         first = next(n for n in missing if n.id == names[0])
         more = " ..." if len(names) > 5 else ""
