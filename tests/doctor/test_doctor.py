@@ -10,6 +10,7 @@ import pytest
 
 from infertune import doctor
 from infertune.doctor.env import check_environment
+from infertune.doctor.output import rule_table
 from infertune.doctor.rules import RULES
 from infertune.probe.hardware import GPU, Hardware
 from tests.doctor.cases import CASES, HEAD, check_code
@@ -271,3 +272,5 @@ def test_advisory_rules_are_off_unless_selected(tmp_path):
         assert rule not in {x.rule for x in doctor.check([f]).findings}
         for select in ([rule], ["IT01"], [name], ["ALL"]):
             assert rule in {x.rule for x in doctor.check([f], select=select).findings}, select
+    listed = [line for line in rule_table().splitlines() if "off by default" in line]  # --list-rules says so
+    assert [line.split()[0] for line in listed] == ["IT010", "IT011"]

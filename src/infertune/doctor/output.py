@@ -119,7 +119,8 @@ def sarif(findings: list[Finding] | list[Shown], errors: list[str], version: str
 def rule_table() -> str:
     from infertune.doctor.rules import RULES
 
-    return "".join(f"{r.id} {r.name}: {r.summary}\n" for r in RULES)
+    off = " (off by default: --select {})"
+    return "".join(f"{r.id} {r.name}: {r.summary}{'' if r.default else off.format(r.id)}\n" for r in RULES)
 
 
 __all__ = ["as_json", "rule_table", "sarif", "summary", "text"]
