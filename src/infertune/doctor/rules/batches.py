@@ -77,12 +77,9 @@ def _one_text(s: Script, node: ast.AST | None) -> bool:
 
 def _str_parameter(s: Script, o: ast.AST) -> bool:
     """A name that is a parameter of its function annotated `str` (`async def generate(prompt: str)`)."""
-    if not isinstance(o, ast.Name):
+    if not isinstance(o, ast.Name) or (fn := s.enclosing_function(o)) is None:
         return False
-    fn = s.parents.get(o)
-    while fn is not None and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        fn = s.parents.get(fn)
-    args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs] if fn is not None else []
+    args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
     return any(a.arg == o.id and dotted(a.annotation) == "str" for a in args if a.annotation is not None)
 
 
@@ -145,8 +142,8 @@ def _batched_tokenizer_calls(s: Script) -> list[ast.Call]:
     reach generate on a decoder-only model of this file; not those that raise for want of a pad token (IT037)."""
     out = []
     padless = not _sets_pad_token(s)
-    for c in s.calls:
-        if not s.is_tokenizer_call(c) or const(kw(c, "padding")) in (None, False, "do_not_pad"):
+    for c in _padding_calls(s):
+        if not s.is_tokenizer_call(c):
             continue
         if padless and _unpaddable(s, c):
             continue

@@ -20,8 +20,8 @@ from infertune.doctor.nodes import (
     receiver,
     task_of,
 )
-from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE
-from infertune.doctor.rules.loading import gpu_intent, moved, params_in_id, placed_at_load, stays_on_cpu
+from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE, gpu_intent, params_in_id
+from infertune.doctor.rules.loading import moved, placed_at_load, stays_on_cpu
 from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 

@@ -26,6 +26,7 @@ from infertune.doctor.rules.prompts import (
     completion_models_only,
     literal_continuations,
     model_ids,
+    named_as_chat,
     probe_level,
     prompts_of,
     smoke_probe,
@@ -177,9 +178,7 @@ def _chat_input(s: Script, node: ast.AST | None) -> bool:
         for o in s.origins(node)
     ):
         return True
-    if isinstance(node, ast.Attribute) and node.attr in ("text", "content"):
-        return False  # a bot message's text (aiogram's message.text, discord's message.content): one string
-    return any(w in dotted(node).lower() for w in ("message", "conversation", "chat", "history", "dialog"))
+    return named_as_chat(node, ("message", "conversation", "chat", "history", "dialog"))
 
 
 CHATTY = lazy_compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog", IGNORECASE)

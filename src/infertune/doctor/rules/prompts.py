@@ -328,6 +328,14 @@ def adapter_loaded(s: Script) -> bool:
     )
 
 
+def named_as_chat(node: ast.AST, words: tuple[str, ...] = ("message", "conversation", "chat")) -> bool:
+    """A value whose name says it holds a conversation (`messages`, `chat_history`): a list of turns, not one
+    string. A bot message's text (aiogram's `message.text`, discord's `message.content`) is one string."""
+    if isinstance(node, ast.Attribute) and node.attr in ("text", "content"):
+        return False
+    return any(w in dotted(node).lower() for w in words)
+
+
 def chat_model_raw_text(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s, vlm=True) or _no_template(s):
         return
@@ -345,8 +353,7 @@ def chat_model_raw_text(s: Script):
             model = pipeline_model_id(s, pipe)
             chatty = isinstance(model, str) and CHAT_MODEL.search(id_name(model))
             raw = _raw_text(s, args[0])
-            named = dotted(args[0]).lower() if not dotted(args[0]).endswith((".text", ".content")) else ""
-            if chatty and raw and not any(w in named for w in ("message", "conversation", "chat")):
+            if chatty and raw and not named_as_chat(args[0]):
                 yield (c, f"{model} is a chat model fed raw text: without its chat template it answers off-format")
         elif any(g in s.generates or g in s.thread_generates for g in s.sinks_of(c)):
             if any(isinstance(o, ast.Call) and method(o) == "apply_chat_template" for a in args for o in s.origins(a)):
