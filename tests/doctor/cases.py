@@ -49,9 +49,9 @@ CASES = {
         'clf = pipeline("text-classification", model="m", device=0)\nprint(clf([a, b, c], batch_size=8))\n',
     ),
     "IT030": (
-        'model = AutoModelForCausalLM.from_pretrained("m")\nlogits = model(**enc).logits\n',
+        'model = AutoModelForCausalLM.from_pretrained("m")\nfor enc in batches:\n    logits = model(**enc).logits\n',
         'model = AutoModelForCausalLM.from_pretrained("m")\nwith torch.inference_mode():\n'
-        "    logits = model(**enc).logits\n",
+        "    for enc in batches:\n        logits = model(**enc).logits\n",
     ),
     "IT032": (
         'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"\n'
@@ -122,9 +122,10 @@ CASES = {
         LOAD + CHAT + 'ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt")\n'
         'model.generate(ids.to("cuda"), max_new_tokens=8)',
     ),
-    "IT004": (
-        LOAD + "out = model.generate(**inputs, max_new_tokens=32)\nprint(tok.decode(out[0], skip_special_tokens=True))",
-        LOAD
+    "IT004": (  # (a Hub id: a bare name like "m" is a folder whose contents the file does not tell)
+        LOAD.replace('"m"', '"org/m"')
+        + "out = model.generate(**inputs, max_new_tokens=32)\nprint(tok.decode(out[0], skip_special_tokens=True))",
+        LOAD.replace('"m"', '"org/m"')
         + "out = model.generate(**inputs, max_new_tokens=32)\nprint(tok.decode(out[0, n:], skip_special_tokens=True))",
     ),
     "IT005": (

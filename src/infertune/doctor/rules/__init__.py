@@ -8,7 +8,7 @@ import ast
 from collections.abc import Callable, Iterator
 from itertools import chain
 
-from infertune.doctor.nodes import IGNORECASE, Finding, Record, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, Record, lazy_compile
 from infertune.doctor.rules import (
     batches,
     bos,
@@ -351,49 +351,4 @@ def select_rules(select: list[str] | None = None, ignore: list[str] | None = Non
     return [r for r in RULES if r.id in chosen]
 
 
-def suppressed(s: Script, line: int, rule: Rule) -> bool:
-    """`# infertune: ignore[IT001]` (id or name, comma-separated) on the line; a bare `ignore` silences all."""
-    if not 1 <= line <= len(s.lines):
-        return False
-    m = SUPPRESS.search(s.lines[line - 1])
-    if not m:
-        return False
-    if m.group(1) is None:
-        return True
-    keys = {k.strip().lower() for k in m.group(1).split(",")}
-    return rule.id.lower() in keys or rule.name in keys
-
-
-def _span(s: Script, node: ast.AST) -> tuple[int, int]:
-    """The lines a suppression comment may sit on: the simple statement holding the node (a multi-line call)."""
-    line = getattr(node, "lineno", 1)
-    stmt = node
-    while stmt in s.parents and not isinstance(stmt, ast.stmt):
-        stmt = s.parents[stmt]
-    if isinstance(stmt, ast.stmt) and not hasattr(stmt, "body"):  # a simple statement, not a def, loop, with...
-        return min(stmt.lineno, line), max(stmt.end_lineno or line, line)
-    return line, getattr(node, "end_lineno", line) or line
-
-
-def check_script(s: Script, rules: list[Rule] | None = None, failed: list[str] | None = None) -> list[Finding]:
-    """The findings of these rules on one script; a rule that fails (a bug of ours) is skipped for this file
-    and said in `failed`, the others still run."""
-    out, seen = [], set()
-    for rule in RULES if rules is None else rules:
-        try:
-            found = list(rule.check(s))
-        except (RecursionError, Exception) as e:
-            if failed is not None:
-                failed.append(f"{s.path}: rule {rule.id} failed ({type(e).__name__}: {e}); please report it")
-            continue
-        for node, message in found:
-            line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
-            first, last = _span(s, node)
-            if (line, col, rule.id) in seen or any(suppressed(s, n, rule) for n in range(first, last + 1)):
-                continue
-            seen.add((line, col, rule.id))
-            out.append(Finding(path=s.path, line=line, col=col, rule=rule.id, message=message, fix=rule.fix))
-    return sorted(out, key=lambda f: (f.line, f.col, f.rule))
-
-
-__all__ = ["BY_KEY", "RULES", "Rule", "check_script", "select_rules", "suppressed"]
+__all__ = ["BY_KEY", "RULES", "SUPPRESS", "Rule", "select_rules"]

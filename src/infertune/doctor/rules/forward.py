@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 
 from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile
-from infertune.doctor.rules.prompts import literal_texts
 from infertune.doctor.script import Script
 
 NO_GRAD = {"no_grad", "inference_mode", "set_grad_enabled", "enable_grad"}
@@ -33,19 +32,17 @@ LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.GeneratorExp, ast.D
 
 
 def _one_off(s: Script, c: ast.Call) -> bool:
-    """A single pass at module level (no function, no loop) over inputs written in the file: a snippet that embeds
-    a few literal sentences once; what autograd keeps for one pass is freed at once and costs nothing that matters
-    (doctor-real-3 e03, e12, e37: labelled so, blind). In a function (a request handler, a helper) or a loop the
-    pass repeats, on inputs that come from elsewhere."""
+    """A single pass at module level (no function, no loop): a snippet that runs the model once, or a Streamlit
+    page that runs it once per interaction. What autograd keeps for one pass is freed with its output and costs
+    nothing that matters (doctor-real-3 e03, e12, e37; doctor-real-5 q17; doctor-real-6 r07, s15: all labelled so,
+    blind). In a function (a request handler, a helper) or a loop the pass repeats, and the graphs with it
+    (doctor-real-1 a16, doctor-real-3 e34, doctor-real-5 q10, q22: labelled problems)."""
     node: ast.AST = c
     while node in s.parents:
         node = s.parents[node]
         if isinstance(node, (*LOOPS, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return False
-    fed = [a for x in [*c.args, *(k.value for k in c.keywords)] for a in ast.walk(x)]
-    toks = [o for a in fed for o in s.origins(a) if isinstance(o, ast.Call) and s.is_tokenizer_call(o)]
-    texts = [a for t in toks if t.args for a in t.args[:1]]
-    return bool(texts) and all(literal_texts(s, a) for a in texts)
+    return True
 
 
 def _grad_off(s: Script, node: ast.AST, depth: int = 0) -> bool:

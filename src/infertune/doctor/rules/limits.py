@@ -86,19 +86,17 @@ def _sized_to_input(s: Script, value: ast.expr) -> bool:
 
 
 def _tiny_prompt(s: Script, c: ast.Call, value: ast.expr) -> bool:
-    """Every prompt of this generate is a literal of a few tokens (under 40 characters) and max_length is 64 or
-    more, or a literal of at most a tenth of max_length in tokens (about 4 characters each): the budget is left
-    all but whole (doctor-real-3 e38: a two-character prompt, max_length=200; doctor-real-4 g22: a 75-character
-    prompt, max_length=500)."""
+    """Every prompt of this generate is a literal (or a list of them) of a few tokens (under 40 characters) and
+    max_length is 64 or more, or a literal of at most a tenth of max_length in tokens (about 4 characters each):
+    the budget is left all but whole (doctor-real-3 e38: a two-character prompt, max_length=200; doctor-real-4 g22:
+    a 75-character prompt, max_length=500; doctor-real-6 s12: three one-to-three-word prompts, max_length=100)."""
     n = const(value)
     if c in s.pipelines:
         return False  # a pipeline handed to another library: its prompts are not in the file
     texts = prompts_of(s, c) if c in s.generates else list(c.args[:1])
     if not isinstance(n, int) or n < 64 or not texts:
         return False
-    return all(
-        (t := literal_texts(s, a, lists=False)) and all(len(x) < 40 or len(x) / 4 <= n / 10 for x in t) for a in texts
-    )
+    return all((t := literal_texts(s, a)) and all(len(x) < 40 or len(x) / 4 <= n / 10 for x in t) for a in texts)
 
 
 def _handed_off(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr]]]:

@@ -89,6 +89,9 @@ FP32_CHECKPOINT = lazy_compile(
     r"^(distil)?gpt2(-(medium|large|xl))?$|^gpt-neo-(125m|1\.3b|2\.7b)$|^gpt-j-6b$|^dialogpt-(small|medium|large)$",
     IGNORECASE,
 )
+# GPT-2's own classes: every checkpoint they load (GPT-2, DialoGPT, a fine-tune of either) is GPT-2-sized and saved
+# in fp32 (doctor-real-6 s12: a local GPT-2 fine-tune, labelled "fp32 costs little for this size")
+FP32_CLASS = lazy_compile(r"^GPT2(LMHeadModel|Model|DoubleHeadsModel)$")
 # encoder-decoders published in half precision (Whisper large-v3 and its turbo, distil-large-v3, and fine-tunes
 # named after them), unlike the fp32 T5s, BARTs and earlier Whispers: a load with no dtype doubles them
 # (doctor-real-3 e04, doctor-real-5 q09, labelled so; whisper-large-v2 and -medium, stored in fp32, stay silent)
@@ -121,6 +124,7 @@ def dtype_rule(s: Script):
             or _cast_after_dispatch(s, c)
             or _halved_after_load(s, c)
             or FP32_CHECKPOINT.search(id_name(s.model_id(c)))
+            or FP32_CLASS.search(s.model_class(c))
             or CASTS_ITSELF.search((s.model_id(c) or "").rstrip("/"))
         ):
             # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs; a model

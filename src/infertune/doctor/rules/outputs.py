@@ -27,6 +27,7 @@ from infertune.doctor.rules.prompts import (
     literal_continuations,
     model_ids,
     named_as_chat,
+    probe_helper,
     probe_level,
     prompts_of,
     smoke_probe,
@@ -234,6 +235,20 @@ def _framed_as_chat(s: Script) -> bool:
     return False
 
 
+# a bare name (no organisation) that is neither one of the Hub's legacy ids (gpt2, bert-base-uncased, t5-small)
+# nor names a model family is a folder beside the script whose contents the file does not tell (doctor-real-6 s12:
+# a GPT-2 fine-tune saved as 'finetuned'; doctor-real-1 b12's 'internlm-model' says what it holds: a chat model)
+NAMED = lazy_compile(
+    r"^(distil)?(gpt2|bert|roberta|t5|xlnet|xlm|albert|ctrl|openai-gpt|transfo-xl|camembert|flaubert|bart)\b|"
+    r"llama|mistral|mixtral|qwen|internlm|baichuan|gemma|phi|falcon|deepseek|glm|bloom|opt|mpt|yi\b",
+    IGNORECASE,
+)
+
+
+def local_folder(model_id: str) -> bool:
+    return model_id.startswith((".", "/", "~")) or ("/" not in model_id and not NAMED.search(model_id))
+
+
 def _unknown_completion(s: Script, node: ast.AST) -> bool:
     """Every model is a local folder of the author's (./models_finetune) and nothing in the file speaks of a
     chat: no chat template, no role markers, no chat model id, no function named as a chat. What the folder
@@ -242,7 +257,7 @@ def _unknown_completion(s: Script, node: ast.AST) -> bool:
     weights = [i for i in weight_ids(s) if i]
     return (
         bool(weights)
-        and all(i.startswith((".", "/", "~")) for i in weights)  # (a tokenizer may come from the Hub: its base's)
+        and all(local_folder(i) for i in weights)  # (a tokenizer may come from the Hub: its base's)
         and not any(CHAT_MODEL.search(id_name(i)) for i in model_ids(s))
         and not s.calls_method("apply_chat_template")
         and not _transcript_in_file(s)
@@ -262,9 +277,15 @@ def _chatty(s: Script, fn: ast.AST | None, depth: int = 0) -> bool:
 
 def _continues(s: Script, gen: ast.Call) -> bool:
     """generate ran on fixed sentences to finish, written in the file (a probe, a demo): their continuation,
-    prompt included, is what the script means to show."""
+    prompt included, is what the script means to show. Also in a helper that only the probe level calls and that
+    reads its sentence itself (doctor-real-6 s08: a generate_from_model helper printed from a module loop); a
+    helper handed its sentence (`continue_text(start)`) is text in, text out: its caller wants what is new."""
     args = prompts_of(s, gen)
-    return probe_level(s, gen) and bool(args) and all(literal_continuations(s, a) for a in args)
+    fn = s.enclosing_function(gen)
+    params = {a.arg for a in fn.args.args} if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) else set()
+    fixed = not any(isinstance(a, ast.Name) and a.id in params for a in args)
+    level = probe_level(s, gen) or (fixed and probe_helper(s, fn))
+    return level and bool(args) and all(literal_continuations(s, a) for a in args)
 
 
 def _printed_only(s: Script, c: ast.Call) -> bool:

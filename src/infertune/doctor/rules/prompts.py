@@ -8,6 +8,7 @@ from infertune.doctor.checkpoint import has_chat_template
 from infertune.doctor.nodes import (
     DOTALL,
     IGNORECASE,
+    callee,
     const,
     dotted,
     has_star_kwargs,
@@ -77,6 +78,17 @@ def probe_level(s: Script, node: ast.AST) -> bool:
     a route hands its text to a caller, who may take all of it for the answer)."""
     fn = s.enclosing_function(node)
     return fn is None or getattr(fn, "name", "") == "main"
+
+
+def probe_helper(s: Script, fn: ast.AST | None, depth: int = 0) -> bool:
+    """A function that only the probe level calls (two levels up): the script's own step, not an API."""
+    name = getattr(fn, "name", None)
+    callers = [c for c in s.calls if name and callee(c) == name and s.enclosing_function(c) is not fn]
+    return (
+        depth < 2
+        and bool(callers)
+        and all(probe_level(s, c) or probe_helper(s, s.enclosing_function(c), depth + 1) for c in callers)
+    )
 
 
 def literal_texts(s: Script, arg: ast.AST | None, lists: bool = True) -> list[str] | None:
