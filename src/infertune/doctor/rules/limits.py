@@ -14,6 +14,7 @@ from infertune.doctor.nodes import (
     kw,
     lazy_compile,
     method,
+    receiver,
     task_of,
 )
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
@@ -167,9 +168,43 @@ def _length_set_elsewhere(s: Script) -> bool:
     return any(SETS_LENGTH.search(i) for i in model_ids(s))
 
 
+# T5 and Flan-T5 set no length of their own (their generation_config.json has none, unlike Marian's 512, BART-CNN's
+# 142 or Whisper's 448): a generate or text2text-generation call with none stops at 20 tokens (doctor-real-7 t05, a
+# Flan-T5 endpoint, labelled so; doctor-real-4 g09, a fixed three-word prompt, silent: 20 tokens answer it)
+NO_OWN_LENGTH = lazy_compile(r"(^|[-_/])(flan-)?t5-(small|base|large|xl|xxl)$|t5-v1_1-\w+$", IGNORECASE)
+
+
+def _t5_unbounded(s: Script):
+    """generate on a T5 load, or a text2text-generation pipeline of one, given no length, in a function (a route, a
+    helper: its text comes from a caller) on a text not written in the file. At module level, fixed sentences
+    (doctor-real-2 d09: three short ones to translate) are answered within 20 tokens."""
+    for c in s.calls:
+        if c in s.generates:
+            ids, given, texts = [s.model_id(m) for m in s.models_of(receiver(c))], c.keywords, prompts_of(s, c)
+        elif (p := pipe_of(s, c)) is not None and task_of(p) == "text2text-generation":
+            ids, given, texts = [pipeline_model_id(s, p)], [*c.keywords, *p.keywords], list(c.args[:1])
+        else:
+            continue
+        if (
+            ids
+            and s.enclosing_function(c) is not None
+            and all(NO_OWN_LENGTH.search(i or "") for i in ids)
+            and not any(k.arg is None or k.arg in LENGTHS or k.arg == "generate_kwargs" for k in given)
+            and texts
+            and not all(literal_texts(s, a) for a in texts)
+        ):
+            yield c
+
+
 def default_length(s: Script):
     if _length_set_elsewhere(s):
         return
+    for c in _t5_unbounded(s):
+        yield (
+            c,
+            "no max_new_tokens for a T5 checkpoint, which sets no length of its own: every output stops at "
+            "transformers' default of 20 tokens",
+        )
     for c, kws, known, opaque in generation_calls(s):
         if method(c) != "generate" or opaque or LENGTHS & set(kws) or not known:
             continue
