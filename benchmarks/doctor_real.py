@@ -95,6 +95,7 @@ COVERED = {
     "other:undefined-outputs": "IT038",
     "other:undefined-tokenizer-model": "IT038",
     "other:undefined-cli-arg": "IT038",
+    "other:duplicate-model-load": "IT039",
 }
 
 

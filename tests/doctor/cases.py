@@ -89,6 +89,12 @@ CASES = {
         'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\nq = "Hi"\n'
         'tokenizer = AutoTokenizer.from_pretrained("m")\nids = tokenizer(q, return_tensors="pt").to(model.device)\n',
     ),
+    "IT039": (
+        'model = AutoModelForCausalLM.from_pretrained("org/m", dtype="auto", device_map="auto")\n'
+        'from transformers import pipeline\npipe = pipeline("text-generation", model="org/m")\n',
+        'model = AutoModelForCausalLM.from_pretrained("org/m", dtype="auto", device_map="auto")\n'
+        'from transformers import pipeline\npipe = pipeline("text-generation", model=model)\n',
+    ),
     "IT037": (
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\nenc = tok(texts, padding=True, return_tensors="pt")\n',
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\ntok.pad_token = tok.eos_token\n'

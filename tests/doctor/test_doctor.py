@@ -158,8 +158,8 @@ def test_pins_beside_or_above_the_script_choose_the_dtype_message(tmp_path):
     script = app / "main.py"
     script.write_text(
         HEAD + 'm = AutoModelForCausalLM.from_pretrained("m", device_map="auto")\n'
-        'n = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16, device_map="auto")\n'
-        'o = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float16, device_map="auto")\n'
+        'n = AutoModelForCausalLM.from_pretrained("m2", torch_dtype=torch.float16, device_map="auto")\n'
+        'o = AutoModelForCausalLM.from_pretrained("m3", dtype=torch.float16, device_map="auto")\n'
     )
     (tmp_path / "svc" / "requirements.txt").write_text("accelerate\ntransformers==4.46.3\n")
     v4 = {f.line: f.message for f in doctor.check([script]).findings}

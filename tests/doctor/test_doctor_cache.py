@@ -11,8 +11,8 @@ import pytest
 
 HEAD = "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
 LOADS = (
-    'n = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16, device_map="auto")\n'
-    'o = AutoModelForCausalLM.from_pretrained("m", dtype=torch.float16, device_map="auto")\n'
+    'n = AutoModelForCausalLM.from_pretrained("m2", torch_dtype=torch.float16, device_map="auto")\n'
+    'o = AutoModelForCausalLM.from_pretrained("m3", dtype=torch.float16, device_map="auto")\n'
 )
 # what the rules loaded: printed by the child after the doctor answered
 PROBE = (

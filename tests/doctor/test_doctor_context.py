@@ -90,3 +90,19 @@ def test_phi_checkpoints_are_native(tmp_path):
     assert rules(tmp_path, code.format(m="microsoft/phi-2")) == ["IT012"]
     assert rules(tmp_path, code.format(m="microsoft/phi-1_5")) == ["IT012"]
     assert rules(tmp_path, code.format(m="internlm/internlm2-chat-7b")) == []
+
+
+def test_weights_loaded_twice_only_when_the_first_copy_is_dead(tmp_path):
+    """IT039: the same checkpoint loaded again while the first copy is never used after it (rebound, or left
+    unused beside a pipeline built from its id); silent for two live copies, a `del` between, one of two branches,
+    two revisions, and a pipeline handed the loaded model."""
+    load = 'model = AutoModelForCausalLM.from_pretrained("org/m", dtype="auto", device_map="auto")\n'
+    pipe = 'from transformers import pipeline\npipe = pipeline("text-generation", model={})\n'
+    assert rules(tmp_path, load + load) == ["IT039"]
+    assert rules(tmp_path, load + pipe.format('"org/m"') + "print(pipe.model.device)\n") == ["IT039"]
+    assert rules(tmp_path, load + pipe.format("model") + "print(pipe.model.device)\n") == []
+    assert rules(tmp_path, load + pipe.format('"org/m"') + "print(pipe.model.device, model.device)\n") == []
+    assert rules(tmp_path, load + "del model\n" + load) == []
+    branches = "if fast:\n    " + load + "else:\n    " + load
+    assert rules(tmp_path, branches) == []
+    assert rules(tmp_path, load + load.replace('"org/m"', '"org/m", revision="v2"')) == []

@@ -326,6 +326,13 @@ RULES: list[Rule] = [
         "import or define it (`import torch`, the missing assignment)",
         names.undefined_name,
     ),
+    Rule(
+        "IT039",
+        "weights-loaded-twice",
+        "the same checkpoint's weights loaded a second time while the first copy is still held",
+        "reuse the loaded model (`pipeline(task, model=model, tokenizer=tok)`), or `del` the first copy",
+        repeats.weights_loaded_twice,
+    ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}
 SUPPRESS = lazy_compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", IGNORECASE)

@@ -1,10 +1,11 @@
-"""Rules about work done again for nothing: one prompt generated N times in a loop (IT029)."""
+"""Rules about work done again for nothing: one prompt generated N times in a loop (IT029), generate called again
+on the growing text to stream (IT027), the same weights loaded twice (IT039)."""
 
 from __future__ import annotations
 
 import ast
 
-from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile, pipeline_model
 from infertune.doctor.rules.generation import generation_calls
 from infertune.doctor.rules.prompts import CHAT_MODEL
 from infertune.doctor.script import Script
@@ -127,4 +128,117 @@ def beam_no_repeat_ngram_chat(s: Script):
                 kws["no_repeat_ngram_size"],
                 f"no_repeat_ngram_size={ngram} with beam search on {chat}, a chat model: it forbids every repeated "
                 f"{ngram}-gram (code, lists, names, markup repeat them), so answers get bent or cut; drop it",
+            )
+
+
+# --- IT039: the same weights loaded twice ------------------------------------------------------------------------
+
+
+def _weights(s: Script) -> list[tuple[ast.Call, str]]:
+    """Every load of weights with the checkpoint it reads (its id, and the revision when one is given):
+    from_pretrained of a model, and a pipeline given an id rather than a loaded model."""
+    out = []
+    for c in [*s.loads, *s.pipelines]:
+        m = pipeline_model(c) if c in s.pipelines else c
+        if m is None or (c in s.pipelines and s.models_of(m)):
+            continue  # (a pipeline given a loaded model reuses it)
+        i = s.model_id(c) if c in s.loads else next((t for _, t in s.strings(m)), None)
+        if i is not None:
+            rev = kw(c, "revision")
+            out.append((c, i + ("@" + ast.unparse(rev) if rev is not None else "")))
+    return sorted(out, key=lambda w: (w[0].lineno, w[0].col_offset))
+
+
+def _exclusive(s: Script, a: ast.AST, b: ast.AST) -> bool:
+    """a and b sit in different arms of one if/else or try/except: only one of them runs."""
+    chain_a = _chain(s, a)
+    for node, arm in _chain(s, b):
+        if isinstance(node, ast.If | ast.Try) and node in {n for n, _ in chain_a}:
+            return dict(chain_a)[node] != arm
+    return False
+
+
+def _chain(s: Script, node: ast.AST) -> list[tuple[ast.AST, int]]:
+    """(ancestor, which of its statement lists holds the node), innermost first."""
+    out = []
+    while node in s.parents:
+        parent = s.parents[node]
+        arms = [getattr(parent, f, None) for f in ("body", "orelse", "handlers", "finalbody")]
+        arm = next((i for i, a in enumerate(arms) if isinstance(a, list) and node in a), -1)
+        out.append((parent, arm))
+        node = parent
+    return out
+
+
+def _statement(s: Script, node: ast.AST) -> ast.AST:
+    while node in s.parents and not isinstance(node, ast.stmt):
+        node = s.parents[node]
+    return node
+
+
+def _bound(s: Script, c: ast.Call) -> set[str]:
+    """The names the statement holding this load binds (`model = X.from_pretrained(...).to("cuda")`)."""
+    st = _statement(s, c)
+    return (
+        {n.id for t in st.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if isinstance(st, ast.Assign)
+        else set()
+    )
+
+
+def _dead_after(s: Script, first: ast.Call, second: ast.Call) -> bool:
+    """Nothing reads the first copy once the second is loaded: the second rebinds its name, or no line after reads
+    it (or `del`s it, or sets it to None, before the second). Two copies both read afterwards are the author's
+    plan (a comparison, a draft model), not an oversight."""
+    names = _bound(s, first)
+    if not names:
+        return False  # (handed straight to something: it is used)
+    if names & _bound(s, second):
+        return True
+    end = getattr(_statement(s, second), "end_lineno", second.lineno) or second.lineno
+    return not any(
+        isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) and n.lineno > end for n in s.nodes
+    )
+
+
+def _freed_between(s: Script, first: ast.Call, second: ast.Call) -> bool:
+    """`del model` (or `model = None`) between the two loads, of a name the first was bound to."""
+    names = _bound(s, first)
+    for n in s.nodes:
+        if not (first.lineno < getattr(n, "lineno", 0) < second.lineno):
+            continue
+        if isinstance(n, ast.Delete) and names & {dotted(t) for t in n.targets}:
+            return True
+        if (
+            isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Constant)
+            and n.value.value is None
+            and names & {dotted(t) for t in n.targets}
+        ):
+            return True
+    return False
+
+
+def weights_loaded_twice(s: Script):
+    seen: list[tuple[ast.Call, str]] = []
+    for c, i in _weights(s):
+        first = next(
+            (
+                f
+                for f, fi in seen
+                if fi == i
+                and s.enclosing_function(f) is s.enclosing_function(c)
+                and not _exclusive(s, f, c)
+                and not _freed_between(s, f, c)
+                and _dead_after(s, f, c)
+            ),
+            None,
+        )
+        seen.append((c, i))
+        if first is not None:
+            yield (
+                c,
+                f"the weights of {i} are loaded again (first at line {first.lineno}), and the first copy is never "
+                "used after it but still held while this one loads: twice the memory and the load time; reuse the "
+                "loaded model (pipeline(task, model=model, tokenizer=tok))",
             )

@@ -16,4 +16,4 @@ ok = pipeline(
     model_kwargs={"quantization_config": {"load_in_4bit": True, "bnb_4bit_compute_dtype": "bfloat16"}},
 )
 messages = [{"role": "user", "content": "hi"}]
-print(chat(messages, max_new_tokens=64)[0]["generated_text"][-1]["content"])
+print(chat(messages, max_new_tokens=64)[0]["generated_text"][-1]["content"], draft.device, ok.device)

@@ -8,4 +8,4 @@ results = classifier(reviews)  # expect: IT028
 batched = classifier(reviews, batch_size=32)
 one = classifier(reviews[0])
 cpu = pipeline("sentiment-analysis", model="distilbert-base-uncased-finetuned-sst-2-english")
-print(results, batched, one, cpu(reviews))
+print(results, batched, one, cpu(reviews), classifier.device)
