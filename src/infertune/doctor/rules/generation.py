@@ -19,7 +19,7 @@ from infertune.doctor.nodes import (
     task_given,
     task_of,
 )
-from infertune.doctor.rules.prompts import model_ids, pipeline_model_id
+from infertune.doctor.rules.prompts import model_ids, pipeline_model_id, weight_ids
 from infertune.doctor.script import Script
 
 SAMPLING = ("temperature", "top_p", "top_k", "repetition_penalty", "typical_p", "min_p")
@@ -193,6 +193,9 @@ def _samples_elsewhere(s: Script) -> bool:
         return True
     if any(SAMPLES_BY_DEFAULT.search(i.rstrip("/")) for i in model_ids(s)):
         return True
+    weights = weight_ids(s)
+    if weights and not any(i and not i.startswith((".", "/", "~")) for i in weights):
+        return True  # (unknown weights: whether their generation_config.json samples is not known here)
     for n in s.nodes:
         if (
             isinstance(n, ast.keyword)

@@ -120,6 +120,7 @@ def dtype_rule(s: Script):
             or s.quantized(c)
             or _saved_only(s, c)
             or cpu_by_choice(s, c)
+            or cpu_by_hand(s, c)
             or left_on_cpu(s, c)
             or _cast_after_dispatch(s, c)
             or _halved_after_load(s, c)
@@ -170,26 +171,32 @@ def placed_at_load(s: Script, c: ast.Call, explicit_cpu: bool = False) -> bool:
         return True
     node: ast.AST = c  # from_pretrained(...).eval().cuda()
     while isinstance(attr := s.parents.get(node), ast.Attribute) and isinstance(call := s.parents.get(attr), ast.Call):
-        if attr.attr in PLACES and (explicit_cpu or _not_cpu(call)):
+        if attr.attr in PLACES and (explicit_cpu or _not_cpu(s, call)):
             return True
         node = call
     return False
 
 
-def _not_cpu(call: ast.Call) -> bool:
-    return not call.args or const(call.args[0]) not in ("cpu", -1)
+def _not_cpu(s: Script, call: ast.Call) -> bool:
+    """Not a move to the CPU: `.to("cpu")`, `.to(device)` where every value device takes is "cpu" (doctor-real-8
+    w04: `device = 'cuda'` then `device = 'cpu'`), `.to(torch.device("cpu"))`."""
+    if not call.args:
+        return True
+    values = s.origins(call.args[0]) or [call.args[0]]
+    values = [v.args[0] if isinstance(v, ast.Call) and callee(v) == "device" and v.args else v for v in values]
+    return not all(const(v) in ("cpu", -1) for v in values)
 
 
 def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
     """Is this use of the model a move (x.to(...), x.cuda()), or a hand-over to something that places it?"""
     parent = s.parents.get(use)
     m = s.called_method(use)
-    while m is not None and method(m) in MOVES and not (method(m) in PLACES and (explicit_cpu or _not_cpu(m))):
+    while m is not None and method(m) in MOVES and not (method(m) in PLACES and (explicit_cpu or _not_cpu(s, m))):
         m = s.called_method(m)  # model.half().cuda(), model.eval().to(device): the move further along the chain
         if m is None or method(m) not in MOVES:
             return False
     if m is not None:
-        return method(m) in PLACES and (explicit_cpu or _not_cpu(m))
+        return method(m) in PLACES and (explicit_cpu or _not_cpu(s, m))
     call = (
         parent if isinstance(parent, ast.Call) else (s.parents.get(parent) if isinstance(parent, ast.keyword) else None)
     )
@@ -282,6 +289,13 @@ def _cpu_on_purpose(s: Script, model: str | None) -> bool:
 def stays_on_cpu(s: Script, c: ast.Call) -> bool:
     """Never placed on an accelerator: not at the load, and no later move or hand-over to a device."""
     return not placed_at_load(s, c) and not any(moved(s, u) for u in s.uses(c))
+
+
+def cpu_by_hand(s: Script, c: ast.Call) -> bool:
+    """Placed on the CPU in so many words (device_map='cpu', `.to("cpu")`, `.to(device)` with device 'cpu') and
+    never on an accelerator: fp32 is the precision the author runs there (doctor-real-8 w04)."""
+    placed = placed_at_load(s, c, explicit_cpu=True) or any(moved(s, u, explicit_cpu=True) for u in s.uses(c))
+    return placed and stays_on_cpu(s, c)
 
 
 def cpu_by_choice(s: Script, c: ast.Call) -> bool:

@@ -25,6 +25,7 @@ from infertune.doctor.rules.prompts import (
     TEMPLATE_TOKENS,
     completion_models_only,
     literal_continuations,
+    literal_texts,
     model_ids,
     named_as_chat,
     probe_helper,
@@ -288,6 +289,13 @@ def _continues(s: Script, gen: ast.Call) -> bool:
     return level and bool(args) and all(literal_continuations(s, a) for a in args)
 
 
+def _fixed_probe(s: Script, gen: ast.Call) -> bool:
+    """A one-shot check at the probe level on prompts written in the file, whose decoded output only goes to
+    print(): a person reads the question and its answer together."""
+    args = prompts_of(s, gen)
+    return probe_level(s, gen) and bool(args) and all(literal_texts(s, a) for a in args)
+
+
 def _printed_only(s: Script, c: ast.Call) -> bool:
     """The decoded text goes straight to print(): a console echo, where a copy stored or returned is the output."""
     parent = s.parents.get(c)
@@ -308,8 +316,10 @@ def prompt_in_output(s: Script):
             and not smoke_probe(s, gen)
         ):
             by_gen.setdefault(gen, []).append(c)
-    for decodes in by_gen.values():  # one finding per generate: the copy kept (stored, returned) over a print
+    for gen, decodes in by_gen.items():  # one finding per generate: the copy kept (stored, returned) over a print
         kept = [c for c in decodes if not _printed_only(s, c)]
+        if not kept and _fixed_probe(s, gen):
+            continue
         yield (kept or decodes)[0], "decoding the whole generate output: it starts with the prompt tokens"
     for c, kws, _, opaque in generation_calls(s):
         if completion_demo(s, c) or _unknown_completion(s, c) or smoke_probe(s, c, kws):

@@ -12,12 +12,14 @@ SPEED = lazy_compile(r"speed|fast|latency|throughput")  # a comment saying why b
 
 def _plain_4bit_requests(s: Script) -> list[ast.AST]:
     """4-bit asked for without a BitsAndBytesConfig: load_in_4bit=True on from_pretrained, or in a pipeline's
-    model_kwargs dict (also as a plain quantization_config dict), with no compute dtype beside it."""
+    model_kwargs dict (also as a plain quantization_config dict), with no compute dtype beside it (doctor-real-8
+    y04: `bnb_4bit_compute_dtype=torch.float16` as a from_pretrained keyword next to load_in_4bit is read)."""
     out: list[ast.AST] = []
     for c in s.loads:
         v = kw(c, "load_in_4bit")
-        if v is not None and const(v) is True and kw(c, "quantization_config") is None:
-            out.append(v)
+        given = kw(c, "quantization_config") is not None or kw(c, "bnb_4bit_compute_dtype") is not None
+        if v is not None and const(v) is True and not given:
+            out.append(v)  # (from_pretrained builds its BitsAndBytesConfig from bnb_* keywords beside load_in_4bit)
     for p in s.pipelines:
         mk = kw(p, "model_kwargs")
         for d in [o for o in s.origins(mk) if isinstance(o, ast.Dict)] if mk is not None else []:

@@ -23,7 +23,8 @@ from infertune.doctor.script import Script
 # Checkpoints whose architecture transformers implements itself (by the id's last part); those that need their own
 # code win over them (Qwen 1's "Qwen-7B", ChatGLM, InternLM, Florence-2, IndicTrans2, jina/nomic BERTs, ...). Phi-1,
 # -1.5 and -2 shipped their own code in 2023 and are native since transformers 4.37, their repositories converted
-# (doctor-real-4 f03 and doctor-real-7 t17, labelled so).
+# (doctor-real-4 f03 and doctor-real-7 t17, labelled so). RLHFlow's ArmoRM names Llama 3 but ships its own gated
+# reward head (doctor-real-8 w10).
 NATIVE_ID = lazy_compile(
     r"llama|mistral|mixtral|qwen1\.5|qwen2|qwen3|gemma|phi-?[1-4]|gpt2|gpt-neo|gpt-j|pythia|opt-\d|bloom|starcoder2|"
     r"codellama|tinyllama|zephyr|vicuna|smollm|smolvlm|olmo|granite|stablelm|llava|idefics|whisper|"
@@ -32,7 +33,7 @@ NATIVE_ID = lazy_compile(
 )
 NEEDS_CODE_ID = lazy_compile(
     r"qwen-|chatglm|glm-4|baichuan|internlm|internvl|minicpm|florence|indictrans|deepseek-v[23]|jina|nomic|mpt-|"
-    r"xgen|moss|cogvlm|molmo|kimi|aquila|telechat|openelm|falcon|yi-vl|mplug|blip-3|xgen|sfr-",
+    r"xgen|moss|cogvlm|molmo|kimi|aquila|telechat|openelm|falcon|yi-vl|mplug|blip-3|sfr-|armorm",
     IGNORECASE,
 )
 
