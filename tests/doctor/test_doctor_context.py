@@ -106,3 +106,88 @@ def test_weights_loaded_twice_only_when_the_first_copy_is_dead(tmp_path):
     branches = "if fast:\n    " + load + "else:\n    " + load
     assert rules(tmp_path, branches) == []
     assert rules(tmp_path, load + load.replace('"org/m"', '"org/m", revision="v2"')) == []
+
+
+def test_a_model_put_on_the_cpu_in_so_many_words_keeps_fp32(tmp_path):
+    """IT001: `.to(device)` where the last assignment of device is 'cpu' (an earlier 'cuda' overwritten) is a
+    CPU run by choice; the same with 'cuda' last is not."""
+    code = 'device = "{a}"\ndevice = "{b}"\nmodel = AutoModelForCausalLM.from_pretrained("org/m").to(device)\n' + (
+        "out = model.generate(**inputs, max_new_tokens=32)\n"
+    )
+    assert rules(tmp_path, code.format(a="cuda", b="cpu")) == []
+    assert rules(tmp_path, code.format(a="cpu", b="cuda")) == ["IT001"]
+
+
+def test_a_one_shot_printed_probe_shows_its_question_on_purpose(tmp_path):
+    """IT004: a question written in the file, its whole output printed once at module level, is read by a person
+    who sees both; a chat transcript as the prompt, or the text kept (returned, stored), is still the leak."""
+    head = 'model = AutoModelForCausalLM.from_pretrained("org/m-instruct", dtype="auto", device_map="auto")\n'
+    gen = 'enc = tok({!r}, return_tensors="pt").to(model.device)\nout = model.generate(**enc, max_new_tokens=64)\n'
+    printed = "print(tok.decode(out[0], skip_special_tokens=True))\n"
+    kept = "answer = tok.decode(out[0], skip_special_tokens=True)\n"
+    assert "IT004" not in rules(tmp_path, head + gen.format("Explain what a function is.") + printed)
+    assert "IT004" in rules(tmp_path, head + gen.format("Human: hi\nAssistant:") + printed)
+    assert "IT004" in rules(tmp_path, head + gen.format("Explain what a function is.") + kept)
+
+
+def test_sampling_defaults_of_unknown_weights_are_not_guessed(tmp_path):
+    """IT015: temperature without do_sample on weights whose id the file does not give (an adapter's base read
+    from its config, a local folder) may be used: their generation_config.json is not known here."""
+    gen = "out = model.generate(**inputs, max_new_tokens=32, temperature=0.7)\n"
+    load = 'model = AutoModelForCausalLM.from_pretrained({}, dtype="auto", device_map="auto")\n'
+    assert "IT015" not in rules(tmp_path, load.format("config.base_model_name_or_path") + gen)
+    assert "IT015" not in rules(tmp_path, load.format('"./"') + gen)
+    assert "IT015" in rules(tmp_path, load.format('"org/m"') + gen)
+
+
+def test_bnb_keywords_beside_load_in_4bit_are_read(tmp_path):
+    """IT008: from_pretrained builds its BitsAndBytesConfig from bnb_* keywords next to load_in_4bit."""
+    code = 'model = AutoModelForCausalLM.from_pretrained("org/m", device_map="auto", load_in_4bit=True{})\n'
+    assert rules(tmp_path, code.format(", bnb_4bit_compute_dtype=torch.float16")) == []
+    assert rules(tmp_path, code.format("")) == ["IT008"]
+
+
+def test_a_bart_generate_on_an_untruncated_text_overflows(tmp_path):
+    """IT034: BART's own generate on a posted text tokenized with neither truncation nor max_length; a truncated
+    one, or a T5, is fine."""
+    code = (
+        "from transformers import AutoModelForSeq2SeqLM\n"
+        'model = AutoModelForSeq2SeqLM.from_pretrained("{m}")\n\n'
+        "def summarize(text):\n    enc = tok(text, return_tensors='pt'{k})\n"
+        "    return model.generate(**enc, max_new_tokens=120)\n"
+    )
+    assert rules(tmp_path, code.format(m="../bart-large-cnn", k="")) == ["IT034"]
+    assert rules(tmp_path, code.format(m="../bart-large-cnn", k=", truncation=True")) == []
+    assert rules(tmp_path, code.format(m="t5-small", k="")) == []
+
+
+def test_a_parameter_annotated_as_a_list_is_a_batch(tmp_path):
+    """IT028: `texts: List[str]` handed whole to a GPU pipeline with no batch_size runs one item at a time."""
+    code = (
+        "from typing import List\nfrom transformers import pipeline\n"
+        'clf = pipeline("sentiment-analysis", model="org/clf", device=0)\n\n'
+        "def predict(texts: {}):\n    return clf(texts)\n"
+    )
+    assert rules(tmp_path, code.format("List[str]")) == ["IT028"]
+    assert rules(tmp_path, code.format("str")) == []
+
+
+def test_a_base_model_answering_the_files_questions_returns_answers(tmp_path):
+    """IT004: a larger base release at module level asked questions from a data file writes answers with the
+    questions in front; the same model finishing a sentence written in the file shows the continuation."""
+    code = (
+        "from transformers import pipeline\n"
+        'pipe = pipeline("text-generation", model="meta-llama/Llama-3.2-1B", dtype="auto", device_map="auto")\n'
+        "answer = pipe({}, max_new_tokens=64)[0]['generated_text']\n"
+    )
+    assert rules(tmp_path, code.format("open('questions.txt').readline()")) == ["IT004"]
+    assert rules(tmp_path, code.format('"The capital of France is"')) == []
+
+
+def test_a_whisper_large_v3_pipeline_on_the_gpu_needs_a_dtype(tmp_path):
+    """IT001: Whisper large-v3 is published in half precision; a pipeline of it on the GPU with no torch_dtype
+    loads fp32 on 4.x. On the CPU, or with a dtype, it is fine."""
+    code = 'from transformers import pipeline\nasr = pipeline("automatic-speech-recognition", model="openai/whisper-large-v3"{})\n'
+    assert rules(tmp_path, code.format(", device=0")) == ["IT001"]
+    assert rules(tmp_path, code.format(", device=0, torch_dtype=torch.float16")) == []
+    assert rules(tmp_path, code.format(', device="cpu"')) == []

@@ -13,6 +13,7 @@ from infertune.doctor.rules import (
     batches,
     bos,
     devices,
+    dispatch,
     forward,
     generation,
     hardware,
@@ -198,7 +199,7 @@ RULES: list[Rule] = [
         "move-dispatched-model",
         ".to()/.cuda()/.half() on a model placed by device_map or quantized",
         "drop the call: device_map (or bitsandbytes) already placed the model; choose the dtype at load time",
-        loading.move_dispatched,
+        dispatch.move_dispatched,
     ),
     Rule(
         "IT021",
@@ -294,8 +295,8 @@ RULES: list[Rule] = [
     Rule(
         "IT034",
         "summarization-untruncated",
-        "a summarization pipeline with fixed positions given a text of unbounded length",
-        "pass truncation=True to the call (or summarize the text in chunks of under 1024 tokens)",
+        "a BART/Pegasus summarizer (its pipeline, or its generate) given a text of unbounded length, untruncated",
+        "pass truncation=True (or summarize the text in chunks of under 1024 tokens)",
         limits.summarization_untruncated,
     ),
     Rule(

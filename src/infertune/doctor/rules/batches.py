@@ -183,8 +183,17 @@ def right_padding_batch(s: Script):
         )
 
 
+LIST_ANNOTATION = lazy_compile(r"^(typing\.)?(List|list|Sequence|Iterable)\[")
+
+
 def _listy(s: Script, node: ast.AST) -> bool:
-    """A list of inputs: a list literal or comprehension, a dataset column, KeyDataset(...)."""
+    """A list of inputs: a list literal or comprehension, a dataset column, KeyDataset(...), a parameter annotated
+    as a list (`texts: List[str]`: doctor-real-8 v15, a service's predict_batch)."""
+    fn = s.enclosing_function(node)
+    if isinstance(node, ast.Name) and fn is not None:
+        params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+        if any(a.arg == node.id and a.annotation and LIST_ANNOTATION.search(ast.unparse(a.annotation)) for a in params):
+            return True
     for o in s.origins(node):
         if isinstance(o, ast.List | ast.ListComp) and not (isinstance(o, ast.List) and len(o.elts) <= 1):
             return True

@@ -54,6 +54,29 @@ def summarization_untruncated(s: Script):
                 f"{model} reads at most 1024 tokens and this text's length is not bounded: a longer one makes "
                 "the summarization pipeline fail (index out of range); pass truncation=True or summarize it in chunks",
             )
+    for c, model in _bart_generate_untruncated(s):
+        yield (
+            c,
+            f"{model} reads at most 1024 tokens and this text is tokenized without truncation: a longer one makes "
+            "generate fail (index out of range); pass truncation=True, max_length=1024",
+        )
+
+
+def _bart_generate_untruncated(s: Script):
+    """The same with the model's own generate: a tokenizer call, with neither truncation nor max_length, whose ids
+    a BART/Pegasus model generates from, on a text of unbounded length (doctor-real-8 v03: a posted text summarized
+    by a local bart-large-cnn in an HTTP handler)."""
+    for g in s.generates:
+        models = [m for m in s.models_of(receiver(g)) if FIXED_POSITIONS.search(id_name(s.model_id(m)))]
+        if not models or not encoder_decoder_call(s, g):
+            continue
+        for c in s.calls:
+            if not s.is_tokenizer_call(c) or g not in s.sinks_of(c) or has_star_kwargs(c) or not c.args:
+                continue
+            if const(kw(c, "truncation")) not in (None, False) or kw(c, "max_length") is not None:
+                continue
+            if not _sized(s, c.args[0]):
+                yield c, id_name(s.model_id(models[0]))
 
 
 # --- IT014: max_length as if it were max_new_tokens ----------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Loading rules: dtype, placement, quantization, casts of a dispatched model (memory budget and attention
-kernels: rules/hardware.py)."""
+"""Loading rules: dtype and placement (casts and moves of a dispatched model: rules/dispatch.py; memory budget and
+attention kernels: rules/hardware.py)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ from infertune.doctor.nodes import (
     kw,
     lazy_compile,
     method,
+    pipeline_model,
     receiver,
 )
 from infertune.doctor.rules.context import CPU_WORKABLE, data_set_job, gpu_intent, params_in_id
+from infertune.doctor.rules.dispatch import cast_after_dispatch, is_cast
+from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
-DISPATCH_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 # Calls that take a model and place it themselves (or may): a model handed to one is not "left on the CPU".
 PLACERS = {
     "Trainer",
@@ -101,6 +103,35 @@ HALF_SEQ2SEQ = lazy_compile(r"whisper-large-v3|distil-large-v3", IGNORECASE)
 CASTS_ITSELF = lazy_compile(r"^qwen/qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$", IGNORECASE)
 
 
+def _half_pipelines_in_fp32(s: Script) -> list[ast.Call]:
+    """pipeline(task, model="<id>") of Whisper large-v3 (a half-precision encoder-decoder) put on a GPU (device= not
+    the CPU, or device_map=) with no dtype at the pipeline or in model_kwargs: 4.x loads it in fp32 (doctor-real-8
+    x11, labelled so). Decoder pipelines are left to the load rules: no seen script shows one, labelled or not."""
+    out = []
+    for p in s.pipelines:
+        m = pipeline_model(p)
+        if (
+            m is None
+            or s.models_of(m)
+            or has_star_kwargs(p)
+            or not HALF_SEQ2SEQ.search(id_name(pipeline_model_id(s, p)))
+        ):
+            continue
+        device = kw(p, "device")
+        values = [const(v) for v in (s.origins(device) or [device])] if device is not None else []
+        on_gpu = kw(p, "device_map") is not None or any(v not in ("cpu", -1) for v in values)
+        extra = kw(p, "model_kwargs")
+        typed = any(kw(p, k) is not None for k in ("dtype", "torch_dtype")) or (
+            extra is not None and any(DTYPE_KEYS.search(ast.unparse(o)) for o in s.origins(extra) or [extra])
+        )
+        if on_gpu and not typed:
+            out.append(p)
+    return out
+
+
+DTYPE_KEYS = lazy_compile(r"dtype|quantization_config|load_in_[48]bit")
+
+
 def dtype_rule(s: Script):
     if s.trains:
         return  # training picks its precision in its arguments (bf16=True, mixed precision)
@@ -112,6 +143,14 @@ def dtype_rule(s: Script):
         if not pinned
         else (" (--target-version)" if t.version_source == "--target-version" else f" (pinned in {t.version_source})")
     )
+    if major is None or major < 5:
+        for p in _half_pipelines_in_fp32(s):
+            yield (
+                p,
+                f"a pipeline of {pipeline_model_id(s, p)} on the GPU with no torch_dtype loads its half-precision "
+                "weights in fp32 on transformers 4.x: twice the memory, slower; pass torch_dtype=torch.bfloat16 "
+                "(or float16)",
+            )
     for c in s.loads:
         if (
             not s.torch_generative(c)
@@ -122,7 +161,7 @@ def dtype_rule(s: Script):
             or cpu_by_choice(s, c)
             or cpu_by_hand(s, c)
             or left_on_cpu(s, c)
-            or _cast_after_dispatch(s, c)
+            or cast_after_dispatch(s, c)
             or _halved_after_load(s, c)
             or FP32_CHECKPOINT.search(id_name(s.model_id(c)))
             or FP32_CLASS.search(s.model_class(c))
@@ -304,30 +343,6 @@ def cpu_by_choice(s: Script, c: ast.Call) -> bool:
     return stays_on_cpu(s, c) and _cpu_on_purpose(s, s.model_id(c))
 
 
-def _bnb(s: Script, c: ast.Call) -> bool:
-    if any(const(kw(c, k)) is True for k in ("load_in_4bit", "load_in_8bit")):
-        return True
-    q = kw(c, "quantization_config")
-    return q is not None and any(isinstance(o, ast.Call) and callee(o) == "BitsAndBytesConfig" for o in s.origins(q))
-
-
-def _casts(m: ast.Call) -> bool:
-    """.half()/.float()/.bfloat16(), or .to(<a dtype>)."""
-    if method(m) in ("half", "float", "bfloat16"):
-        return True
-    args = list(m.args) + [k.value for k in m.keywords if k.arg == "dtype"]
-    return method(m) == "to" and any(
-        "dtype" in dotted(a) or (isinstance(const(a), str) and ("float" in const(a) or "int" in const(a))) for a in args
-    )
-
-
-def _dispatched(c: ast.Call) -> bool:
-    dm = kw(c, "device_map")
-    return dm is not None and (
-        const(dm) in DISPATCH_MAPS or (isinstance(dm, ast.Dict) and len({const(v) for v in dm.values}) > 1)
-    )  # {"": 0} is one device: no hooks
-
-
 def _halved_after_load(s: Script, c: ast.Call) -> bool:
     """Cast to half precision right after the load or on a later use (`.half()`, `.bfloat16()`,
     `.to("cuda", dtype=torch.bfloat16)`): the copy that runs is not fp32, whatever from_pretrained read."""
@@ -341,60 +356,4 @@ def _halved_after_load(s: Script, c: ast.Call) -> bool:
         while m is not None:
             casts.append(m)
             m = s.called_method(m)
-    return any(_casts(m) and method(m) != "float" and "float32" not in ast.unparse(m) for m in casts)
-
-
-def _cast_after_dispatch(s: Script, c: ast.Call) -> bool:
-    """`from_pretrained(..., device_map="auto").half()`: IT020's finding on the cast (one problem, one finding)."""
-    node: ast.AST = c
-    casts = []
-    while isinstance(dot := s.parents.get(node), ast.Attribute) and isinstance(call := s.parents.get(dot), ast.Call):
-        casts.append(call)
-        node = call
-    casts += [m for u in s.uses(c) if (m := s.called_method(u)) is not None]
-    return _dispatched(c) and any(_casts(m) for m in casts)
-
-
-def move_dispatched(s: Script):
-    for c in s.loads:
-        dm = kw(c, "device_map")
-        dispatched = _dispatched(c)
-        bnb, quantized = _bnb(s, c), s.quantized(c) and kw(c, "gguf_file") is None  # GGUF loads dequantized
-        if not (dispatched or quantized):
-            continue
-        node: ast.AST = c
-        chain: list[ast.Call] = []
-        while isinstance(dot := s.parents.get(node), ast.Attribute) and isinstance(
-            call := s.parents.get(dot), ast.Call
-        ):
-            chain.append(call)
-            node = call
-        moves = chain + [m for u in s.uses(c) if (m := s.called_method(u)) is not None]
-        for m in moves:
-            attr = method(m)
-            if attr not in ("to", "cuda", "half", "float", "bfloat16"):
-                continue
-            if quantized and _casts(m) and attr != "bfloat16":
-                yield (
-                    m,
-                    (
-                        f"`.{attr}()` casts a quantized model: transformers raises (load it with the dtype you "
-                        "want instead)"
-                    ),
-                )
-            elif dispatched:
-                yield (
-                    m,
-                    (
-                        f"`.{attr}()` on a model placed by device_map={const(dm) or '{...}'!r}: accelerate's hooks "
-                        "already placed every layer; moving or casting it breaks offloaded layers or does nothing"
-                    ),
-                )
-            elif bnb and attr in ("to", "cuda"):
-                yield (
-                    m,
-                    (
-                        f"`.{attr}()` on a bitsandbytes model: it is already on the GPU; transformers 4.x refuses "
-                        "it (5.x needs bitsandbytes>=0.48 for 8-bit)"
-                    ),
-                )
+    return any(is_cast(m) and method(m) != "float" and "float32" not in ast.unparse(m) for m in casts)

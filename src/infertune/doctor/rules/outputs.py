@@ -195,7 +195,7 @@ def _transcript_in_file(s: Script) -> bool:
     return s.__dict__["_transcript"]
 
 
-def completion_demo(s: Script, node: ast.AST) -> bool:
+def completion_demo(s: Script, node: ast.AST, prompts: list[ast.expr] | None = None) -> bool:
     """A completion demo: a base completion model continuing a prompt, where prompt plus continuation is the
     expected output, not a leak. A small one (gpt2, openai-gpt, ...): at module level (a script, a Streamlit page)
     or in a function or web route not named as a chat (chat/answer/reply/respond/ask/bot/...) nor called from one.
@@ -204,6 +204,8 @@ def completion_demo(s: Script, node: ast.AST) -> bool:
     (a bot, a Q&A helper) who asked a question and gets it back in front of the answer. Never after a fine-tune,
     nor with a chat transcript (User:/Assistant:, template tokens) anywhere in the file."""
     fn = s.enclosing_function(node)
+    if prompts and not completion_models_only(s, small_only=True) and not all(literal_texts(s, a) for a in prompts):
+        return False  # a larger base model asked what the file's data asks (doctor-real-8 w11): the text is answers
     return (
         completion_models_only(s, small_only=fn is not None)
         and not s.trains  # a fine-tune (into a chat, an instruction follower) is no longer the base model
@@ -290,10 +292,13 @@ def _continues(s: Script, gen: ast.Call) -> bool:
 
 
 def _fixed_probe(s: Script, gen: ast.Call) -> bool:
-    """A one-shot check at the probe level on prompts written in the file, whose decoded output only goes to
-    print(): a person reads the question and its answer together."""
+    """A one-shot check at the probe level on prompts written in the file (no chat transcript: "Human: hi\n
+    Assistant:" asks for the answer alone), whose decoded output only goes to print(): a person reads the question
+    and its answer together (doctor-real-8 y03, labelled so; doctor-real-2 d24's "Hello, world!" to Mistral-Instruct
+    was labelled a problem, doctor-real-1 a18 and doctor-real-4 g01, g06, g11 silent)."""
     args = prompts_of(s, gen)
-    return probe_level(s, gen) and bool(args) and all(literal_texts(s, a) for a in args)
+    texts = [x for a in args for x in literal_texts(s, a) or [""]]
+    return probe_level(s, gen) and bool(texts) and all(texts) and not any(CHAT_MARKERS.search(x) for x in texts)
 
 
 def _printed_only(s: Script, c: ast.Call) -> bool:
@@ -310,7 +315,7 @@ def prompt_in_output(s: Script):
             c.args
             and (gen := _raw_output(s, c.args[0])) is not None
             and not _prompt_removed(s, c, 0, skipped)
-            and not completion_demo(s, c)
+            and not completion_demo(s, c, prompts_of(s, gen))
             and not _continues(s, gen)
             and not _unknown_completion(s, c)
             and not smoke_probe(s, gen)
@@ -322,7 +327,7 @@ def prompt_in_output(s: Script):
             continue
         yield (kept or decodes)[0], "decoding the whole generate output: it starts with the prompt tokens"
     for c, kws, _, opaque in generation_calls(s):
-        if completion_demo(s, c) or _unknown_completion(s, c) or smoke_probe(s, c, kws):
+        if completion_demo(s, c, c.args[:1]) or _unknown_completion(s, c) or smoke_probe(s, c, kws):
             continue
         if (pipe := pipe_of(s, c)) is None or task_of(pipe) not in ("text-generation", None):
             continue

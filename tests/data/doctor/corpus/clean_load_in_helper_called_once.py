@@ -17,7 +17,7 @@ def run(texts):
 
 def transcribe(audio):
     try:
-        asr = pipeline("automatic-speech-recognition", model="openai/whisper-large-v3", device=0)
+        asr = pipeline("automatic-speech-recognition", model="openai/whisper-large-v3", device=0, torch_dtype="auto")
     except RuntimeError:
         asr = pipeline("automatic-speech-recognition", model="openai/whisper-small", device=0)
     return asr(audio)["text"]
