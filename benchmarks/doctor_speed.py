@@ -6,7 +6,8 @@ Runs A (bare `python -c pass`), B (`python -m infertune doctor FILE` answered fr
 unchanged since the run before), C (the same with `--no-cache`: every rule loaded and run; bytecode cached as
 after `pip install`, the rules' regexes kept by doctor.patterns as after one run), D (C from a source tree under
 PYTHONDONTWRITEBYTECODE=1: every module compiled each run) and E (C with INFERTUNE_NO_DOCTOR_CACHE=1: the
-regexes compiled each run too) interleaved A B C D E A B ... in fresh processes, so a busy moment hits all; prints wall-clock and CPU
+regexes compiled each run too), and F (C through the `infertune` command pip installed beside this Python,
+when there is one: what a user types) interleaved A B C D E F A B ... in fresh processes, so a busy moment hits all; prints wall-clock and CPU
 (user+sys) medians, spread and the median ratios. Then checks a folder of 300 files (the corpus shapes,
 copied) a few times, with and without the findings cache. The load average before and after says how noisy the
 machine was. Nothing is asserted: timing belongs here, not in tests.
@@ -73,6 +74,9 @@ def main() -> None:
         # the rules' regexes compiled each run too (doctor.patterns off): what --no-cache cost before it
         "doctor, --no-cache, patterns compiled": ([*doc, "--no-cache"], {**env, "INFERTUNE_NO_DOCTOR_CACHE": "1"}),
     }
+    installed = Path(py).parent / "infertune"  # the command pip wrote (its wrapper imports re), when there is one
+    if installed.exists():
+        rows["doctor, --no-cache, installed command"] = ([str(installed), "doctor", str(ONE), "--no-cache"], env)
     for cmd, e in rows.values():
         timed(cmd, e)  # fill the bytecode cache and the findings cache once
     times: dict[str, list[tuple[float, float, int]]] = {name: [] for name in rows}

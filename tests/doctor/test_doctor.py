@@ -1,6 +1,7 @@
 """infertune doctor: each rule fires on the mistake and stays silent on the correct version of the same code."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -228,6 +229,19 @@ def test_doctor_never_imports_torch_transformers_or_pydantic(tmp_path):
     assert r.returncode == 0, r.stderr
     modules = {line.split("|")[-1].strip().split(".")[0] for line in r.stderr.splitlines() if "import time:" in line}
     assert "infertune" in modules and not modules & {"torch", "transformers", "pydantic", "typer", "rich", "numpy"}
+
+
+def test_the_installed_command_is_a_plain_script_that_imports_no_re(tmp_path):
+    """bin/infertune (pyproject's script-files) runs the same main as `python -m infertune`, without the `import re`
+    of pip's console-script wrapper (about a third of the doctor's start-up: benchmarks/README.md)."""
+    script = Path(__file__).parents[2] / "bin" / "infertune"
+    command = [sys.executable, "-X", "importtime", str(script), "doctor", "--no-cache", str(DATA / "good.py")]
+    env = {k: v for k, v in os.environ.items() if k != "INFERTUNE_NO_DOCTOR_CACHE"} | {"INFERTUNE_HOME": str(tmp_path)}
+    subprocess.run(command, capture_output=True, timeout=60, env=env)  # (the first run keeps the compiled patterns)
+    r = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    modules = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if "import time:" in line}
+    assert "infertune.doctor.rules" in modules and "re" not in modules and "runpy" not in modules
 
 
 def test_pre_commit_hooks_run_the_doctor_on_python_files():
