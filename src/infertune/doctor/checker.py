@@ -3,10 +3,10 @@ when one of its names is first asked for)."""
 
 from __future__ import annotations
 
-import ast
 import os
 
 from infertune.doctor import checkpoint
+from infertune.doctor import syntax as ast
 from infertune.doctor.checkpoint import chat_template, folders, note
 from infertune.doctor.files import python_files as files_to_check
 from infertune.doctor.nodes import Finding, Record, Target, const, dotted, kw

@@ -4,7 +4,29 @@ standard library only, read lazily by the rules that need it."""
 from __future__ import annotations
 
 import os
-from functools import cache
+
+TYPE_CHECKING = False  # mypy reads it as True
+if TYPE_CHECKING:
+    from functools import cache as memo  # the type; at run time, the few lines below
+else:
+
+    class memo:
+        """`functools.cache` for a one-argument function, without importing functools (which, with the
+        collections it pulls in, costs a check about 4 ms of start-up): one answer per argument until
+        `cache_clear()`."""
+
+        def __init__(self, fn):
+            self.fn, self.answers = fn, {}
+            self.__doc__, self.__name__ = fn.__doc__, fn.__name__
+
+        def __call__(self, arg):
+            if arg not in self.answers:
+                self.answers[arg] = self.fn(arg)
+            return self.answers[arg]
+
+        def cache_clear(self):
+            self.answers.clear()
+
 
 seen: set[tuple[str, str]] | None = None  # while the findings cache records a script: what its check looked at
 
@@ -35,7 +57,7 @@ def folders(model: str) -> list[str]:
     return out
 
 
-@cache
+@memo
 def chat_template(model: str | None) -> str | None:
     """The checkpoint's chat template (chat_template.jinja, chat_template.json, tokenizer_config.json's
     chat_template; '' when its tokenizer files are here without one); None when they are not here."""

@@ -11,8 +11,7 @@ scripts people write.
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
     MODEL_CLASS,
     MOVES,

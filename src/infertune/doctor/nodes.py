@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import ast
-
 from infertune.doctor import patterns
+from infertune.doctor import syntax as ast
 
 TYPE_CHECKING = False  # (typing's own: importing typing costs a fresh check ~2 ms; type checkers read it as True)
 if TYPE_CHECKING:

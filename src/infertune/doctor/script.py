@@ -3,8 +3,7 @@ of ms). Where a value comes from (the file's bindings followed back) is doctor/f
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.flow import Flow
 from infertune.doctor.nodes import (
     ENCODER_DECODER,

@@ -5,9 +5,8 @@ the machine that runs the script is not necessarily the one that checks it)."""
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 
-from infertune.doctor.checkpoint import note
+from infertune.doctor.checkpoint import memo, note
 from infertune.doctor.nodes import IGNORECASE, Target, lazy_compile
 
 REQ = lazy_compile(r"""(?<![\w-])transformers\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^]=?\s*[\w.*]+\s*,?\s*)+)""", IGNORECASE)
@@ -71,7 +70,7 @@ def _specs_in(path: str) -> list[str]:
     return specs
 
 
-@lru_cache(maxsize=256)
+@memo
 def pinned(folder: str) -> tuple[VersionRange, str] | None:
     """The transformers pin in the nearest folder (this one, an absolute path, or above) that has a requirements
     file."""

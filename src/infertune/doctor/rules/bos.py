@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.checkpoint import chat_template
 from infertune.doctor.nodes import const, kw, method, receiver
 from infertune.doctor.rules.prompts import BOS_IN_TEMPLATE, BOS_TEXT, pipeline_model_id

@@ -3,8 +3,7 @@ count in a model id, a data set looped over. Read by the placement rules (IT001,
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import IGNORECASE, callee, dotted, id_name, lazy_compile, method, receiver
 from infertune.doctor.script import Script
 

@@ -4,8 +4,7 @@ left on another device than the model's (IT016)."""
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
     MOVES,
     PLACES,

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import callee, const, dotted, kw, method
 from infertune.doctor.script import Script
 

@@ -3,8 +3,7 @@ padding (IT026)."""
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile
 from infertune.doctor.script import Script
 

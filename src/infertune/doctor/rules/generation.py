@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Sequence
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
     ENCODER_DECODER,
     IGNORECASE,
@@ -21,6 +19,10 @@ from infertune.doctor.nodes import (
 )
 from infertune.doctor.rules.prompts import model_ids, pipeline_model_id, weight_ids
 from infertune.doctor.script import Script
+
+TYPE_CHECKING = False  # (collections.abc costs a check ~2 ms of start-up; type checkers read this as True)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 SAMPLING = ("temperature", "top_p", "top_k", "repetition_penalty", "typical_p", "min_p")
 SAMPLE_ONLY = ("temperature", "top_p", "top_k", "typical_p", "min_p")

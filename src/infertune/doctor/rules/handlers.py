@@ -3,8 +3,7 @@ helpers, or handed to a thread (serving.py's IT011/IT022 read these)."""
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import callee, kw
 from infertune.doctor.script import Script
 

@@ -3,8 +3,7 @@ the model, IT021 on the tokenizer)."""
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import IGNORECASE, const, dotted, has_star_kwargs, kw, lazy_compile
 from infertune.doctor.rules.loading import dtype_keywords
 from infertune.doctor.script import Script

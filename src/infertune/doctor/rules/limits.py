@@ -3,8 +3,7 @@ untruncated; IT036, generate with no length at all."""
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
     IGNORECASE,
     callee,

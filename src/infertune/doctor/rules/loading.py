@@ -3,8 +3,7 @@ attention kernels: rules/hardware.py)."""
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
     ENCODER_DECODER,
     IGNORECASE,

@@ -3,9 +3,9 @@ script stops with a NameError where it is read, before or in the middle of its i
 
 from __future__ import annotations
 
-import ast
 import builtins
 
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import callee, const, dotted, kw, method
 from infertune.doctor.script import Script
 

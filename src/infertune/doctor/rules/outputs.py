@@ -3,9 +3,8 @@ answer). What goes into them is rules/generation.py."""
 
 from __future__ import annotations
 
-import ast
-
 from infertune.doctor import patterns
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
     IGNORECASE,
     callee,

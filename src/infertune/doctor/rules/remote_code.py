@@ -3,8 +3,7 @@ absence where the checkpoint needs its own code."""
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
     IGNORECASE,
     TOKENIZER_CLASS,

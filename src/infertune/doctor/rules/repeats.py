@@ -3,8 +3,7 @@ on the growing text to stream (IT027), the same weights loaded twice (IT039)."""
 
 from __future__ import annotations
 
-import ast
-
+from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile, pipeline_model
 from infertune.doctor.rules.generation import generation_calls
 from infertune.doctor.rules.prompts import CHAT_MODEL
