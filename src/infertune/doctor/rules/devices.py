@@ -39,7 +39,7 @@ def _fp16_with_cuda(s: Script, value: ast.AST | None) -> bool:
     found = s.origins(value) if value is not None else []
     return any(
         isinstance(n, ast.IfExp)
-        and "cuda" in ast.unparse(n.test)
+        and any("cuda" in dotted(x) for x in ast.walk(n.test) if isinstance(x, ast.Name | ast.Attribute))
         and any(o is n.body for o in found)
         and (dotted(n.body) in FP16 or const(n.body) in FP16)
         for n in s.nodes

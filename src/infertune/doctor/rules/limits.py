@@ -8,6 +8,7 @@ from infertune.doctor.nodes import (
     IGNORECASE,
     callee,
     const,
+    dotted,
     has_star_kwargs,
     id_name,
     kw,
@@ -33,7 +34,8 @@ def _sized(s: Script, text: ast.AST) -> bool:
     origins = s.origins(text)
     if any(isinstance(n, ast.Slice) for o in [text, *origins] for n in ast.walk(o)):
         return True  # cut somewhere on its way: text[:3000], " ".join(words[:500])
-    return any(w in ast.unparse(text).lower() for w in ("chunk", "piece", "part", "segment", "batch"))
+    names = " ".join(dotted(n) for n in ast.walk(text) if isinstance(n, ast.Name | ast.Attribute)).lower()
+    return any(w in names for w in ("chunk", "piece", "part", "segment", "batch"))
 
 
 def summarization_untruncated(s: Script):
