@@ -3,7 +3,7 @@
 `import ast` pulls in enum, contextlib, collections, functools and operator for its unparser: about 7 ms, a sixth
 of a whole `infertune doctor` start-up. The node classes and the parser live in the `_ast` extension, and the
 walk is a few lines, so the doctor imports this module as `ast` (`from infertune.doctor import syntax as ast`)
-and the real one only when a rule first needs `unparse` (on about a fifth of real scripts). Behaviour is
+and the real one only when a rule first needs `unparse` (15 of the 334 corpus scripts). Behaviour is
 `ast`'s own: `walk` visits breadth-first in the same order, `parse` compiles with the same flag.
 """
 
