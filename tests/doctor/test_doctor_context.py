@@ -191,3 +191,28 @@ def test_a_whisper_large_v3_pipeline_on_the_gpu_needs_a_dtype(tmp_path):
     assert rules(tmp_path, code.format(", device=0")) == ["IT001"]
     assert rules(tmp_path, code.format(", device=0, torch_dtype=torch.float16")) == []
     assert rules(tmp_path, code.format(', device="cpu"')) == []
+
+
+def test_one_message_is_a_string_and_a_conversation_is_a_list(tmp_path):
+    """IT013/IT004: `user_message` (one message) handed to a chat pipeline is raw text; `messages` is a list of
+    turns the pipeline templates itself."""
+    code = (
+        "from transformers import pipeline\n"
+        'pipe = pipeline("text-generation", model="TinyLlama/TinyLlama-1.1B-Chat-v1.0", dtype="auto")\n\n'
+        "def reply(update):\n    {name} = get()\n"
+        "    return pipe({name}, max_new_tokens=64)[0]['generated_text']\n"
+    )
+    assert sorted(rules(tmp_path, code.format(name="user_message"))) == ["IT004", "IT013"]
+    assert "IT013" not in rules(tmp_path, code.format(name="messages"))
+
+
+def test_an_encoder_decoder_pipeline_returns_no_prompt_whatever_its_class(tmp_path):
+    """IT004: a pipeline left to infer its task from BlenderBot loaded through AutoModel is an encoder-decoder:
+    its output holds no prompt."""
+    code = (
+        "from transformers import AutoModel, pipeline\n"
+        'model = AutoModel.from_pretrained("{m}")\nbot = pipeline(model=model)\n\n'
+        "def chat(text):\n    return bot(text)[0]['generated_text']\n"
+    )
+    assert "IT004" not in rules(tmp_path, code.format(m="facebook/blenderbot-400M-distill"))
+    assert "IT004" in rules(tmp_path, code.format(m="org/decoder-lm"))

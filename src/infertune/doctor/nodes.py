@@ -139,6 +139,11 @@ class _EncoderDecoder:
 
 
 ENCODER_DECODER = _EncoderDecoder()
+# encoder-decoder checkpoints by the id's last part, for a load through a class that does not say (AutoModel,
+# a pipeline given an id): their output holds no prompt (doctor-real-5 p12: BlenderBot through AutoModel)
+SEQ2SEQ_ID = lazy_compile(
+    r"blenderbot|(^|[-_/])(flan-|m)?t5(-|$)|bart|pegasus|opus-mt|marian|m2m100|nllb|whisper", IGNORECASE
+)
 MOVES = {
     "to",
     "cuda",

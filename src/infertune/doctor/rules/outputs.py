@@ -7,6 +7,7 @@ from infertune.doctor import patterns
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
     IGNORECASE,
+    SEQ2SEQ_ID,
     callee,
     const,
     dotted,
@@ -27,6 +28,7 @@ from infertune.doctor.rules.prompts import (
     literal_texts,
     model_ids,
     named_as_chat,
+    pipeline_model_id,
     probe_helper,
     probe_level,
     prompts_of,
@@ -179,7 +181,7 @@ def _chat_input(s: Script, node: ast.AST | None) -> bool:
         for o in s.origins(node)
     ):
         return True
-    return named_as_chat(node, ("message", "conversation", "chat", "history", "dialog"))
+    return named_as_chat(node, ("messages", "conversation", "chat", "history", "dialog"))
 
 
 CHATTY = lazy_compile(r"chat|answer|reply|respon|ask|bot|assistant|convers|dialog", IGNORECASE)
@@ -330,6 +332,8 @@ def prompt_in_output(s: Script):
             continue
         if (pipe := pipe_of(s, c)) is None or task_of(pipe) not in ("text-generation", None):
             continue
+        if SEQ2SEQ_ID.search(id_name(pipeline_model_id(s, pipe))):
+            continue  # (an encoder-decoder's output holds no prompt, whatever the task was left to infer)
         full = kws.get("return_full_text")
         if (full is not None and const(full) is not True) or opaque or not c.args or _chat_input(s, c.args[0]):
             continue

@@ -339,9 +339,10 @@ def adapter_loaded(s: Script) -> bool:
     )
 
 
-def named_as_chat(node: ast.AST, words: tuple[str, ...] = ("message", "conversation", "chat")) -> bool:
+def named_as_chat(node: ast.AST, words: tuple[str, ...] = ("messages", "conversation", "chat")) -> bool:
     """A value whose name says it holds a conversation (`messages`, `chat_history`): a list of turns, not one
-    string. A bot message's text (aiogram's `message.text`, discord's `message.content`) is one string."""
+    string. One message (`user_message`, doctor-real-6 r05) is not a conversation, and a bot message's text
+    (aiogram's `message.text`, discord's `message.content`) is one string."""
     if isinstance(node, ast.Attribute) and node.attr in ("text", "content"):
         return False
     return any(w in dotted(node).lower() for w in words)
