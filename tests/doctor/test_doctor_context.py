@@ -216,3 +216,15 @@ def test_an_encoder_decoder_pipeline_returns_no_prompt_whatever_its_class(tmp_pa
     )
     assert "IT004" not in rules(tmp_path, code.format(m="facebook/blenderbot-400M-distill"))
     assert "IT004" in rules(tmp_path, code.format(m="org/decoder-lm"))
+
+
+def test_a_loop_over_a_folders_files_is_a_job_not_a_cpu_demo(tmp_path):
+    """IT002: a 3.9B model left on the CPU captioning every image of a folder is a job of hours; the same model
+    asked once is a CPU demo by choice."""
+    code = (
+        "import os\nfrom transformers import Blip2ForConditionalGeneration\n"
+        'model = Blip2ForConditionalGeneration.from_pretrained("Salesforce/blip2-opt-2.7b")\n'
+        "{}    out = model.generate(**inputs, max_new_tokens=50)\n"
+    )
+    assert rules(tmp_path, code.format('for f in os.listdir("images"):\n')) == ["IT002"]
+    assert rules(tmp_path, code.format("if True:\n")) == []
