@@ -96,6 +96,7 @@ COVERED = {
     "other:undefined-tokenizer-model": "IT038",
     "other:undefined-cli-arg": "IT038",
     "other:duplicate-model-load": "IT039",
+    "other:unused-duplicate-model-load": "IT039",
 }
 
 

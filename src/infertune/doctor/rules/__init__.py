@@ -22,6 +22,7 @@ from infertune.doctor.rules import (
     outputs,
     prompts,
     quantized,
+    reloads,
     remote_code,
     repeats,
     serving,
@@ -223,7 +224,7 @@ RULES: list[Rule] = [
         "model-load-per-request",
         "a model loaded per request, per UI event or on every pass of a loop",
         "load it once at start-up (module level, a lifespan hook, or @st.cache_resource / functools.cache)",
-        serving.model_load_per_request,
+        reloads.model_load_per_request,
     ),
     Rule(
         "IT024",

@@ -1,5 +1,7 @@
 # modelled on: Streamlit chat apps that load the model at the top of the script, which Streamlit reruns on every input
 # (a minimal shape written for infertune's doctor corpus; not copied code)
+# One finding per page, at its first load (the summarizer's below reruns with it): real labels count a page's
+# uncached loads as one problem (doctor-real-5 p17, doctor-real-9 k15).
 import streamlit as st
 from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
 
@@ -8,7 +10,7 @@ model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-1.5B-Instruct", dtype
 
 
 def summarizer():
-    return pipeline("summarization", model="facebook/bart-large-cnn", device=0)  # expect: IT023
+    return pipeline("summarization", model="facebook/bart-large-cnn", device=0)
 
 
 @st.cache_resource
