@@ -228,3 +228,38 @@ def test_a_loop_over_a_folders_files_is_a_job_not_a_cpu_demo(tmp_path):
     )
     assert rules(tmp_path, code.format('for f in os.listdir("images"):\n')) == ["IT002"]
     assert rules(tmp_path, code.format("if True:\n")) == []
+
+
+def test_a_class_based_views_verb_methods_are_request_handlers(tmp_path):
+    """IT023: Flask-RESTful's Resource.post builds its pipeline on every request, like a decorated route."""
+    code = (
+        "from flask_restful import Resource\nfrom transformers import pipeline\n\n"
+        "class Summarize({}):\n    def post(self):\n"
+        '        return pipeline("summarization", model="org/sum")(request.form["text"])\n'
+    )
+    assert rules(tmp_path, code.format("Resource")) == ["IT023"]
+    assert rules(tmp_path, code.format("object")) == []
+
+
+def test_neutral_sampling_values_beside_greedy_are_no_finding(tmp_path):
+    """IT015: temperature=1.0, top_k=50 and top_p=1.0 are generate's own defaults: set beside do_sample=False they
+    change nothing (a log silenced); top_k=10 would be ignored."""
+    gen = "out = model.generate(**inputs, max_new_tokens=32, do_sample=False, temperature=1.0, top_p=1.0, top_k={})\n"
+    load = 'model = AutoModelForCausalLM.from_pretrained("org/m", dtype="auto", device_map="auto")\n'
+    assert "IT015" not in rules(tmp_path, load + gen.format(50))
+    assert "IT015" in rules(tmp_path, load + gen.format(10))
+
+
+def test_fp16_weights_loaded_only_to_fill_the_cache_run_nowhere(tmp_path):
+    """IT031: fp16 weights loaded and never used (a download script) compute nothing on the CPU."""
+    load = 'model = AutoModelForCausalLM.from_pretrained("org/m", torch_dtype=torch.float16)\n'
+    assert "IT031" not in rules(tmp_path, load)
+    assert "IT031" in rules(tmp_path, load + "out = model.generate(**inputs, max_new_tokens=32)\n")
+
+
+def test_a_tiny_encoders_forward_pass_needs_no_inference_mode(tmp_path):
+    """IT030: a 4M-33M encoder's graph for one request is a few MB; a larger model's is not."""
+    code = 'model = AutoModel.from_pretrained("{}")\n\ndef embed(enc):\n    return model(**enc).last_hidden_state\n'
+    head = "from transformers import AutoModel\n"
+    assert rules(tmp_path, head + code.format("sentence-transformers/all-MiniLM-L6-v2")) == []
+    assert rules(tmp_path, head + code.format("intfloat/e5-large-v2")) == ["IT030"]

@@ -26,7 +26,15 @@ KNOWN_PARAMS = {
     "phi-4": 14.7e9,
     "flan-ul2": 20e9,
     "t0pp": 11e9,
+    # small encoders, whose autograd graph for one request is negligible (IT030)
+    "all-minilm-l6-v2": 22.7e6,
+    "all-minilm-l12-v2": 33.4e6,
+    "paraphrase-minilm-l6-v2": 22.7e6,
+    "bert-tiny": 4.4e6,
+    "bert-mini": 11.3e6,
+    "bert-small": 29.1e6,
 }
+TINY = 50e6  # parameters: below this a forward pass's activations are a few MB
 PHI3 = lazy_compile(r"phi-3(\.5)?-(mini|small|medium)", IGNORECASE)
 DATA_SETS = {"read_csv", "read_json", "read_parquet", "read_excel", "read_table", "load_dataset", "load_from_disk"}
 GPU_INTENT = lazy_compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", IGNORECASE)

@@ -221,7 +221,7 @@ def sampling_ignored(s: Script):
         given = [
             k
             for k in SAMPLE_ONLY
-            if (k in kws and const(kws[k]) not in (0, 0.0, 1.0, None))
+            if (k in kws and const(kws[k]) not in (0, 0.0, 1.0, None) and (k, const(kws[k])) != ("top_k", 50))
             or (k in kws and not isinstance(kws[k], ast.Constant))
         ]
         if not hf or not given or opaque or "generation_config" in kws:

@@ -75,9 +75,20 @@ def is_route(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     )
 
 
+# class-based views: Flask-RESTful's Resource, Flask's MethodView, Starlette's HTTPEndpoint, whose HTTP-verb methods
+# are the handlers (doctor-real-9 k06: a Resource whose post() builds a summarization pipeline per request)
+VIEW_BASES = {"Resource", "MethodView", "HTTPEndpoint"}
+HTTP_VERBS = {"get", "post", "put", "delete", "patch"}
+
+
 def routes(s: Script):
     for fns in s.functions.values():
         yield from (fn for fn in fns if is_route(fn))
+    for n in s.nodes:
+        if isinstance(n, ast.ClassDef) and any(dotted(b).split(".")[-1] in VIEW_BASES for b in n.bases):
+            yield from (
+                f for f in n.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and f.name in HTTP_VERBS
+            )
 
 
 TIMERS = {"time.time", "time.perf_counter", "time.monotonic", "perf_counter", "timeit.default_timer"}

@@ -5,7 +5,7 @@
 from fastapi import FastAPI
 from transformers import AutoModel, AutoTokenizer
 
-NAME = "sentence-transformers/all-MiniLM-L6-v2"
+NAME = "intfloat/e5-large-v2"  # (335M: a 22M MiniLM's graph would be negligible, doctor-real-9 n03)
 tok = AutoTokenizer.from_pretrained(NAME)
 enc = AutoModel.from_pretrained(NAME)
 sample = tok(["first note", "second note"], padding=True, return_tensors="pt")
