@@ -85,9 +85,10 @@ def _bart_generate_untruncated(s: Script):
 
 def _dialogpt_budget(s: Script, value: ast.expr) -> bool:
     """DialoGPT's documented use: max_length (1000 in its card) bounds the whole dialogue, history included; a
-    budget of 200 or more is that (doctor-real-4 f09: 500, labelled "DialoGPT's usual total budget")."""
+    budget of 100 or more is that for its one-line turns (doctor-real-4 f09: 500, "DialoGPT's usual total budget";
+    doctor-real-9 k12: 100, "leaves room for its short replies"; no DialoGPT budget was ever labelled a problem)."""
     n, ids = const(value), model_ids(s)
-    return isinstance(n, int) and n >= 200 and bool(ids) and all("dialogpt" in i.lower() for i in ids)
+    return isinstance(n, int) and n >= 100 and bool(ids) and all("dialogpt" in i.lower() for i in ids)
 
 
 def _sized_to_input(s: Script, value: ast.expr) -> bool:
