@@ -37,9 +37,7 @@ def suppressed(s: Script, line: int, rule: Rule) -> bool:
 def _span(s: Script, node: ast.AST) -> tuple[int, int]:
     """The lines a suppression comment may sit on: the simple statement holding the node (a multi-line call)."""
     line = getattr(node, "lineno", 1)
-    stmt = node
-    while stmt in s.parents and not isinstance(stmt, ast.stmt):
-        stmt = s.parents[stmt]
+    stmt = s.statement(node)
     if isinstance(stmt, ast.stmt) and not hasattr(stmt, "body"):  # a simple statement, not a def, loop, with...
         return min(stmt.lineno, line), max(stmt.end_lineno or line, line)
     return line, getattr(node, "end_lineno", line) or line

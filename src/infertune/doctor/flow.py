@@ -335,6 +335,12 @@ class Flow:
             and bool(TOKENIZER_CLASS.search(dotted(receiver(c)).split(".")[-1]))
         )
 
+    def statement(self, node: ast.AST) -> ast.AST:
+        """The statement holding this node (itself, when it is one; the module's root when it is in none)."""
+        while node in self.parents and not isinstance(node, ast.stmt):
+            node = self.parents[node]
+        return node
+
     def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         while node in self.parents:
             node = self.parents[node]

@@ -17,7 +17,7 @@ from infertune.doctor.nodes import (
     task_given,
     task_of,
 )
-from infertune.doctor.rules.prompts import model_ids, pipeline_model_id, weight_ids
+from infertune.doctor.rules.prompts import local_path, model_ids, pipeline_model_id, weight_ids
 from infertune.doctor.script import Script
 
 TYPE_CHECKING = False  # (collections.abc costs a check ~2 ms of start-up; type checkers read this as True)
@@ -196,7 +196,7 @@ def _samples_elsewhere(s: Script) -> bool:
     if any(SAMPLES_BY_DEFAULT.search(i.rstrip("/")) for i in model_ids(s)):
         return True
     weights = weight_ids(s)
-    if weights and not any(i and not i.startswith((".", "/", "~")) for i in weights):
+    if weights and not any(i and not local_path(i) for i in weights):
         return True  # (unknown weights: whether their generation_config.json samples is not known here)
     for n in s.nodes:
         if (

@@ -26,6 +26,7 @@ from infertune.doctor.rules.prompts import (
     completion_models_only,
     literal_continuations,
     literal_texts,
+    local_path,
     model_ids,
     named_as_chat,
     pipeline_model_id,
@@ -250,7 +251,7 @@ NAMED = lazy_compile(
 
 
 def local_folder(model_id: str) -> bool:
-    return model_id.startswith((".", "/", "~")) or ("/" not in model_id and not NAMED.search(model_id))
+    return local_path(model_id) or ("/" not in model_id and not NAMED.search(model_id))
 
 
 def _unknown_completion(s: Script, node: ast.AST) -> bool:

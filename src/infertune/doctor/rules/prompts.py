@@ -116,6 +116,11 @@ def prompts_of(s: Script, gen: ast.Call) -> list[ast.expr]:
     return [a for c in _prompt_sinks(s) if gen in s.sinks_of(c) for a in _text_args(c)]
 
 
+def local_path(model_id: str) -> bool:
+    """A path on this machine (`./models_finetune`, `/data/ckpt`, `~/m`), not a Hub id."""
+    return model_id.startswith((".", "/", "~"))
+
+
 def weight_ids(s: Script) -> list[str | None]:
     """The id each set of weights is loaded from (every from_pretrained load, every pipeline); None where the file
     does not say."""

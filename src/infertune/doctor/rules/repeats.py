@@ -6,7 +6,7 @@ from __future__ import annotations
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile, pipeline_model
 from infertune.doctor.rules.generation import generation_calls
-from infertune.doctor.rules.prompts import CHAT_MODEL
+from infertune.doctor.rules.prompts import CHAT_MODEL, pipeline_model_id
 from infertune.doctor.script import Script
 
 # a loop that repeats on purpose: timing, warm-up, a benchmark, a retry until the output is valid
@@ -141,7 +141,7 @@ def _weights(s: Script) -> list[tuple[ast.Call, str]]:
         m = pipeline_model(c) if c in s.pipelines else c
         if m is None or (c in s.pipelines and s.models_of(m)):
             continue  # (a pipeline given a loaded model reuses it)
-        i = s.model_id(c) if c in s.loads else next((t for _, t in s.strings(m)), None)
+        i = s.model_id(c) if c in s.loads else pipeline_model_id(s, c)
         if i is not None:
             rev = kw(c, "revision")
             out.append((c, i + ("@" + ast.unparse(rev) if rev is not None else "")))
@@ -150,10 +150,10 @@ def _weights(s: Script) -> list[tuple[ast.Call, str]]:
 
 def _exclusive(s: Script, a: ast.AST, b: ast.AST) -> bool:
     """a and b sit in different arms of one if/else or try/except: only one of them runs."""
-    chain_a = _chain(s, a)
+    arms_a = dict(_chain(s, a))
     for node, arm in _chain(s, b):
-        if isinstance(node, ast.If | ast.Try) and node in {n for n, _ in chain_a}:
-            return dict(chain_a)[node] != arm
+        if isinstance(node, ast.If | ast.Try) and node in arms_a:
+            return arms_a[node] != arm
     return False
 
 
@@ -169,15 +169,9 @@ def _chain(s: Script, node: ast.AST) -> list[tuple[ast.AST, int]]:
     return out
 
 
-def _statement(s: Script, node: ast.AST) -> ast.AST:
-    while node in s.parents and not isinstance(node, ast.stmt):
-        node = s.parents[node]
-    return node
-
-
 def _bound(s: Script, c: ast.Call) -> set[str]:
     """The names the statement holding this load binds (`model = X.from_pretrained(...).to("cuda")`)."""
-    st = _statement(s, c)
+    st = s.statement(c)
     return (
         {n.id for t in st.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         if isinstance(st, ast.Assign)
@@ -194,7 +188,7 @@ def _dead_after(s: Script, first: ast.Call, second: ast.Call) -> bool:
         return False  # (handed straight to something: it is used)
     if names & _bound(s, second):
         return True
-    end = getattr(_statement(s, second), "end_lineno", second.lineno) or second.lineno
+    end = getattr(s.statement(second), "end_lineno", second.lineno) or second.lineno
     return not any(
         isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) and n.lineno > end for n in s.nodes
     )
