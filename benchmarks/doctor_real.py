@@ -97,6 +97,17 @@ COVERED = {
     "other:undefined-cli-arg": "IT038",
     "other:duplicate-model-load": "IT039",
     "other:unused-duplicate-model-load": "IT039",
+    "other:kbit-training-prep-for-inference": "IT040",
+    "other:kbit-training-prep-at-inference": "IT040",
+    "other:untrained-classifier-head": "IT041",
+    "other:classifier-input-not-truncated": "IT034",
+    "other:classifier-input-untruncated": "IT034",
+    "other:result-discarded": "IT042",
+    "other:discarded-results": "IT042",
+    "other:discarded-output": "IT042",
+    "other:output-discarded": "IT042",
+    "other:misspelled-bnb-option": "IT043",
+    "other:misspelled-generation-config": "IT043",
 }
 
 

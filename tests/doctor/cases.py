@@ -95,6 +95,28 @@ CASES = {
         'model = AutoModelForCausalLM.from_pretrained("org/m", dtype="auto", device_map="auto")\n'
         'from transformers import pipeline\npipe = pipeline("text-generation", model=model)\n',
     ),
+    "IT040": (
+        "from peft import prepare_model_for_kbit_training\n" + LOAD + "model = prepare_model_for_kbit_training(model)\n"
+        + GEN,
+        "from peft import prepare_model_for_kbit_training\n" + LOAD + "model = prepare_model_for_kbit_training(model)\n"
+        "trainer = Trainer(model=model, train_dataset=data)\ntrainer.train()\n",
+    ),
+    "IT041": (
+        "from transformers import AutoModelForSequenceClassification\n"
+        'clf = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=2)\n',
+        "from transformers import AutoModelForSequenceClassification\n"
+        'clf = AutoModelForSequenceClassification.from_pretrained("textattack/bert-base-uncased-SST-2")\n',
+    ),
+    "IT042": (
+        LOAD + "def answer(inputs):\n    out = model.generate(**inputs, max_new_tokens=32)\n",
+        LOAD + "def answer(inputs):\n    out = model.generate(**inputs, max_new_tokens=32)\n    return out\n",
+    ),
+    "IT043": (
+        "from transformers import BitsAndBytesConfig\n"
+        "q = BitsAndBytesConfig(load_in_4bit=True, load_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)\n",
+        "from transformers import BitsAndBytesConfig\n"
+        "q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)\n",
+    ),
     "IT037": (
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\nenc = tok(texts, padding=True, return_tensors="pt")\n',
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\ntok.pad_token = tok.eos_token\n'
@@ -103,15 +125,15 @@ CASES = {
     "IT029": (
         LOAD + "answers = [model.generate(**inputs, do_sample=True, max_new_tokens=32) for _ in range(5)]\n",
         LOAD + "out = model.generate(**inputs, do_sample=True, num_return_sequences=5, max_new_tokens=32)\n"
-        "for i in range(5):\n    out = model.generate(**batches[i], do_sample=True, max_new_tokens=32)\n",
+        "for i in range(5):\n    out = model.generate(**batches[i], do_sample=True, max_new_tokens=32)\n    print(out)\n",
     ),
     "IT023": (
         "for q in questions:\n"
         '    model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
-        "    model.generate(**tok(q, return_tensors='pt').to(model.device), max_new_tokens=8)\n",
+        "    answers.append(model.generate(**tok(q, return_tensors='pt').to(model.device), max_new_tokens=8))\n",
         'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
         "for q in questions:\n"
-        "    model.generate(**tok(q, return_tensors='pt').to(model.device), max_new_tokens=8)\n",
+        "    answers.append(model.generate(**tok(q, return_tensors='pt').to(model.device), max_new_tokens=8))\n",
     ),
     "IT001": (
         'm = AutoModelForCausalLM.from_pretrained("m", device_map="auto")',

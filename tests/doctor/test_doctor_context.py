@@ -224,7 +224,7 @@ def test_a_loop_over_a_folders_files_is_a_job_not_a_cpu_demo(tmp_path):
     code = (
         "import os\nfrom transformers import Blip2ForConditionalGeneration\n"
         'model = Blip2ForConditionalGeneration.from_pretrained("Salesforce/blip2-opt-2.7b")\n'
-        "{}    out = model.generate(**inputs, max_new_tokens=50)\n"
+        "{}    out = model.generate(**inputs, max_new_tokens=50)\n    print(out)\n"
     )
     assert rules(tmp_path, code.format('for f in os.listdir("images"):\n')) == ["IT002"]
     assert rules(tmp_path, code.format("if True:\n")) == []

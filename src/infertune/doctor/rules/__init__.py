@@ -26,7 +26,10 @@ from infertune.doctor.rules import (
     remote_code,
     repeats,
     serving,
+    spelling,
+    training,
     turns,
+    unused,
 )
 from infertune.doctor.script import Script
 
@@ -299,8 +302,8 @@ RULES: list[Rule] = [
     Rule(
         "IT034",
         "summarization-untruncated",
-        "a BART/Pegasus summarizer (its pipeline, or its generate) given a text of unbounded length, untruncated",
-        "pass truncation=True (or summarize the text in chunks of under 1024 tokens)",
+        "a BART/Pegasus summarizer or a BERT-family classifier given a text of unbounded length, untruncated",
+        "pass truncation=True (or cut the text in chunks: 1024 tokens for BART/Pegasus, 512 for a BERT classifier)",
         limits.summarization_untruncated,
     ),
     Rule(
@@ -337,6 +340,34 @@ RULES: list[Rule] = [
         "the same checkpoint's weights loaded a second time while the first copy is still held",
         "reuse the loaded model (`pipeline(task, model=model, tokenizer=tok)`), or `del` the first copy",
         repeats.weights_loaded_twice,
+    ),
+    Rule(
+        "IT040",
+        "training-step-at-inference",
+        "prepare_model_for_kbit_training in a script that never trains",
+        "drop the call: a quantized model generates as loaded (with its compute dtype set)",
+        training.training_step_at_inference,
+    ),
+    Rule(
+        "IT041",
+        "untrained-head",
+        "a classification or QA head on a bare pre-trained encoder, never fine-tuned in the script",
+        "load a checkpoint fine-tuned for the task (e.g. distilbert-base-uncased-finetuned-sst-2-english)",
+        training.untrained_head,
+    ),
+    Rule(
+        "IT042",
+        "output-discarded",
+        "a generation's answer computed and never read",
+        "return, print or store the answer (or drop the call)",
+        unused.discarded_output,
+    ),
+    Rule(
+        "IT043",
+        "misspelled-option",
+        "a keyword one letter or one word away from a real option, and itself none",
+        "spell the option as the library does (the message names it)",
+        spelling.misspelled_option,
     ),
 ]
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}

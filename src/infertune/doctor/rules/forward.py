@@ -14,7 +14,7 @@ TRAINS = lazy_compile(
 )
 
 
-def _forward_calls(s: Script) -> list[tuple[ast.Call, ast.Call]]:
+def forward_calls(s: Script) -> list[tuple[ast.Call, ast.Call]]:
     """`model(...)` / `model.forward(...)` on a model loaded in this file: (call, the load)."""
     out = []
     for c in s.calls:
@@ -80,7 +80,7 @@ def no_grad_missing(s: Script):
         )
     ):
         return  # training (gradients wanted), or autograd switched off for the whole script
-    for c, load in _forward_calls(s):
+    for c, load in forward_calls(s):
         if (params_in_id(s.model_id(load)) or TINY) < TINY:
             continue  # a 4M-33M encoder: one request's graph is a few MB (doctor-real-6 r10, doctor-real-9 n03)
         if not _grad_off(s, c) and not _one_off(s, c):

@@ -29,6 +29,6 @@ for _ in range(5):
     t0 = time.perf_counter()
     model.generate(**enc, max_new_tokens=64)
     print(time.perf_counter() - t0)
-batches = [enc, enc]
+batches, outs = [enc, enc], []
 for i in range(2):
-    model.generate(**batches[i], max_new_tokens=64)
+    outs.append(model.generate(**batches[i], max_new_tokens=64))
