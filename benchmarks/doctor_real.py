@@ -100,8 +100,6 @@ COVERED = {
     "other:kbit-training-prep-for-inference": "IT040",
     "other:kbit-training-prep-at-inference": "IT040",
     "other:untrained-classifier-head": "IT041",
-    "other:classifier-input-not-truncated": "IT034",
-    "other:classifier-input-untruncated": "IT034",
     "other:result-discarded": "IT042",
     "other:discarded-results": "IT042",
     "other:discarded-output": "IT042",

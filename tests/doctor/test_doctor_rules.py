@@ -265,7 +265,7 @@ def test_autograd_is_the_callers_choice_one_level_up(tmp_path):
 
 def test_a_pipeline_built_in_a_try_and_its_fallback_is_one_budget(tmp_path):
     """IT014: the same pipeline built in a try and again in its except holds one max_length, reported once."""
-    build = 'pipe = pipeline("text-generation", model="org/m-1b", device={}, max_length=250)\n'
+    build = 'pipe = pipeline("text-generation", model="org/m-1b", device={}, dtype="auto", max_length=250)\n'
     code = (
         "from transformers import pipeline\ntry:\n    "
         + build.format(0)
@@ -289,7 +289,7 @@ def test_a_bot_messages_text_is_one_string_not_a_conversation(tmp_path):
     saying `messages` alone may be a chat list, whose pipeline output is the conversation."""
     code = (
         "from transformers import pipeline\n"
-        'pipe = pipeline("text-generation", model="org/{}", device=0, max_new_tokens=64)\n'
+        'pipe = pipeline("text-generation", model="org/{}", device=0, dtype="auto", max_new_tokens=64)\n'
         "async def on_message(message):\n"
         '    await message.reply(pipe({})[0]["generated_text"])\n'
     )

@@ -302,8 +302,8 @@ RULES: list[Rule] = [
     Rule(
         "IT034",
         "summarization-untruncated",
-        "a BART/Pegasus summarizer or a BERT-family classifier given a text of unbounded length, untruncated",
-        "pass truncation=True (or cut the text in chunks: 1024 tokens for BART/Pegasus, 512 for a BERT classifier)",
+        "a BART/Pegasus summarizer (its pipeline, or its generate) given a text of unbounded length, untruncated",
+        "pass truncation=True (or summarize the text in chunks of under 1024 tokens)",
         limits.summarization_untruncated,
     ),
     Rule(

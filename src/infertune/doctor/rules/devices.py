@@ -20,7 +20,7 @@ from infertune.doctor.nodes import (
     task_of,
 )
 from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE, gpu_intent, params_in_id
-from infertune.doctor.rules.loading import moved, placed_at_load, stays_on_cpu
+from infertune.doctor.rules.loading import moved, pipeline_stays_on_cpu, placed_at_load, stays_on_cpu
 from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
@@ -167,7 +167,7 @@ def pipeline_on_cpu(s: Script):
     parameters or more, with no device: it loads and runs on the CPU (doctor-real-3 e31: a Llama-2-7B chat
     pipeline behind Gradio); in a script that never names a GPU, 5B or more (a smaller one there is a choice, as for
     IT002's loads). An id that names no size says nothing (a CPU-sized model on purpose is common)."""
-    if s.trains:
+    if s.trains or not pipeline_stays_on_cpu(s):
         return
     for p in s.pipelines:
         m = pipeline_model(p)
@@ -178,7 +178,8 @@ def pipeline_on_cpu(s: Script):
         if model and n is not None and n >= (CPU_SIZED if gpu_intent(s) else CPU_WORKABLE):
             yield (
                 p,
-                f"a pipeline of {model} with no device: it loads and runs on the CPU (seconds per token); "
+                f"a pipeline of {model} with no device: the pinned transformers (before 4.42) loads and runs it on "
+                "the CPU (seconds per token); "
                 "pass device_map='auto' (or device=0)",
             )
 

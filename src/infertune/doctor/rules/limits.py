@@ -1,4 +1,4 @@
-"""Length limits: IT034, a summarizer or a classifier on a model with fixed positions given a text of unknown length
+"""Length limits: IT034, a summarization pipeline on a model with fixed positions given a text of unknown length
 untruncated; IT036, generate with no length at all."""
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from infertune.doctor.nodes import (
     receiver,
     task_of,
 )
-from infertune.doctor.rules.forward import forward_calls
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
 from infertune.doctor.rules.prompts import literal_texts, model_ids, pipeline_model_id, prompts_of
 from infertune.doctor.script import Script
@@ -26,14 +25,6 @@ from infertune.doctor.script import Script
 # indexes past the table and the call fails. T5's relative positions take any length, so T5s are not here.
 FIXED_POSITIONS = lazy_compile(r"(^|[-_/])(distil)?m?bart|pegasus(?!-x)", IGNORECASE)
 SUMMARIZATION_DEFAULT = "sshleifer/distilbart-cnn-12-6"  # what pipeline("summarization") loads without a model
-# encoders with 512 learnt positions (BERT, RoBERTa, DistilBERT, XLM-R, ALBERT, ELECTRA, MiniLM); DeBERTa's relative
-# positions and ModernBERT's rotary ones take longer inputs without failing
-ENCODER_POSITIONS = lazy_compile(r"(?<!de)(?<!modern)bert|roberta|electra|minilm", IGNORECASE)
-CLASSIFIER_DEFAULT = "distilbert-base-uncased-finetuned-sst-2-english"  # pipeline("sentiment-analysis") alone
-CLASSIFIER_TASKS = {"text-classification", "sentiment-analysis"}
-CLASSIFIER_CLASS = lazy_compile(r"For(Sequence|Token)Classification$")
-# texts short by nature: a classifier given these is not labelled at risk (doctor-real-7 u19: normalized tweets)
-SHORT_TEXT = ("tweet", "title", "sentence", "word", "label", "query", "headline")
 
 
 def _sized(s: Script, text: ast.AST) -> bool:
@@ -64,59 +55,12 @@ def summarization_untruncated(s: Script):
                 f"{model} reads at most 1024 tokens and this text's length is not bounded: a longer one makes "
                 "the summarization pipeline fail (index out of range); pass truncation=True or summarize it in chunks",
             )
-    yield from _classifier_untruncated(s)
     for c, model in _bart_generate_untruncated(s):
         yield (
             c,
             f"{model} reads at most 1024 tokens and this text is tokenized without truncation: a longer one makes "
             "generate fail (index out of range); pass truncation=True, max_length=1024",
         )
-
-
-def _short(s: Script, text: ast.AST) -> bool:
-    names = " ".join(dotted(n) for n in ast.walk(text) if isinstance(n, ast.Name | ast.Attribute)).lower()
-    return _sized(s, text) or any(w in names for w in SHORT_TEXT)
-
-
-def _classifier_untruncated(s: Script):
-    """The same for a BERT-family classifier (512 positions): its pipeline called, or the tokenizer's untruncated
-    output passed to its forward, on a text of unbounded length (doctor-real-5 p03: a Streamlit text box;
-    doctor-real-6 r10: a posted text)."""
-    reported: set[ast.Call] = set()  # one finding per pipeline: every call shares the one fix
-    for c in s.calls:
-        if not isinstance(c.func, (ast.Name, ast.Attribute)) or (p := pipe_of(s, c)) is None or p in reported:
-            continue
-        if task_of(p) not in CLASSIFIER_TASKS or not c.args or has_star_kwargs(c) or has_star_kwargs(p):
-            continue
-        model = pipeline_model_id(s, p) if kw(p, "model") or len(p.args) > 1 else CLASSIFIER_DEFAULT
-        if not model or not ENCODER_POSITIONS.search(id_name(model)):
-            continue
-        if any(kw(x, k) is not None for x in (c, p) for k in ("truncation", "max_length", "tokenizer_kwargs")):
-            continue
-        if not _short(s, c.args[0]):
-            reported.add(p)
-            yield c, _classifier_message(model, "the pipeline")
-    forwards = forward_calls(s)
-    for c in s.calls:
-        if not s.is_tokenizer_call(c) or has_star_kwargs(c) or not c.args:
-            continue
-        if kw(c, "truncation") is not None or kw(c, "max_length") is not None or _short(s, c.args[0]):
-            continue
-        names = s.flow_names(c)
-        for f, load in forwards:
-            model = s.model_id(load) or ""
-            if not (CLASSIFIER_CLASS.search(s.model_class(load)) and ENCODER_POSITIONS.search(id_name(model))):
-                continue
-            if any(dotted(a) in names for arg in f.args + [k.value for k in f.keywords] for a in ast.walk(arg)):
-                yield c, _classifier_message(id_name(model), "the forward pass")
-                break
-
-
-def _classifier_message(model: str, where: str) -> str:
-    return (
-        f"{model} reads at most 512 tokens and this text is not truncated nor bounded: a longer one makes {where} "
-        "fail (index out of range); pass truncation=True (max_length=512)"
-    )
 
 
 def _bart_generate_untruncated(s: Script):

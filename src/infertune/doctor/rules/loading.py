@@ -9,6 +9,7 @@ from infertune.doctor.nodes import (
     IGNORECASE,
     MOVES,
     PLACES,
+    QUANTIZED_ID,
     callee,
     const,
     dotted,
@@ -19,6 +20,7 @@ from infertune.doctor.nodes import (
     method,
     pipeline_model,
     receiver,
+    task_of,
 )
 from infertune.doctor.rules.context import CPU_WORKABLE, data_set_job, gpu_intent, params_in_id
 from infertune.doctor.rules.dispatch import cast_after_dispatch, is_cast
@@ -103,31 +105,37 @@ CASTS_ITSELF = lazy_compile(r"^qwen/qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$",
 
 
 def _half_pipelines_in_fp32(s: Script) -> list[ast.Call]:
-    """pipeline(task, model="<id>") of Whisper large-v3 (a half-precision encoder-decoder) put on a GPU (device= not
-    the CPU, or device_map=) with no dtype at the pipeline or in model_kwargs: 4.x loads it in fp32 (doctor-real-8
-    x11, labelled so). Decoder pipelines are left to the load rules: no seen script shows one, labelled or not."""
+    """pipeline(task, model="<id>") of a half-precision checkpoint on a GPU with no dtype at the pipeline or in
+    model_kwargs: 4.x loads it in fp32. Whisper large-v3 (a half-precision encoder-decoder; doctor-real-8 x11), or a
+    generative pipeline whose id names 1B parameters or more (those are published in bf16/fp16; doctor-real-10 c08,
+    a LLaVA-1.5-7B pipeline). On the GPU: a device that is not the CPU, a device_map, or no device at all where the
+    pins allow transformers 4.42 or later (which takes cuda:0 when there is one) and the script names a GPU or the
+    model is too large for a CPU by choice."""
     out = []
     for p in s.pipelines:
         m = pipeline_model(p)
-        if (
-            m is None
-            or s.models_of(m)
-            or has_star_kwargs(p)
-            or not HALF_SEQ2SEQ.search(id_name(pipeline_model_id(s, p)))
-        ):
+        if m is None or s.models_of(m) or has_star_kwargs(p):
+            continue
+        model = pipeline_model_id(s, p)
+        n = params_in_id(model) or 0
+        decoder = task_of(p) in DECODER_TASKS and n >= 1e9 and not FP32_CHECKPOINT.search(id_name(model))
+        if not (HALF_SEQ2SEQ.search(id_name(model)) or decoder):
             continue
         device = kw(p, "device")
         values = [const(v) for v in (s.origins(device) or [device])] if device is not None else []
         on_gpu = kw(p, "device_map") is not None or any(v not in ("cpu", -1) for v in values)
+        if device is None and decoder and not pipeline_stays_on_cpu(s):
+            on_gpu = on_gpu or gpu_intent(s) or n >= CPU_WORKABLE
         extra = kw(p, "model_kwargs")
         typed = any(kw(p, k) is not None for k in ("dtype", "torch_dtype")) or (
             extra is not None and any(DTYPE_KEYS.search(ast.unparse(o)) for o in s.origins(extra) or [extra])
         )
-        if on_gpu and not typed:
+        if on_gpu and not typed and not QUANTIZED_ID.search(model or ""):
             out.append(p)
     return out
 
 
+DECODER_TASKS = ("text-generation", "image-text-to-text", "image-to-text", "visual-question-answering")
 DTYPE_KEYS = lazy_compile(r"dtype|quantization_config|load_in_[48]bit")
 
 
@@ -242,6 +250,11 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
         return False
     name = callee(call)
     if name == "pipeline":
+        if kw(call, "device") is None and kw(call, "device_map") is None:
+            # 4.42+ moves the model it is given to cuda:0 when there is one: where the script names a GPU, or for a
+            # model too large for a CPU by choice (a small one in a script that never names a GPU may run there)
+            sizes = [params_in_id(s.model_id(load)) or 0 for load in s.models_of(use)]
+            return not pipeline_stays_on_cpu(s) and (gpu_intent(s) or max(sizes, default=0) >= CPU_WORKABLE)
         return any(kw(call, k) is not None and const(kw(call, k)) not in ("cpu", -1) for k in ("device", "device_map"))
     if name in PLACERS:
         return True
@@ -287,6 +300,13 @@ def _fp32_written(s: Script, c: ast.Call) -> bool:
     return bool(found) and all(const(o) in ("float32", "float") or dotted(o) == "torch.float32" for o in found)
 
 
+def pipeline_stays_on_cpu(s: Script) -> bool:
+    """A pipeline given no device stays on the CPU only before transformers 4.42 (PR 31398: since then it takes
+    cuda:0 when there is one, moving a CPU model handed to it), so only where the script's pins allow such a
+    version (doctor-real-10 c08: labelled so, blind)."""
+    return s.target.may_be_before((4, 42))
+
+
 def _handed_to_pipeline(s: Script, c: ast.Call) -> ast.Call | None:
     """The pipeline (given no device) that this model is handed to: where a device= would place it."""
     for u in s.uses(c):
@@ -303,7 +323,13 @@ def model_on_cpu(s: Script):
             name = next((dotted(u) for u in s.uses(c)), "the model")
             pipe = _handed_to_pipeline(s, c)
             if pipe is not None:  # said where the fix goes: the pipeline that could have placed it
-                yield (pipe, f"`{name}` is handed to a pipeline with no device and never moved: it runs on the CPU")
+                where = (
+                    "the pinned transformers (before 4.42) runs it on the CPU"
+                    if pipeline_stays_on_cpu(s)
+                    else "it runs on the CPU before transformers 4.42 (and on any machine without a GPU); 4.42+ "
+                    "moves it to cuda:0 when there is one"
+                )
+                yield pipe, f"`{name}` is handed to a pipeline with no device and never moved: {where}"
             else:
                 yield (
                     c,

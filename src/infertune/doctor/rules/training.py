@@ -9,7 +9,7 @@ from infertune.doctor.script import Script
 
 # a training loop's marks in the source (not `loss =`, which evaluation computes too, nor a read of requires_grad)
 TRAINS = lazy_compile(
-    r"\.backward\(|optimizer|\.train\(\)|Trainer\(|requires_grad_\(|requires_grad\s*=(?!=)|autograd\.grad",
+    r"\.backward\(|optimizer|torch\.optim\.|\.train\(\)|Trainer\(|requires_grad_\(|requires_grad\s*=(?!=)|autograd\.grad",
     IGNORECASE,
 )
 # steps that only make sense before a backward pass, or that restore trained weights (a fine-tuned head)
