@@ -113,8 +113,10 @@ def mean_pool_padding(s: Script):
     padded = any(s.is_tokenizer_call(c) and const(kw(c, "padding")) not in (None, False) for c in s.calls)
     for c in s.calls:
         x = _mean_over_tokens(c)
-        if x is None or "hidden" not in ast.unparse(x) or "mask" in ast.unparse(x).lower():
+        if x is None or "mask" in ast.unparse(x).lower():
             continue
+        if "hidden" not in " ".join(ast.unparse(o) for o in [x, *s.origins(x)] if isinstance(o, ast.AST)):
+            continue  # (the token states, by name or where the name was bound: `emb = out.last_hidden_state`)
         if cls_model:
             yield (
                 c,

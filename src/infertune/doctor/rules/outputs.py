@@ -267,7 +267,24 @@ def _unknown_completion(s: Script, node: ast.AST) -> bool:
         and not s.calls_method("apply_chat_template")
         and not _transcript_in_file(s)
         and not _chatty(s, s.enclosing_function(node))
+        and not _prompt_length_unused(s, node)
     )
+
+
+def _prompt_length_unused(s: Script, node: ast.AST) -> bool:
+    """The prompt's length is taken (`n = inputs["input_ids"].shape[1]`) and never read: the author meant to cut
+    the prompt off and the decode forgot (doctor-real-10 a07, a merged fine-tune served over HTTP)."""
+    scope = s.enclosing_function(node) or s.tree
+    loads = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for a in ast.walk(scope):
+        if not (isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)):
+            continue
+        v = a.value
+        shape = isinstance(v, ast.Subscript) and isinstance(v.value, ast.Attribute) and v.value.attr == "shape"
+        length = shape or (isinstance(v, ast.Call) and callee(v) == "len")
+        if length and "input" in ast.unparse(v) and a.targets[0].id not in loads:
+            return True
+    return False
 
 
 def _chatty(s: Script, fn: ast.AST | None, depth: int = 0) -> bool:
