@@ -263,3 +263,39 @@ def test_a_tiny_encoders_forward_pass_needs_no_inference_mode(tmp_path):
     head = "from transformers import AutoModel\n"
     assert rules(tmp_path, head + code.format("sentence-transformers/all-MiniLM-L6-v2")) == []
     assert rules(tmp_path, head + code.format("intfloat/e5-large-v2")) == ["IT030"]
+
+
+def test_a_name_only_a_function_binds_is_undefined_at_module_level(tmp_path):
+    """IT038: Python's scopes: a parameter or local of a function is no name of the module's own code."""
+    code = "def generate(model, q):\n    return model.generate(**q, max_new_tokens=8)\n{}print(generate(model, q))\n"
+    found = check_code(tmp_path, code.format(""), names=True).findings
+    assert [f.rule for f in found] == ["IT038"] and "bound only inside a function" in found[0].message
+    bound = 'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\nq = {}\n'
+    assert check_code(tmp_path, code.format(bound), names=True).findings == []
+    declared = "def load():\n    global model, q\n    model, q = 1, 2\n\nload()\n"
+    assert check_code(tmp_path, code.format(declared), names=True).findings == []
+
+
+def test_mean_pooling_is_read_where_the_token_states_were_bound(tmp_path):
+    """IT026: `emb = model(**enc).last_hidden_state` then `emb.mean(dim=1)` pools the token states all the same."""
+    code = (
+        "from transformers import AutoModel\n"
+        'model = AutoModel.from_pretrained("BAAI/bge-m3")\n'
+        "with torch.no_grad():\n    emb = model(**enc).{}\nvec = emb.mean(dim=1)\n"
+    )
+    assert rules(tmp_path, code.format("last_hidden_state")) == ["IT026"]
+    assert rules(tmp_path, code.format("pooler_output")) == []
+
+
+def test_a_prompt_length_taken_and_never_used_says_the_prompt_was_meant_to_go(tmp_path):
+    """IT004: a local fine-tune's whole output is decoded; the silence for an unknown folder (a completion model,
+    maybe) ends where the prompt's length is taken and never used."""
+    code = (
+        "def run(q):\n"
+        '    model = AutoModelForCausalLM.from_pretrained("./merged", dtype="auto", device_map="auto")\n'
+        '    enc = tok(q, return_tensors="pt").to(model.device)\n'
+        "    out = model.generate(**enc, max_new_tokens=64)\n"
+        '    {}\n    return tok.decode(out[0], skip_special_tokens=True)\n'
+    )
+    assert "IT004" in rules(tmp_path, code.format('n = enc["input_ids"].shape[1]'))
+    assert "IT004" not in rules(tmp_path, code.format("n = 0"))
