@@ -86,6 +86,7 @@ COVERED = {
     "other:missing-trust-remote-code": "IT035",
     "other:default-max-length": "IT036",
     "other:default-length-cap": "IT036",
+    "other:default-20-token-cap": "IT036",
     "other:pad-without-pad-token": "IT037",
     # (read from the labels' slugs after IT038 was written from doctor-real-5's missing-imports case: each of these
     # labels names a name the script reads and never defines)

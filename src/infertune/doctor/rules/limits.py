@@ -196,7 +196,7 @@ def _length_set_elsewhere(s: Script) -> bool:
 # T5 and Flan-T5 set no length of their own (their generation_config.json has none, unlike Marian's 512, BART-CNN's
 # 142 or Whisper's 448): a generate or text2text-generation call with none stops at 20 tokens (doctor-real-7 t05, a
 # Flan-T5 endpoint, labelled so; doctor-real-4 g09, a fixed three-word prompt, silent: 20 tokens answer it)
-NO_OWN_LENGTH = lazy_compile(r"(^|[-_/])(flan-)?t5-(small|base|large|xl|xxl)$|t5-v1_1-\w+$", IGNORECASE)
+NO_OWN_LENGTH = lazy_compile(r"(^|[-_/])(flan-|m)?t5([-_]|$)", IGNORECASE)
 
 
 def _t5_unbounded(s: Script):
