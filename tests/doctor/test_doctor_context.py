@@ -299,3 +299,16 @@ def test_a_prompt_length_taken_and_never_used_says_the_prompt_was_meant_to_go(tm
     )
     assert "IT004" in rules(tmp_path, code.format('n = enc["input_ids"].shape[1]'))
     assert "IT004" not in rules(tmp_path, code.format("n = 0"))
+
+
+def test_a_registry_key_names_the_checkpoint_of_a_chat_template(tmp_path):
+    """IT018: a tokenizer looked up as `models["Llama-2-7b-chat-hf"]["tokenizer"]` is Llama 2's, whose template
+    ends the user's turn with [/INST] and never reads add_generation_prompt; another key says nothing."""
+    code = (
+        "def chat(messages):\n"
+        '    model, tok = models["{}"]["model"], models["{}"]["tokenizer"]\n'
+        '    ids = tok.apply_chat_template(messages, return_tensors="pt").to("cuda")\n'
+        "    return model.generate(ids, max_new_tokens=64)[0, ids.shape[1]:]\n"
+    )
+    assert rules(tmp_path, code.format("Llama-2-7b-chat-hf", "Llama-2-7b-chat-hf")) == []
+    assert rules(tmp_path, code.format("qwen", "qwen")) == ["IT018"]

@@ -4,7 +4,8 @@ add_generation_prompt=True), where the checkpoint's template reads the flag."""
 from __future__ import annotations
 
 from infertune.doctor.checkpoint import chat_template
-from infertune.doctor.nodes import IGNORECASE, const, kw, lazy_compile
+from infertune.doctor import syntax as ast
+from infertune.doctor.nodes import IGNORECASE, const, kw, lazy_compile, receiver
 from infertune.doctor.rules.prompts import model_ids
 from infertune.doctor.script import Script
 
@@ -25,10 +26,24 @@ def _flag_ignored(s: Script) -> bool:
     return bool(ids)
 
 
+def _keys(s: Script, node: ast.AST) -> list[str]:
+    """The string keys a value was looked up by on its way (`models["Llama-2-7b-chat-hf"]["tokenizer"]`): a
+    registry of models by id names the checkpoint (doctor-real-10 a08, a service's routes, one per model)."""
+    out = []
+    for o in [node, *s.origins(node)]:
+        while isinstance(o, ast.Subscript | ast.Attribute):
+            if isinstance(o, ast.Subscript) and isinstance(k := const(o.slice), str):
+                out.append(k)
+            o = o.value
+    return out
+
+
 def no_generation_prompt(s: Script):
     if s.trains or _flag_ignored(s):
         return  # (doctor-real-5 q21: Mistral v0.1's template, labelled so)
     for c in s.calls_method("apply_chat_template"):
+        if any(INST_TEMPLATE.search(k) for k in _keys(s, receiver(c))):
+            continue
         agp, cont = kw(c, "add_generation_prompt"), kw(c, "continue_final_message")
         if (agp is not None and const(agp) is not False) or (cont is not None and const(cont) is not False):
             continue
