@@ -96,7 +96,9 @@ CASES = {
         'from transformers import pipeline\npipe = pipeline("text-generation", model=model)\n',
     ),
     "IT040": (
-        "from peft import prepare_model_for_kbit_training\n" + LOAD + "model = prepare_model_for_kbit_training(model)\n"
+        "from peft import prepare_model_for_kbit_training\n"
+        + LOAD
+        + "model = prepare_model_for_kbit_training(model)\n"
         + GEN,
         "from peft import prepare_model_for_kbit_training\n" + LOAD + "model = prepare_model_for_kbit_training(model)\n"
         "trainer = Trainer(model=model, train_dataset=data)\ntrainer.train()\n",

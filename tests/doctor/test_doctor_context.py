@@ -295,7 +295,7 @@ def test_a_prompt_length_taken_and_never_used_says_the_prompt_was_meant_to_go(tm
         '    model = AutoModelForCausalLM.from_pretrained("./merged", dtype="auto", device_map="auto")\n'
         '    enc = tok(q, return_tensors="pt").to(model.device)\n'
         "    out = model.generate(**enc, max_new_tokens=64)\n"
-        '    {}\n    return tok.decode(out[0], skip_special_tokens=True)\n'
+        "    {}\n    return tok.decode(out[0], skip_special_tokens=True)\n"
     )
     assert "IT004" in rules(tmp_path, code.format('n = enc["input_ids"].shape[1]'))
     assert "IT004" not in rules(tmp_path, code.format("n = 0"))

@@ -15,11 +15,17 @@ def pinned(version: tuple[int, ...]) -> Target:
 
 
 def test_kbit_training_prep_is_reported_only_where_nothing_trains(tmp_path):
-    prep = "from peft import prepare_model_for_kbit_training\n" + LOAD + "model = prepare_model_for_kbit_training(model)\n"
+    prep = (
+        "from peft import prepare_model_for_kbit_training\n" + LOAD + "model = prepare_model_for_kbit_training(model)\n"
+    )
     gen = "out = model.generate(**inputs, max_new_tokens=32)\nprint(out)\n"
     assert rules(tmp_path, prep + gen) == ["IT040"]
     assert rules(tmp_path, prep + "for p in model.parameters():\n    if p.requires_grad:\n        print(p)\n" + gen)
-    for trains in ("loss.backward()\n", "opt = torch.optim.AdamW(model.parameters())\n", "model = get_peft_model(model, cfg)\n"):
+    for trains in (
+        "loss.backward()\n",
+        "opt = torch.optim.AdamW(model.parameters())\n",
+        "model = get_peft_model(model, cfg)\n",
+    ):
         assert "IT040" not in rules(tmp_path, prep + trains + gen), trains
 
 

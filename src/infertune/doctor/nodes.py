@@ -9,8 +9,8 @@ TYPE_CHECKING = False  # (typing's own: importing typing costs a fresh check ~2 
 if TYPE_CHECKING:
     import re
 
-# the regular-expression flags the rules use (re.IGNORECASE, re.MULTILINE, re.DOTALL): `re` itself stays unimported on the
-# fast path, the patterns coming from doctor.patterns' store (its import was ~2 ms of a fresh check)
+# the regular-expression flags the rules use (re.IGNORECASE, re.MULTILINE, re.DOTALL): `re` itself stays unimported
+# on the fast path, the patterns coming from doctor.patterns' store (its import was ~2 ms of a fresh check)
 IGNORECASE, MULTILINE, DOTALL = 2, 8, 16
 
 

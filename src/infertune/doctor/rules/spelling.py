@@ -8,6 +8,11 @@ from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import callee, method
 from infertune.doctor.script import Script
 
+
+def _words(text: str) -> set[str]:
+    return set(text.split())
+
+
 BNB = {
     "load_in_8bit",
     "load_in_4bit",
@@ -21,7 +26,7 @@ BNB = {
     "bnb_4bit_quant_storage",
 }
 # GenerationConfig's fields (transformers 4.40-5.x) and generate's own arguments
-GENERATION = set(
+GENERATION = _words(
     "max_length max_new_tokens min_length min_new_tokens early_stopping max_time stop_strings do_sample num_beams "
     "num_beam_groups penalty_alpha dola_layers use_cache cache_implementation cache_config temperature top_k top_p "
     "min_p typical_p epsilon_cutoff eta_cutoff diversity_penalty repetition_penalty encoder_repetition_penalty "
@@ -35,9 +40,9 @@ GENERATION = set(
     "inputs generation_config logits_processor stopping_criteria prefix_allowed_tokens_fn synced_gpus "
     "assistant_model streamer negative_prompt_ids negative_prompt_attention_mask tokenizer custom_generate "
     "input_ids attention_mask position_ids past_key_values inputs_embeds token_type_ids pixel_values "
-    "input_features decoder_input_ids decoder_attention_mask return_timestamps language task".split()
+    "input_features decoder_input_ids decoder_attention_mask return_timestamps language task"
 )
-FROM_PRETRAINED = set(
+FROM_PRETRAINED = _words(
     "config cache_dir ignore_mismatched_sizes force_download local_files_only token use_auth_token revision "
     "use_safetensors weights_only state_dict from_tf from_flax output_loading_info trust_remote_code torch_dtype "
     "dtype device_map max_memory offload_folder offload_state_dict offload_buffers low_cpu_mem_usage "
@@ -45,14 +50,16 @@ FROM_PRETRAINED = set(
     "tp_plan tp_size key_mapping gguf_file adapter_name adapter_kwargs proxies resume_download code_revision "
     "num_labels id2label label2id problem_type use_cache output_attentions output_hidden_states return_dict "
     "pad_token_id rope_scaling max_position_embeddings torchscript is_decoder device generation_config "
-    "_fast_init _attn_implementation mirror device_mesh".split()
+    "_fast_init _attn_implementation mirror device_mesh"
 )
 WHERE = {
     "BitsAndBytesConfig": (BNB, "BitsAndBytesConfig ignores it with a warning, so the setting meant never applies"),
     "GenerationConfig": (GENERATION, "GenerationConfig keeps it as an unknown attribute that nothing reads"),
     "generate": (GENERATION, "generate refuses a keyword the model does not take (ValueError) or never reads it"),
-    "from_pretrained": (FROM_PRETRAINED, "from_pretrained hands it to the config or the model's constructor, "
-                        "which ignores it or fails"),
+    "from_pretrained": (
+        FROM_PRETRAINED,
+        "from_pretrained hands it to the config or the model's constructor, which ignores it or fails",
+    ),
 }
 
 
@@ -84,7 +91,7 @@ def near_miss(word: str, known: set[str]) -> str | None:
         return None
     for k in sorted(known):
         limit = 2 if min(len(word), len(k)) >= 12 else 1
-        if abs(len(k) - len(word)) <= limit and _distance(word, k) <= limit or _one_word_off(word, k):
+        if (abs(len(k) - len(word)) <= limit and _distance(word, k) <= limit) or _one_word_off(word, k):
             return k
     return None
 

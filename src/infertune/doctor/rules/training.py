@@ -78,4 +78,3 @@ def _message(model: str) -> str:
         f"{model} is a pre-trained encoder with no task head: the head is initialised at random and this file "
         "never trains it, so every label it predicts is noise; load a checkpoint fine-tuned for the task"
     )
-

@@ -3,8 +3,8 @@ add_generation_prompt=True), where the checkpoint's template reads the flag."""
 
 from __future__ import annotations
 
-from infertune.doctor.checkpoint import chat_template
 from infertune.doctor import syntax as ast
+from infertune.doctor.checkpoint import chat_template
 from infertune.doctor.nodes import IGNORECASE, const, kw, lazy_compile, receiver
 from infertune.doctor.rules.prompts import model_ids
 from infertune.doctor.script import Script
@@ -26,11 +26,11 @@ def _flag_ignored(s: Script) -> bool:
     return bool(ids)
 
 
-def _keys(s: Script, node: ast.AST) -> list[str]:
+def _keys(s: Script, node: ast.AST | None) -> list[str]:
     """The string keys a value was looked up by on its way (`models["Llama-2-7b-chat-hf"]["tokenizer"]`): a
     registry of models by id names the checkpoint (doctor-real-10 a08, a service's routes, one per model)."""
     out = []
-    for o in [node, *s.origins(node)]:
+    for o in [node, *s.origins(node)] if node is not None else []:
         while isinstance(o, ast.Subscript | ast.Attribute):
             if isinstance(o, ast.Subscript) and isinstance(k := const(o.slice), str):
                 out.append(k)

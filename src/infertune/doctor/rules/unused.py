@@ -10,7 +10,9 @@ from infertune.doctor.nodes import IGNORECASE, MULTILINE, kw, lazy_compile, meth
 from infertune.doctor.script import Script
 
 # a timing loop or a warm-up discards its outputs on purpose; a notebook's cell shows its last expression
-ON_PURPOSE = lazy_compile(r"warm|bench|perf_counter|time\.time|timeit|synchronize|profil|latency|throughput", IGNORECASE)
+ON_PURPOSE = lazy_compile(
+    r"warm|bench|perf_counter|time\.time|timeit|synchronize|profil|latency|throughput", IGNORECASE
+)
 NOTEBOOK = lazy_compile(r"^# In\[|get_ipython\(|^# ?%%", IGNORECASE | MULTILINE)
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -41,7 +43,13 @@ def _blocks(s: Script, node: ast.AST) -> list[ast.AST]:
 
 
 def _pos(n: ast.AST) -> tuple[int, int]:
-    return (n.lineno, n.col_offset)
+    return (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))
+
+
+def _end(n: ast.AST) -> tuple[int, int]:
+    line: int = getattr(n, "end_lineno", 0) or getattr(n, "lineno", 0)
+    col: int = getattr(n, "end_col_offset", 0) or 0
+    return (line, col)
 
 
 def _body_of(s: Script, stmt: ast.AST) -> list:
@@ -62,7 +70,9 @@ def _dead(s: Script, target: ast.Name, scope: ast.AST) -> bool:
     chain = [stmt, *_blocks(s, stmt)]
     loops = [b for b in chain if isinstance(b, LOOPS)]
     kill: tuple[int, int] | None = None
-    for n in sorted((n for n in ast.walk(scope) if n is not target), key=lambda n: _pos(n) if hasattr(n, "lineno") else (0, 0)):
+    for n in sorted(
+        (n for n in ast.walk(scope) if n is not target), key=lambda n: _pos(n) if hasattr(n, "lineno") else (0, 0)
+    ):
         if isinstance(n, (ast.Global, ast.Nonlocal)) and target.id in n.names:
             return False
         if not (isinstance(n, ast.Name) and n.id == target.id):
@@ -76,7 +86,7 @@ def _dead(s: Script, target: ast.Name, scope: ast.AST) -> bool:
             again = s.statement(n)
             if any(any(x is b for x in _body_of(s, again)) for b in chain):
                 # stored again in its own block or one around it: the value is gone once that statement ends
-                kill = (again.end_lineno or again.lineno, again.end_col_offset or 0)
+                kill = _end(again)
     return True
 
 
@@ -85,10 +95,10 @@ def _region(s: Script, stmt: ast.AST, scope: ast.AST) -> str:
     statement with its comment line."""
     if scope is s.tree:
         loop = next((b for b in _blocks(s, stmt) if isinstance(b, LOOPS)), None)
-        first = (loop or stmt).lineno - (0 if loop else 1)
-        last = (loop or stmt).end_lineno or first
+        first = _pos(loop or stmt)[0] - (0 if loop else 1)
+        last = _end(loop or stmt)[0]
     else:
-        first, last = scope.lineno, scope.end_lineno or scope.lineno
+        first, last = _pos(scope)[0], _end(scope)[0]
     return "\n".join(s.lines[max(first - 1, 0) : last])
 
 
