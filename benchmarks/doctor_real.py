@@ -107,6 +107,8 @@ COVERED = {
     "other:output-discarded": "IT042",
     "other:misspelled-bnb-option": "IT043",
     "other:misspelled-generation-config": "IT043",
+    "other:history-shared-across-clients": "IT044",
+    "other:shared-chat-history": "IT044",
 }
 
 

@@ -10,6 +10,11 @@ HEAD = "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokeniz
 LOAD = 'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
 
 GEN = "out = model.generate(**inputs, max_new_tokens=32)\n"
+# a FastAPI app (served on the loopback) whose helper generates
+SERVE = (
+    "import asyncio\nimport uvicorn\nfrom fastapi import FastAPI\napp = FastAPI()\n\n"
+    "def reply(h):\n    return model.generate(**tok(h, return_tensors='pt').to(model.device), max_new_tokens=32)\n\n"
+)
 CHAT = 'tok = AutoTokenizer.from_pretrained("m")\nmsgs = [{"role": "user", "content": q}]\n'
 # rule -> (code with the mistake, the same code done right); HEAD is prepended to both
 CASES = {
@@ -118,6 +123,13 @@ CASES = {
         "q = BitsAndBytesConfig(load_in_4bit=True, load_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)\n",
         "from transformers import BitsAndBytesConfig\n"
         "q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)\n",
+    ),
+    "IT044": (  # (reply: a helper of the file that generates, run off the event loop)
+        LOAD + SERVE + "history = []\n\n"
+        '@app.post("/chat")\nasync def chat(q: str):\n    history.append(q)\n'
+        "    return await asyncio.to_thread(reply, history)\n\nuvicorn.run(app)\n",
+        LOAD + SERVE + '@app.post("/chat")\nasync def chat(q: str, history: list):\n    history.append(q)\n'
+        "    return await asyncio.to_thread(reply, history)\n\nuvicorn.run(app)\n",
     ),
     "IT037": (
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\nenc = tok(texts, padding=True, return_tensors="pt")\n',
