@@ -312,3 +312,48 @@ def test_a_registry_key_names_the_checkpoint_of_a_chat_template(tmp_path):
     )
     assert rules(tmp_path, code.format("Llama-2-7b-chat-hf", "Llama-2-7b-chat-hf")) == []
     assert rules(tmp_path, code.format("qwen", "qwen")) == ["IT018"]
+
+
+def test_reading_from_the_development_parts_of_doctor_real_10_and_11(tmp_path):
+    """One shape each, the silent one beside the one that fires: a reload that resets used weights (IT039), a
+    LangChain LLM's _call (IT013), a max_length at a context's scale (IT014), an adapter's own format (IT003), a
+    prompt cut from each decoded item (IT004), one text's token states pooled on axis 0 (IT026)."""
+    load = 'model = AutoModelForCausalLM.from_pretrained("org/m-7b", dtype="auto", device_map="auto")\n'
+    assert rules(tmp_path, load + load) == ["IT039"]
+    assert rules(tmp_path, load + "calibrate(model)\n" + load) == []
+    built = load.replace('"org/m-7b"', 'f"org/{name}"')
+    assert rules(tmp_path, "name = pick()\n" + built + built) == []
+    wrapper = (
+        "from langchain.llms.base import LLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("meta-llama/Meta-Llama-3.1-8B-Instruct", dtype="auto", '
+        'device_map="auto")\ntok = AutoTokenizer.from_pretrained("meta-llama/Meta-Llama-3.1-8B-Instruct")\n'
+        "class Wrapper({}):\n    def _call(self, prompt, stop=None):\n"
+        '        enc = tok(prompt, return_tensors="pt").to(model.device)\n'
+        "        out = model.generate(**enc, max_length={})\n"
+        "        return tok.decode(out[0, enc['input_ids'].shape[1]:], skip_special_tokens=True)\n"
+    )
+    assert rules(tmp_path, wrapper.format("LLM", 131072)) == []
+    assert rules(tmp_path, wrapper.format("object", 131072)) == ["IT013"]
+    assert rules(tmp_path, wrapper.format("LLM", 512)) == ["IT014"]
+    adapter = (
+        'model = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-Instruct-v0.2", dtype="auto", '
+        'device_map="auto")\n{}enc = tok(f"User: {{q}}\\nAssistant:", return_tensors="pt").to(model.device)\n'
+        "out = model.generate(**enc, max_new_tokens=64)\nprint(tok.decode(out[0, enc['input_ids'].shape[1]:]))\n"
+    )
+    assert "IT003" in rules(tmp_path, adapter.format(""))
+    assert "IT003" not in rules(
+        tmp_path, adapter.format('from peft import PeftModel\nmodel = PeftModel.from_pretrained(model, "./sft")\n')
+    )
+    cut = (
+        load + "def run(prompts):\n    enc = tok(prompts, return_tensors='pt', padding=True).to(model.device)\n"
+        "    out = model.generate(**enc, max_new_tokens=64)\n    texts = tok.batch_decode(out, skip_special_tokens=True)\n"
+        "    return [t{} for t, p in zip(texts, prompts)]\n"
+    )
+    assert "IT004" not in rules(tmp_path, cut.format("[len(p):]"))
+    assert "IT004" in rules(tmp_path, cut.format(""))
+    pooled = (
+        'from transformers import AutoModel\nmodel = AutoModel.from_pretrained("BAAI/bge-m3")\n'
+        "with torch.no_grad():\n    states = model(**enc).last_hidden_state{}\nvec = states.mean(dim=0)\n"
+    )
+    assert rules(tmp_path, pooled.format("[0]")) == ["IT026"]
+    assert rules(tmp_path, pooled.format("")) == []

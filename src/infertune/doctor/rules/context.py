@@ -91,3 +91,21 @@ def data_set_job(s: Script) -> bool:
             if over is not None and any(dotted(x) in names for x in ast.walk(over)):
                 return True
     return False
+
+
+# the hooks a framework calls with a prompt it rendered itself: LangChain's custom-LLM methods
+FRAMEWORK_HOOKS = {"_call", "_acall", "_stream", "_astream", "_generate", "_agenerate"}
+
+
+def framework_prompt(s: Script, text: ast.AST) -> bool:
+    """The text is a parameter of a LangChain custom LLM's `_call` (or `_stream`, ...): the chain renders the prompt,
+    template included, in another file (doctor-real-11 b10: Llama-3.1 and Qwen2 wrappers a labelling chain calls)."""
+    fn = s.enclosing_function(text)
+    if fn is None or fn.name not in FRAMEWORK_HOOKS or not isinstance(text, ast.Name):
+        return False
+    cls = s.parents.get(fn)
+    return (
+        isinstance(cls, ast.ClassDef)
+        and any(dotted(b).split(".")[-1].endswith("LLM") for b in cls.bases)
+        and text.id in {a.arg for a in fn.args.args}
+    )

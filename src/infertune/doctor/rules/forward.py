@@ -95,16 +95,23 @@ def no_grad_missing(s: Script):
 CLS_POOLED = lazy_compile(r"bge-|gte-(?!.*qwen)|e5-.*-v2-cls|snowflake-arctic-embed", IGNORECASE)
 
 
-def _mean_over_tokens(c: ast.Call) -> ast.AST | None:
-    """`x.mean(dim=1)` / `torch.mean(x, dim=1)` / `x.mean(1)` / `x.mean(axis=1)`: x."""
+def _mean_over_tokens(s: Script, c: ast.Call) -> ast.AST | None:
+    """`x.mean(dim=1)` / `torch.mean(x, dim=1)` / `x.mean(1)` / `x.mean(axis=1)` (or dim 0 of one text's states): x."""
     if not (isinstance(c.func, ast.Attribute) and c.func.attr == "mean"):
         return None
     if dotted(c.func) == "torch.mean":
         x, rest = (c.args[0] if c.args else None), c.args[1:]
     else:
         x, rest = c.func.value, c.args
-    dim = kw(c, "dim") or kw(c, "axis") or (rest[0] if rest else None)
-    return x if const(dim) == 1 else None
+    dim = const(kw(c, "dim") or kw(c, "axis") or (rest[0] if rest else None))
+    return x if dim == 1 or (dim == 0 and _one_text(s, x)) else None
+
+
+def _one_text(s: Script, x: ast.AST | None) -> bool:
+    """`h = out.last_hidden_state[0]`: one text's token states, whose axis 0 is the tokens (doctor-real-11 c14)."""
+    return any(
+        isinstance(o, ast.Subscript) and isinstance(const(o.slice), int) for o in [x, *s.origins(x)] if o is not None
+    )
 
 
 def mean_pool_padding(s: Script):
@@ -112,7 +119,7 @@ def mean_pool_padding(s: Script):
     cls_model = next((i for i in ids if CLS_POOLED.search(id_name(i))), None)
     padded = any(s.is_tokenizer_call(c) and const(kw(c, "padding")) not in (None, False) for c in s.calls)
     for c in s.calls:
-        x = _mean_over_tokens(c)
+        x = _mean_over_tokens(s, c)
         if x is None or "mask" in ast.unparse(x).lower():
             continue
         if "hidden" not in " ".join(ast.unparse(o) for o in [x, *s.origins(x)] if isinstance(o, ast.AST)):

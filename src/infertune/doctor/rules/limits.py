@@ -149,12 +149,21 @@ def _handed_off(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr]]]:
     return out
 
 
+# a max_length at a context's own scale is a ceiling on the whole sequence, not an answer's budget that the prompt
+# eats into (doctor-real-11 b10: 131072, Llama 3.1's context, labelled so)
+CONTEXT_SCALE = 8192
+
+
 def max_length_budget(s: Script):
     handed = [(p, kws, False, False) for p, kws in _handed_off(s)]
     for c, kws, _, opaque in generation_calls(s) + handed:
         if unprompted(s, c):
             continue
-        if "max_length" in kws and (_sized_to_input(s, kws["max_length"]) or _tiny_prompt(s, c, kws["max_length"])):
+        if "max_length" in kws and (
+            _sized_to_input(s, kws["max_length"])
+            or _tiny_prompt(s, c, kws["max_length"])
+            or (isinstance(n := const(kws["max_length"]), int) and n >= CONTEXT_SCALE)
+        ):
             continue
         if (
             "max_length" in kws

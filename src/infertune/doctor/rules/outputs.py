@@ -166,6 +166,16 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = Fa
             uses = [n for n in uses if not _measured(s, n)]
         if any(_prompt_removed(s, n, depth + 1, skipped) for n in uses):
             return True
+    if isinstance(parent, ast.Call) and callee(parent) in ("zip", "enumerate"):
+        return _prompt_removed(s, parent, depth + 1, skipped)  # (each item, beside its prompt or index)
+    if isinstance(parent, ast.comprehension | ast.For) and parent.iter is node:  # each item: cut one by one?
+        scope = s.parents.get(parent, parent) if isinstance(parent, ast.comprehension) else parent
+        items = {n.id for n in ast.walk(parent.target) if isinstance(n, ast.Name)}
+        looked = [
+            n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id in items and isinstance(n.ctx, ast.Load)
+        ]
+        if any(_prompt_removed(s, n, depth + 1, skipped) for n in looked):
+            return True  # (doctor-real-11 b04: `completion[len(prompt):]` for each decoded completion)
     if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.comprehension)):
         return _prompt_removed(s, parent, depth + 1, skipped)
     if isinstance(parent, ast.Return) and (fn := s.enclosing_function(node)) is not None:

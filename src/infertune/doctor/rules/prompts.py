@@ -19,6 +19,7 @@ from infertune.doctor.nodes import (
     receiver,
     task_of,
 )
+from infertune.doctor.rules.context import framework_prompt
 from infertune.doctor.script import Script
 
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
@@ -36,14 +37,12 @@ CHAT_MODEL = lazy_compile(
     r"instruct|(?<![a-z])chat(?![a-z])|chatglm|chatml|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", IGNORECASE
 )
 
-
 # small base (completion) language models: their output is a continuation of the prompt by design, and they are
 # demo-sized (a web route serving one of them is a toy, not a service to batch)
 BASE_LM = lazy_compile(
     r"^(distil)?gpt2(-(medium|large|xl))?$|^tiny-gpt2$|^openai-gpt$|^gpt-neo-(125m|1\.3b)$|^opt-(125m|350m)$",
     IGNORECASE,
 )
-
 
 # how a sentence left for the model to finish ends: a comma, a dash, or a word that cannot close one (a verb "to be",
 # an article, a preposition, a conjunction, a possessive)
@@ -247,7 +246,6 @@ def _own_fine_tune(s: Script) -> bool:
 BOS_IN_TEMPLATE = lazy_compile(r"llama-?2|llama-?3|meta-llama|mistral|mixtral|gemma|deepseek", IGNORECASE)
 BOS_TEXT = ("<s>", "<|begin_of_text|>", "<bos>")  # Llama 2 / Mistral, Llama 3, Gemma: what their tokenizers add
 
-
 # Llama 2's and Mistral's one-turn layout, exactly: `<s>[INST] {message} [/INST]` (the spaces included)
 INST_LAYOUT = lazy_compile(r"\s*<s>\[INST\] .* \[/INST\]\s*", DOTALL)
 
@@ -266,8 +264,8 @@ def _bos_by_hand(s: Script, text: str) -> bool:
 def hand_built_chat_prompt(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not (s.generates or s.pipelines) or _no_template(s):
         return
-    if _documented_by_hand(s) or _own_fine_tune(s):
-        return
+    if _documented_by_hand(s) or _own_fine_tune(s) or adapter_loaded(s):
+        return  # (an adapter's prompt is its training format: doctor-real-8 v06, y01, -9 q03, -11 b04, d02)
     seen = set()
     markers = CHAT_MARKERS if _chat_ids(s) else TEMPLATE_TOKENS
     for c in _prompt_sinks(s):
@@ -307,8 +305,7 @@ def _chat_ids(s: Script, vlm: bool = False) -> list[str]:
 
 
 def _ui_from_pipeline(s: Script):
-    """`gr.Interface.from_pipeline(pipe)` on a text-generation pipeline of a chat model: the UI hands the pipeline
-    the textbox's raw string (doctor-real-3 e31)."""
+    """`gr.Interface.from_pipeline(pipe)` of a chat model: the UI hands it a textbox's raw text (doctor-real-3 e31)."""
     for c in s.calls:
         if method(c) != "from_pipeline" or not c.args:
             continue
@@ -361,8 +358,12 @@ def chat_model_raw_text(s: Script):
     yield from _ui_from_pipeline(s)
     for c in _prompt_sinks(s):
         args = _text_args(c)
-        if not args or any(CHAT_MARKERS.search(t) for a in args for _, t in s.strings(a)):
-            continue  # hand-built template: IT003's
+        if (
+            not args
+            or any(CHAT_MARKERS.search(t) for a in args for _, t in s.strings(a))
+            or framework_prompt(s, args[0])
+        ):
+            continue  # hand-built template (IT003's), or one a framework renders (a LangChain LLM's _call)
         if probe_level(s, c) and all(literal_continuations(s, a) for a in args):
             continue  # a fixed sentence to finish: a smoke test of the model, not a conversation
         if s.is_pipeline_call(c):

@@ -142,6 +142,9 @@ def _weights(s: Script) -> list[tuple[ast.Call, str]]:
         if m is None or (c in s.pipelines and s.models_of(m)):
             continue  # (a pipeline given a loaded model reuses it)
         i = s.model_id(c) if c in s.loads else pipeline_model_id(s, c)
+        arg = (c.args[0] if c.args else kw(c, "pretrained_model_name_or_path")) if c in s.loads else m
+        if any(isinstance(o, ast.JoinedStr | ast.BinOp | ast.Call) for o in s.origins(arg)):
+            continue  # an id built at run time (f"facebook/{name}"): which checkpoint it is, the file does not say
         if i is not None:
             rev = kw(c, "revision")
             out.append((c, i + ("@" + ast.unparse(rev) if rev is not None else "")))
@@ -186,8 +189,15 @@ def _dead_after(s: Script, first: ast.Call, second: ast.Call) -> bool:
     names = _bound(s, first)
     if not names:
         return False  # (handed straight to something: it is used)
-    if names & _bound(s, second):
-        return True
+    if names & _bound(s, second):  # rebound: dead unless read in between (used, then reloaded to reset its weights)
+        start = getattr(s.statement(first), "end_lineno", first.lineno) or first.lineno
+        return not any(
+            isinstance(n, ast.Name)
+            and n.id in names
+            and isinstance(n.ctx, ast.Load)
+            and start < n.lineno < second.lineno
+            for n in s.nodes
+        )
     end = getattr(s.statement(second), "end_lineno", second.lineno) or second.lineno
     return not any(
         isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) and n.lineno > end for n in s.nodes
