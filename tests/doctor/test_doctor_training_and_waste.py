@@ -86,10 +86,16 @@ def test_a_pipeline_with_no_device_runs_on_the_gpu_since_4_42(tmp_path):
 
 
 def test_a_large_decoder_pipeline_with_no_dtype_loads_fp32_on_4x(tmp_path):
+    """On a GPU (device=0) with no dtype: IT001. With neither device nor dtype: one IT002 that names both outcomes
+    (the CPU before 4.42, fp32 on cuda:0 after); with a dtype and no device, only a pin before 4.42 speaks."""
     code = 'from transformers import pipeline\npipe = pipeline("text-generation", model="org/m-7b"{})\n'
-    assert rules(tmp_path, code.format("")) == ["IT001"]
+    assert rules(tmp_path, code.format(", device=0")) == ["IT001"]
+    assert rules(tmp_path, code.format(", device=0, dtype=torch.bfloat16")) == []
+    both = check_code(tmp_path, code.format("")).findings
+    assert [f.rule for f in both] == ["IT002"] and "4.42" in both[0].message and "fp32" in both[0].message
     assert rules(tmp_path, code.format(", dtype=torch.bfloat16")) == []
+    assert rules(tmp_path, code.format(", dtype=torch.bfloat16"), target=pinned((4, 40, 0))) == ["IT002"]
     assert rules(tmp_path, code.format(", device='cpu'")) == []
-    assert rules(tmp_path, code.format(""), target=pinned((5, 1, 0))) == []  # 5.x loads the checkpoint's dtype
-    assert rules(tmp_path, code.replace("m-7b", "m-7b-GPTQ").format("")) == []
-    assert rules(tmp_path, code.replace("m-7b", "m-350m").format("")) == []
+    assert rules(tmp_path, code.format(", device=0"), target=pinned((5, 1, 0))) == []  # 5.x: the checkpoint's dtype
+    assert rules(tmp_path, code.replace("m-7b", "m-7b-GPTQ").format(", device=0")) == []
+    assert rules(tmp_path, code.replace("m-7b", "m-350m").format(", device=0")) == []

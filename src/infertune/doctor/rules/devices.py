@@ -20,7 +20,7 @@ from infertune.doctor.nodes import (
     task_of,
 )
 from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE, gpu_intent, params_in_id
-from infertune.doctor.rules.loading import moved, pipeline_stays_on_cpu, placed_at_load, stays_on_cpu
+from infertune.doctor.rules.loading import moved, pipeline_stays_on_cpu, pipeline_typed, placed_at_load, stays_on_cpu
 from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
@@ -164,23 +164,33 @@ def _places(s: Script, p: ast.Call) -> bool:
 
 def pipeline_on_cpu(s: Script):
     """A generative pipeline given a model id (not a loaded model: IT002 reads those at their load) that names 2B
-    parameters or more, with no device: it loads and runs on the CPU (doctor-real-3 e31: a Llama-2-7B chat
-    pipeline behind Gradio); in a script that never names a GPU, 5B or more (a smaller one there is a choice, as for
-    IT002's loads). An id that names no size says nothing (a CPU-sized model on purpose is common)."""
-    if s.trains or not pipeline_stays_on_cpu(s):
+    parameters or more, with no device: before transformers 4.42 it loads and runs on the CPU (doctor-real-3 e31: a
+    Llama-2-7B chat pipeline behind Gradio); 4.42+ takes cuda:0, where 4.x loads it in fp32 if no dtype is given.
+    So where the pins allow 4.42+, only a pipeline given neither device nor dtype is reported, once, naming both
+    outcomes (doctor-real-10 d02, doctor-real-11 d13: labelled as the CPU run). In a script that never names a GPU,
+    5B or more (a smaller one there is a choice, as for IT002's loads); an id that names no size says nothing."""
+    if s.trains:
         return
     for p in s.pipelines:
         m = pipeline_model(p)
         if m is None or s.models_of(m) or task_of(p) not in GENERATIVE_TASKS or _places(s, p):
             continue
+        typed = pipeline_typed(s, p)
+        if typed and not pipeline_stays_on_cpu(s):
+            continue
         model = pipeline_model_id(s, p)
         n = params_in_id(model)
         if model and n is not None and n >= (CPU_SIZED if gpu_intent(s) else CPU_WORKABLE):
+            where = (
+                "the pinned transformers (before 4.42) loads and runs it on the CPU (seconds per token)"
+                if pipeline_stays_on_cpu(s)
+                else "before transformers 4.42 it loads and runs on the CPU (seconds per token); 4.42+ puts it on "
+                "cuda:0, in fp32 on 4.x (twice the memory)"
+            )
             yield (
                 p,
-                f"a pipeline of {model} with no device: the pinned transformers (before 4.42) loads and runs it on "
-                "the CPU (seconds per token); "
-                "pass device_map='auto' (or device=0)",
+                f"a pipeline of {model} with no device{'' if typed else ' and no dtype'}: {where}; pass "
+                + ("device_map='auto'" + ("" if typed else " and dtype='auto'")),
             )
 
 

@@ -124,15 +124,18 @@ def _half_pipelines_in_fp32(s: Script) -> list[ast.Call]:
         device = kw(p, "device")
         values = [const(v) for v in (s.origins(device) or [device])] if device is not None else []
         on_gpu = kw(p, "device_map") is not None or any(v not in ("cpu", -1) for v in values)
-        if device is None and decoder and not pipeline_stays_on_cpu(s):
-            on_gpu = on_gpu or gpu_intent(s) or n >= CPU_WORKABLE
-        extra = kw(p, "model_kwargs")
-        typed = any(kw(p, k) is not None for k in ("dtype", "torch_dtype")) or (
-            extra is not None and any(DTYPE_KEYS.search(ast.unparse(o)) for o in s.origins(extra) or [extra])
-        )
-        if on_gpu and not typed and not QUANTIZED_ID.search(model or ""):
+        # (no device at all: IT002's one finding names both versions' outcomes, the CPU and fp32 on cuda:0)
+        if on_gpu and not pipeline_typed(s, p) and not QUANTIZED_ID.search(model or ""):
             out.append(p)
     return out
+
+
+def pipeline_typed(s: Script, p: ast.Call) -> bool:
+    """A dtype given to the pipeline, or in its model_kwargs (with a quantization request, which sets its own)."""
+    extra = kw(p, "model_kwargs")
+    return any(kw(p, k) is not None for k in ("dtype", "torch_dtype")) or (
+        extra is not None and any(DTYPE_KEYS.search(ast.unparse(o)) for o in s.origins(extra) or [extra])
+    )
 
 
 DECODER_TASKS = ("text-generation", "image-text-to-text", "image-to-text", "visual-question-answering")
@@ -253,7 +256,10 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
         if kw(call, "device") is None and kw(call, "device_map") is None:
             # 4.42+ moves the model it is given to cuda:0 when there is one: where the script names a GPU, or for a
             # model too large for a CPU by choice (a small one in a script that never names a GPU may run there)
-            sizes = [params_in_id(s.model_id(load)) or 0 for load in s.models_of(use)]
+            loads = s.models_of(use)
+            if any(dtype_keywords(load) == (None, None) and not s.quantized(load) for load in loads):
+                return False  # no dtype either: IT002 reports it once, at the pipeline, with both outcomes
+            sizes = [params_in_id(s.model_id(load)) or 0 for load in loads]
             return not pipeline_stays_on_cpu(s) and (gpu_intent(s) or max(sizes, default=0) >= CPU_WORKABLE)
         return any(kw(call, k) is not None and const(kw(call, k)) not in ("cpu", -1) for k in ("device", "device_map"))
     if name in PLACERS:
@@ -326,8 +332,8 @@ def model_on_cpu(s: Script):
                 where = (
                     "the pinned transformers (before 4.42) runs it on the CPU"
                     if pipeline_stays_on_cpu(s)
-                    else "it runs on the CPU before transformers 4.42 (and on any machine without a GPU); 4.42+ "
-                    "moves it to cuda:0 when there is one"
+                    else "before transformers 4.42 it runs on the CPU; 4.42+ moves it to cuda:0, in fp32 on 4.x when "
+                    "no dtype was given"
                 )
                 yield pipe, f"`{name}` is handed to a pipeline with no device and never moved: {where}"
             else:
