@@ -109,6 +109,8 @@ COVERED = {
     "other:misspelled-generation-config": "IT043",
     "other:history-shared-across-clients": "IT044",
     "other:shared-chat-history": "IT044",
+    "other:batch-decode-one-sequence": "IT045",
+    "other:batch-decode-single-sequence": "IT045",
 }
 
 

@@ -131,6 +131,12 @@ CASES = {
         LOAD + SERVE + '@app.post("/chat")\nasync def chat(q: str, history: list):\n    history.append(q)\n'
         "    return await asyncio.to_thread(reply, history)\n\nuvicorn.run(app)\n",
     ),
+    "IT045": (
+        LOAD + "def run(enc):\n    out = model.generate(**enc, max_new_tokens=32)\n"
+        "    return tok.batch_decode(out[0], skip_special_tokens=True)\n",
+        LOAD + "def run(enc):\n    out = model.generate(**enc, max_new_tokens=32)\n"
+        "    return tok.decode(out[0], skip_special_tokens=True)\n",
+    ),
     "IT037": (
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\nenc = tok(texts, padding=True, return_tensors="pt")\n',
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\ntok.pad_token = tok.eos_token\n'

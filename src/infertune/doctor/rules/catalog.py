@@ -376,4 +376,11 @@ RULES: list[Rule] = [
         "keep the history per client: sent with each request, or stored under a session id",
         sessions.shared_conversation,
     ),
+    Rule(
+        "IT045",
+        "batch-decode-one-sequence",
+        "batch_decode handed one row of generate's output",
+        "decode one row with tok.decode(out[0]), or a batch with tok.batch_decode(out)",
+        outputs.batch_decode_one_sequence,
+    ),
 ]
