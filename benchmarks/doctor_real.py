@@ -111,6 +111,7 @@ COVERED = {
     "other:shared-chat-history": "IT044",
     "other:batch-decode-one-sequence": "IT045",
     "other:batch-decode-single-sequence": "IT045",
+    "other:invalid-model-id": "IT046",
 }
 
 

@@ -137,6 +137,10 @@ CASES = {
         LOAD + "def run(enc):\n    out = model.generate(**enc, max_new_tokens=32)\n"
         "    return tok.decode(out[0], skip_special_tokens=True)\n",
     ),
+    "IT046": (
+        'model = AutoModelForCausalLM.from_pretrained("meta/llama-3.2-1b", dtype="auto", device_map="auto")\n',
+        'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", dtype="auto", device_map="auto")\n',
+    ),
     "IT037": (
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\nenc = tok(texts, padding=True, return_tensors="pt")\n',
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\ntok.pad_token = tok.eos_token\n'

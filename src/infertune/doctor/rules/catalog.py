@@ -15,6 +15,7 @@ from infertune.doctor.rules import (
     forward,
     generation,
     hardware,
+    ids,
     limits,
     loading,
     names,
@@ -382,5 +383,12 @@ RULES: list[Rule] = [
         "batch_decode handed one row of generate's output",
         "decode one row with tok.decode(out[0]), or a batch with tok.batch_decode(out)",
         outputs.batch_decode_one_sequence,
+    ),
+    Rule(
+        "IT046",
+        "invalid-model-id",
+        "a model id the Hub cannot resolve: a GGUF file name, or a misspelt publisher",
+        "the repository's id as the Hub spells it (the GGUF file goes to gguf_file=)",
+        ids.invalid_model_id,
     ),
 ]
