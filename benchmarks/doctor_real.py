@@ -112,6 +112,7 @@ COVERED = {
     "other:batch-decode-one-sequence": "IT045",
     "other:batch-decode-single-sequence": "IT045",
     "other:invalid-model-id": "IT046",
+    "other:timing-without-warmup": "IT047",
 }
 
 

@@ -141,6 +141,13 @@ CASES = {
         'model = AutoModelForCausalLM.from_pretrained("meta/llama-3.2-1b", dtype="auto", device_map="auto")\n',
         'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", dtype="auto", device_map="auto")\n',
     ),
+    "IT047": (
+        LOAD + "import time\nt0 = time.perf_counter()\nout = model.generate(**inputs, max_new_tokens=32)\n"
+        "print(time.perf_counter() - t0, tok.decode(out[0, inputs['input_ids'].shape[1]:]))\n",
+        LOAD + "import time\nmodel.generate(**inputs, max_new_tokens=8)\nt0 = time.perf_counter()\n"
+        "out = model.generate(**inputs, max_new_tokens=32)\n"
+        "print(time.perf_counter() - t0, tok.decode(out[0, inputs['input_ids'].shape[1]:]))\n",
+    ),
     "IT037": (
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\nenc = tok(texts, padding=True, return_tensors="pt")\n',
         'tok = AutoTokenizer.from_pretrained("openai-community/gpt2")\ntok.pad_token = tok.eos_token\n'

@@ -28,6 +28,7 @@ from infertune.doctor.rules import (
     serving,
     sessions,
     spelling,
+    timing,
     training,
     turns,
     unused,
@@ -390,5 +391,12 @@ RULES: list[Rule] = [
         "a model id the Hub cannot resolve: a GGUF file name, or a misspelt publisher",
         "the repository's id as the Hub spells it (the GGUF file goes to gguf_file=)",
         ids.invalid_model_id,
+    ),
+    Rule(
+        "IT047",
+        "timing-without-warmup",
+        "a timed generation that is the model's first since its load",
+        "run one untimed generation first (a warm-up), then time the next ones",
+        timing.cold_timing,
     ),
 ]
