@@ -398,5 +398,6 @@ RULES: list[Rule] = [
         "a timed generation that is the model's first since its load",
         "run one untimed generation first (a warm-up), then time the next ones",
         timing.cold_timing,
+        default=False,  # blind on doctor-real-10's test part: 0 right, 1 wrong (a labeller called a cold timing fine)
     ),
 ]
