@@ -5,7 +5,8 @@ serving. The why of each is in docs/doctor.md."""
 from __future__ import annotations
 
 from infertune.doctor.nodes import IGNORECASE, lazy_compile
-from infertune.doctor.rules.catalog import RULES, Rule
+from infertune.doctor.rules.catalog import RULES
+from infertune.doctor.rules.rule import Rule
 
 BY_KEY = {**{r.id.lower(): r for r in RULES}, **{r.name: r for r in RULES}}
 SUPPRESS = lazy_compile(r"#\s*infertune:\s*ignore(?:\[([^\]]*)\])?", IGNORECASE)
