@@ -53,6 +53,12 @@ def _bound(nodes: list[ast.AST]) -> set[str]:
     return out
 
 
+def _bound_anywhere(s: Script) -> set[str]:
+    if "_bound_anywhere" not in s.__dict__:
+        s.__dict__["_bound_anywhere"] = _bound(s.nodes)
+    return s.__dict__["_bound_anywhere"]
+
+
 def _annotations(nodes: list[ast.AST]) -> set[int]:
     """The nodes inside annotations (never evaluated under `from __future__ import annotations`; a missing
     name there is a linter's concern, not a crash of this script's inference)."""
@@ -74,14 +80,15 @@ def undefined_name(s: Script):
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
-def _module_level(s: Script, node: ast.AST) -> bool:
-    """Evaluated in the module's own scope: in no function, lambda or class body (comprehensions count as the
-    module's, which only makes the check quieter)."""
-    while node in s.parents:
-        node = s.parents[node]
-        if isinstance(node, SCOPES):
-            return False
-    return True
+def _inner(s: Script) -> set[int]:
+    """The nodes inside a function, lambda or class (decorators and defaults too, which only makes the check
+    quieter); every other node is evaluated in the module's own scope (comprehensions count as the module's)."""
+    inner: set[int] = set()
+    for n in s.nodes:  # (walked breadth-first: a parent comes before its children)
+        p = s.parents.get(n)
+        if p is not None and (isinstance(p, SCOPES) or id(p) in inner):
+            inner.add(id(n))
+    return inner
 
 
 def _locals_read_at_module_level(s: Script):
@@ -92,24 +99,16 @@ def _locals_read_at_module_level(s: Script):
         return
     if any(isinstance(c.func, ast.Name) and c.func.id in DYNAMIC for c in s.calls):
         return
-    everywhere = _bound(s.nodes)
-    module = _bound([n for n in s.nodes if _module_level(s, n)]) | {
-        name for n in s.nodes if isinstance(n, ast.Global) for name in n.names
-    }
-    skip = _annotations(s.nodes)
-    reads = sorted(
-        (
-            n
-            for n in s.nodes
-            if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Load)
-            and n.id in everywhere
-            and n.id not in module | PROVIDED
-            and id(n) not in skip
-            and _module_level(s, n)
-        ),
-        key=lambda n: (n.lineno, n.col_offset),
-    )
+    inner = _inner(s)
+    outer = [n for n in s.nodes if id(n) not in inner]
+    module = _bound(outer) | {name for n in s.nodes if isinstance(n, ast.Global) for name in n.names} | PROVIDED
+    local_only = _bound_anywhere(s) - module
+    if not local_only:
+        return  # every name is bound at module level somewhere
+    reads = [n for n in outer if isinstance(n, ast.Name) and n.id in local_only and isinstance(n.ctx, ast.Load)]
+    if reads:
+        skip = _annotations(s.nodes)
+        reads = sorted((n for n in reads if id(n) not in skip), key=lambda n: (n.lineno, n.col_offset))
     names = list(dict.fromkeys(n.id for n in reads))
     if names:
         yield (
@@ -124,7 +123,7 @@ def _undefined_names(s: Script):
         return
     if any(isinstance(c.func, ast.Name) and c.func.id in DYNAMIC for c in s.calls):
         return
-    known = _bound(s.nodes) | PROVIDED
+    known = _bound_anywhere(s) | PROVIDED
     missing = [n for n in s.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in known]
     if missing:  # (rare: the annotations are read only then)
         skip = _annotations(s.nodes)

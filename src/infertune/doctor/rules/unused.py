@@ -23,9 +23,9 @@ def _produces(s: Script, c: ast.Call) -> bool:
     tokenizer's decode of generated ids."""
     if c in s.generates:
         return kw(c, "streamer") is None
-    if method(c) in ("decode", "batch_decode") and s.is_tokenizer(receiver(c)):
-        return True
-    return s.is_pipeline_call(c) and kw(c, "streamer") is None
+    if method(c) in ("decode", "batch_decode"):
+        return s.is_tokenizer(receiver(c))
+    return bool(s.pipelines) and s.is_pipeline_call(c) and kw(c, "streamer") is None
 
 
 def _scope(s: Script, node: ast.AST) -> ast.AST:
@@ -106,8 +106,10 @@ def discarded_output(s: Script):
     if NOTEBOOK.search(s.source):
         return
     for c in s.calls:
-        if not _produces(s, c):
-            continue
+        if not isinstance(s.parents.get(c), ast.Expr | ast.Assign | ast.Subscript | ast.Attribute) or not _produces(
+            s, c
+        ):
+            continue  # (the call's value goes straight into another expression: it is used)
         stmt, scope = s.statement(c), _scope(s, c)
         if scope is s.tree and not any(isinstance(b, LOOPS) for b in _blocks(s, stmt)):
             continue  # a script's last answer left in a variable: labelled a problem once in six (doctor-real-8 x15)
