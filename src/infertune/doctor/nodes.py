@@ -227,3 +227,18 @@ def id_name(model: str | None) -> str:
 
 def callee(call: ast.Call) -> str:
     return dotted(call.func).split(".")[-1]
+
+
+# what opens a new scope, and the statements that repeat their body (comprehensions are left to each rule)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def edits(a: str, b: str) -> int:
+    """Levenshtein distance (short strings; difflib would cost the doctor's start-up an import)."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]

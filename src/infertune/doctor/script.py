@@ -17,6 +17,7 @@ from infertune.doctor.nodes import (
     kw,
     lazy_compile,
     method,
+    pipeline_model,
     receiver,
     task_of,
 )
@@ -77,8 +78,15 @@ class Script(Flow):
     def model_class(self, load: ast.Call) -> str:
         return dotted(receiver(load)).split(".")[-1]
 
+    def weights_arg(self, c: ast.Call) -> ast.expr | None:
+        """The argument that names the weights: a load's first (or pretrained_model_name_or_path=), a pipeline's
+        model."""
+        if c in self.pipelines:
+            return pipeline_model(c)
+        return c.args[0] if c.args else kw(c, "pretrained_model_name_or_path") or kw(c, "model")
+
     def model_id(self, load: ast.Call) -> str | None:
-        arg = load.args[0] if load.args else kw(load, "pretrained_model_name_or_path") or kw(load, "model")
+        arg = self.weights_arg(load)
         ids = [t for _, t in self.strings(arg)] if arg is not None else []
         return ids[0] if ids else None
 

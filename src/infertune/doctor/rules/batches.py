@@ -9,6 +9,7 @@ from infertune.doctor.nodes import (
     IGNORECASE,
     const,
     dotted,
+    edits,
     id_name,
     kw,
     lazy_compile,
@@ -50,17 +51,7 @@ def _padding_assignments(s: Script) -> list[tuple[ast.AST, str, object]]:
 def _like_padding_side(attr: str) -> bool:
     """padding_side, or a name a typo away from it (padding_size, pading_side, pad_side, padding_sides)."""
     a = attr.lower()
-    return a.startswith("pad") and (a.endswith(("side", "sides", "size")) or _edits(a, "padding_side") <= 2)
-
-
-def _edits(a: str, b: str) -> int:
-    """Levenshtein distance (short strings; difflib would cost the doctor's start-up an import)."""
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        prev, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
-    return row[-1]
+    return a.startswith("pad") and (a.endswith(("side", "sides", "size")) or edits(a, "padding_side") <= 2)
 
 
 # str methods: their result is one text, never a batch

@@ -5,7 +5,7 @@ fails before anything runs (doctor-real-1 b18, labelled `other:invalid-model-id`
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import kw, pipeline_model
+from infertune.doctor.nodes import kw
 from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
@@ -36,8 +36,6 @@ def invalid_model_id(s: Script):
         if model is None or model in seen or (message := _problem(model, c)) is None:
             continue
         seen.add(model)
-        arg = (
-            pipeline_model(c) if c in s.pipelines else (c.args[0] if c.args else kw(c, "pretrained_model_name_or_path"))
-        )
+        arg = s.weights_arg(c)
         spelt = next((n for n, text in s.strings(arg) if text == model), None) if arg is not None else None
         yield spelt or c, message

@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import callee, const, dotted, kw, method
+from infertune.doctor.nodes import SCOPES, callee, const, dotted, kw, method
 from infertune.doctor.script import Script
 
 # what a module has without defining it, and what IPython adds to a notebook exported as a script
@@ -75,9 +75,6 @@ def undefined_name(s: Script):
     yield from _undefined_names(s)
     yield from _locals_read_at_module_level(s)
     yield from undefined_option(s)
-
-
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def _inner(s: Script) -> set[int]:

@@ -4,7 +4,7 @@ on the growing text to stream (IT027), the same weights loaded twice (IT039)."""
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile, pipeline_model
+from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile
 from infertune.doctor.rules.generation import generation_calls
 from infertune.doctor.rules.prompts import CHAT_MODEL, pipeline_model_id
 from infertune.doctor.script import Script
@@ -138,11 +138,10 @@ def _weights(s: Script) -> list[tuple[ast.Call, str]]:
     from_pretrained of a model, and a pipeline given an id rather than a loaded model."""
     out = []
     for c in [*s.loads, *s.pipelines]:
-        m = pipeline_model(c) if c in s.pipelines else c
-        if m is None or (c in s.pipelines and s.models_of(m)):
+        arg = s.weights_arg(c)
+        if c in s.pipelines and (arg is None or s.models_of(arg)):
             continue  # (a pipeline given a loaded model reuses it)
         i = s.model_id(c) if c in s.loads else pipeline_model_id(s, c)
-        arg = (c.args[0] if c.args else kw(c, "pretrained_model_name_or_path")) if c in s.loads else m
         if any(isinstance(o, ast.JoinedStr | ast.BinOp | ast.Call) for o in s.origins(arg)):
             continue  # an id built at run time (f"facebook/{name}"): which checkpoint it is, the file does not say
         if i is not None:

@@ -5,7 +5,7 @@ load_4bit_use_double_quant; doctor-real-3 e07: generator_config passed to genera
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import callee, method
+from infertune.doctor.nodes import callee, edits, method
 from infertune.doctor.script import Script
 
 
@@ -63,16 +63,6 @@ WHERE = {
 }
 
 
-def _distance(a: str, b: str) -> int:
-    """Levenshtein distance (small strings; rows of the usual table)."""
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        prev, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
-    return row[-1]
-
-
 def _one_word_off(a: str, b: str) -> bool:
     """Same words but one (load_4bit_use_double_quant / bnb_4bit_use_double_quant), or one word with the same stem
     (generator_config / generation_config)."""
@@ -91,7 +81,7 @@ def near_miss(word: str, known: set[str]) -> str | None:
         return None
     for k in sorted(known):
         limit = 2 if min(len(word), len(k)) >= 12 else 1
-        if (abs(len(k) - len(word)) <= limit and _distance(word, k) <= limit) or _one_word_off(word, k):
+        if (abs(len(k) - len(word)) <= limit and edits(word, k) <= limit) or _one_word_off(word, k):
             return k
     return None
 

@@ -6,11 +6,9 @@ labelled `other:timing-without-warmup`)."""
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import dotted, receiver
+from infertune.doctor.nodes import LOOPS, dotted, receiver
 from infertune.doctor.rules.serving import TIMERS, is_route
 from infertune.doctor.script import Script
-
-LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
 def _clock_reads(s: Script, scope: ast.AST) -> list[ast.Call]:

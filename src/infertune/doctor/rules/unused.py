@@ -6,7 +6,7 @@ transcribed, each result overwritten by the next)."""
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import IGNORECASE, MULTILINE, kw, lazy_compile, method, receiver
+from infertune.doctor.nodes import IGNORECASE, LOOPS, MULTILINE, SCOPES, kw, lazy_compile, method, receiver
 from infertune.doctor.script import Script
 
 # a timing loop or a warm-up discards its outputs on purpose; a notebook's cell shows its last expression
@@ -14,8 +14,6 @@ ON_PURPOSE = lazy_compile(
     r"warm|bench|perf_counter|time\.time|timeit|synchronize|profil|latency|throughput", IGNORECASE
 )
 NOTEBOOK = lazy_compile(r"^# In\[|get_ipython\(|^# ?%%", IGNORECASE | MULTILINE)
-LOOPS = (ast.For, ast.AsyncFor, ast.While)
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def _produces(s: Script, c: ast.Call) -> bool:
@@ -70,9 +68,7 @@ def _dead(s: Script, target: ast.Name, scope: ast.AST) -> bool:
     chain = [stmt, *_blocks(s, stmt)]
     loops = [b for b in chain if isinstance(b, LOOPS)]
     kill: tuple[int, int] | None = None
-    for n in sorted(
-        (n for n in ast.walk(scope) if n is not target), key=lambda n: _pos(n) if hasattr(n, "lineno") else (0, 0)
-    ):
+    for n in sorted((n for n in ast.walk(scope) if n is not target), key=_pos):
         if isinstance(n, (ast.Global, ast.Nonlocal)) and target.id in n.names:
             return False
         if not (isinstance(n, ast.Name) and n.id == target.id):
