@@ -109,10 +109,15 @@ COVERED = {
     "other:misspelled-generation-config": "IT043",
     "other:history-shared-across-clients": "IT044",
     "other:shared-chat-history": "IT044",
+    "other:history-shared-across-chats": "IT044",
+    "other:history-shared-across-channels": "IT044",
     "other:batch-decode-one-sequence": "IT045",
     "other:batch-decode-single-sequence": "IT045",
     "other:invalid-model-id": "IT046",
     "other:timing-without-warmup": "IT047",
+    "other:no-repeat-ngram-over-prompt": "IT048",
+    "other:no-repeat-bigram-long-answer": "IT048",
+    "other:no-repeat-ngram-chat": "IT048",
 }
 
 

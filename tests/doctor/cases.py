@@ -131,6 +131,10 @@ CASES = {
         LOAD + SERVE + '@app.post("/chat")\nasync def chat(q: str, history: list):\n    history.append(q)\n'
         "    return await asyncio.to_thread(reply, history)\n\nuvicorn.run(app)\n",
     ),
+    "IT048": (
+        LOAD + "out = model.generate(**inputs, do_sample=True, no_repeat_ngram_size=2, max_new_tokens=64)\n",
+        LOAD + "out = model.generate(**inputs, do_sample=True, max_new_tokens=64)\n",
+    ),
     "IT045": (
         LOAD + "def run(enc):\n    out = model.generate(**enc, max_new_tokens=32)\n"
         "    return tok.batch_decode(out[0], skip_special_tokens=True)\n",

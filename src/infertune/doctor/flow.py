@@ -293,6 +293,21 @@ class Flow:
         ]
         return [max(before, key=lambda v: _line(v) or 0)] if before else values  # (every line here is known)
 
+    def number(self, node: ast.expr | None) -> object:
+        """A literal's value, or the one literal a name is bound to (`max_length = 256` ... `max_length=max_length`)."""
+        if (value := const(node)) is not None or not isinstance(node, ast.Name):
+            return value
+        values = {const(o) for o in self.origins(node)} or {None}
+        return values.pop() if len(values) == 1 else None
+
+    def id_strings(self, node) -> list[str]:
+        """The texts a model id may be: each literal it may hold, and a concatenation (`"./" + name`, an f-string)
+        whole, its pieces joined in order (doctor-real-12 d11: `"./" + "phi-4-28.3B-zero"`)."""
+        origins = self.origins(node)
+        if len(origins) == 1 and isinstance(origins[0], ast.BinOp | ast.JoinedStr):
+            return ["".join(t for _, t in self.strings(node))]
+        return [t for _, t in self.strings(node)]
+
     def strings(self, node, depth: int = 0) -> list[tuple[ast.AST, str]]:
         """The literal text a string value is built from (f-strings, `+`, `.format`, `join`, helpers)."""
         out: list[tuple[ast.AST, str]] = []

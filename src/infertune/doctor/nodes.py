@@ -119,8 +119,8 @@ GENERATIVE = lazy_compile(
 )
 _SEQ2SEQ = lazy_compile(
     r"(Seq2SeqLM|SpeechSeq2Seq|EncoderDecoderModel|T5\w*|Bart\w*|Marian\w*|Pegasus\w*|Whisper\w*|"
-    r"\w+ForConditionalGeneration)$"
-)
+    r"\w+ForConditionalGeneration|BlipForQuestionAnswering)$"
+)  # (BLIP's VQA: the question goes through the text encoder, the answer decoder starts from BOS: doctor-real-12 c10)
 # vision-language models whose class is *ForConditionalGeneration but whose language model is decoder-only: their
 # output starts with the prompt, they load in fp32 without a dtype, their batches pad on the left
 DECODER_VLM = lazy_compile(

@@ -87,7 +87,7 @@ class Script(Flow):
 
     def model_id(self, load: ast.Call) -> str | None:
         arg = self.weights_arg(load)
-        ids = [t for _, t in self.strings(arg)] if arg is not None else []
+        ids = self.id_strings(arg) if arg is not None else []
         return ids[0] if ids else None
 
     def encoder_decoder(self) -> bool:

@@ -8,6 +8,7 @@ from itertools import chain
 from infertune.doctor.rules import (
     batches,
     bos,
+    chains,
     devices,
     dispatch,
     forward,
@@ -60,7 +61,7 @@ RULES: list[Rule] = [
         "prompt-in-output",
         "generate output decoded with the prompt",
         "decode out[0, inputs['input_ids'].shape[1]:] (slice the prompt off); pipelines: return_full_text=False",
-        outputs.prompt_in_output,
+        lambda s: chain(outputs.prompt_in_output(s), chains.wrapped_full_text(s)),
     ),
     Rule(
         "IT005",
@@ -367,5 +368,12 @@ RULES: list[Rule] = [
         "run one untimed generation first (a warm-up), then time the next ones",
         timing.cold_timing,
         default=False,  # blind on doctor-real-10's test part: 0 right, 1 wrong (a labeller called a cold timing fine)
+    ),
+    Rule(
+        "IT048",
+        "no-repeat-ngram-over-prompt",
+        "no_repeat_ngram_size on a decoder-only model bans the prompt's n-grams from the answer",
+        "drop no_repeat_ngram_size (a light repetition_penalty, about 1.1, if repeats are a problem)",
+        repeats.no_repeat_ngram_prompt,
     ),
 ]

@@ -87,7 +87,7 @@ def _dialogpt_budget(s: Script, value: ast.expr) -> bool:
     """DialoGPT's documented use: max_length (1000 in its card) bounds the whole dialogue, history included; a
     budget of 100 or more is that for its one-line turns (doctor-real-4 f09: 500, "DialoGPT's usual total budget";
     doctor-real-9 k12: 100, "leaves room for its short replies"; no DialoGPT budget was ever labelled a problem)."""
-    n, ids = const(value), model_ids(s)
+    n, ids = s.number(value), model_ids(s)
     return isinstance(n, int) and n >= 100 and bool(ids) and all("dialogpt" in i.lower() for i in ids)
 
 
@@ -116,7 +116,7 @@ def _tiny_prompt(s: Script, c: ast.Call, value: ast.expr) -> bool:
     max_length is 64 or more, or a literal of at most a tenth of max_length in tokens (about 4 characters each):
     the budget is left all but whole (doctor-real-3 e38: a two-character prompt, max_length=200; doctor-real-4 g22:
     a 75-character prompt, max_length=500; doctor-real-6 s12: three one-to-three-word prompts, max_length=100)."""
-    n = const(value)
+    n = s.number(value)
     if c in s.pipelines:
         return False  # a pipeline handed to another library: its prompts are not in the file
     texts = prompts_of(s, c) if c in s.generates else list(c.args[:1])
@@ -152,6 +152,27 @@ def _handed_off(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr]]]:
 # a max_length at a context's own scale is a ceiling on the whole sequence, not an answer's budget that the prompt
 # eats into (doctor-real-11 b10: 131072, Llama 3.1's context, labelled so)
 CONTEXT_SCALE = 8192
+# a thousand tokens or more is that too for a prompt a person types (doctor-real-12 a02: 1512 over a chat message,
+# labelled so; of the seen material's 40 IT014 findings labelled problems none had a max_length over 256), but not
+# for one built from retrieved text or a history, which fills it (THUDM/WebGLM issue 5: 1024 over web references)
+TYPED_SCALE = 1000
+LONG_PARTS = lazy_compile(
+    r"^(refs?|references|contexts?|docs?|documents?|passages?|retrieved\w*|history|chunks?|knowledge|evidence|"
+    r"transcripts?|articles?|sources?)$",
+    IGNORECASE,
+)
+
+
+def _filled_by_context(s: Script, c: ast.Call) -> bool:
+    """A prompt joined from retrieved text or a history (`refs + question`, f"{context}...")."""
+    texts = prompts_of(s, c) if c in s.generates else list(c.args[:1])
+    return any(
+        isinstance(n, ast.Name) and LONG_PARTS.match(n.id)
+        for t in texts
+        for o in [t, *s.origins(t)]
+        if isinstance(o, ast.AST)
+        for n in ast.walk(o)
+    )
 
 
 def max_length_budget(s: Script):
@@ -162,7 +183,8 @@ def max_length_budget(s: Script):
         if "max_length" in kws and (
             _sized_to_input(s, kws["max_length"])
             or _tiny_prompt(s, c, kws["max_length"])
-            or (isinstance(n := const(kws["max_length"]), int) and n >= CONTEXT_SCALE)
+            or (isinstance(n := s.number(kws["max_length"]), int) and n >= CONTEXT_SCALE)
+            or (isinstance(n, int) and n >= TYPED_SCALE and not _filled_by_context(s, c))
         ):
             continue
         if (

@@ -134,7 +134,7 @@ def _measured(s: Script, n: ast.AST) -> bool:
     return isinstance(parent, ast.Call) and callee(parent) == "len"
 
 
-def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = False) -> bool:
+def prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = False) -> bool:
     """Is this text (a decode result, a pipeline's output) cut or searched afterwards: [len(p):], .split(M)[-1]?
     skipped: it was decoded with skip_special_tokens=True (a search for a special token then finds nothing)."""
     if depth > 5:
@@ -143,11 +143,9 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = Fa
     if isinstance(parent, ast.Attribute) and parent.attr in STRIPS_PROMPT:
         return True
     if isinstance(parent, ast.Subscript) and parent.value is node:
-        return _has_slice(parent.slice) or _prompt_removed(s, parent, depth + 1, skipped)
+        return _has_slice(parent.slice) or prompt_removed(s, parent, depth + 1, skipped)
     if isinstance(parent, ast.Attribute) and parent.attr in ("strip", "rstrip", "lower"):
-        return (
-            _prompt_removed(s, up, depth + 1, skipped) if isinstance(up := s.parents.get(parent), ast.Call) else False
-        )
+        return prompt_removed(s, up, depth + 1, skipped) if isinstance(up := s.parents.get(parent), ast.Call) else False
     if isinstance(parent, ast.Call) and dotted(parent.func).startswith("re."):
         return not _cannot_match(s, parent, skipped)  # searched (unless for a token decoding dropped)
     if isinstance(parent, ast.Call) and (callee(parent) in PARSERS or s.defined(parent)):
@@ -164,23 +162,23 @@ def _prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = Fa
         ]
         if any(not _measured(s, n) for n in uses):  # len(response) logged beside the response itself cuts nothing
             uses = [n for n in uses if not _measured(s, n)]
-        if any(_prompt_removed(s, n, depth + 1, skipped) for n in uses):
+        if any(prompt_removed(s, n, depth + 1, skipped) for n in uses):
             return True
     if isinstance(parent, ast.Call) and callee(parent) in ("zip", "enumerate"):
-        return _prompt_removed(s, parent, depth + 1, skipped)  # (each item, beside its prompt or index)
+        return prompt_removed(s, parent, depth + 1, skipped)  # (each item, beside its prompt or index)
     if isinstance(parent, ast.comprehension | ast.For) and parent.iter is node:  # each item: cut one by one?
         scope = s.parents.get(parent, parent) if isinstance(parent, ast.comprehension) else parent
         items = {n.id for n in ast.walk(parent.target) if isinstance(n, ast.Name)}
         looked = [
             n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id in items and isinstance(n.ctx, ast.Load)
         ]
-        if any(_prompt_removed(s, n, depth + 1, skipped) for n in looked):
+        if any(prompt_removed(s, n, depth + 1, skipped) for n in looked):
             return True  # (doctor-real-11 b04: `completion[len(prompt):]` for each decoded completion)
     if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.comprehension)):
-        return _prompt_removed(s, parent, depth + 1, skipped)
+        return prompt_removed(s, parent, depth + 1, skipped)
     if isinstance(parent, ast.Return) and (fn := s.enclosing_function(node)) is not None:
         sites = [c for c in s.calls if fn in s.defined(c)]  # returned: cut where the helper's result is used?
-        return any(_prompt_removed(s, c, depth + 1, skipped) for c in sites)
+        return any(prompt_removed(s, c, depth + 1, skipped) for c in sites)
     return False
 
 
@@ -343,7 +341,7 @@ def prompt_in_output(s: Script):
         if (
             c.args
             and (gen := _raw_output(s, c.args[0])) is not None
-            and not _prompt_removed(s, c, 0, skipped)
+            and not prompt_removed(s, c, 0, skipped)
             and not completion_demo(s, c, prompts_of(s, gen))
             and not _continues(s, gen)
             and not _unknown_completion(s, c)
@@ -367,7 +365,7 @@ def prompt_in_output(s: Script):
             continue
         if probe_level(s, c) and literal_continuations(s, c.args[0]):
             continue  # a fixed sentence to finish: prompt plus continuation is the demo's output
-        if not _prompt_removed(s, c):
+        if not prompt_removed(s, c):
             yield (
                 c,
                 ("a text-generation pipeline returns the prompt with the answer (return_full_text defaults to True)"),

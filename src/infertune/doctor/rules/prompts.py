@@ -288,7 +288,7 @@ def pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
         task = task_of(pipe)
         return TASK_DEFAULTS.get(task) if isinstance(task, str) and not has_star_kwargs(pipe) else None
     loads = s.models_of(m)
-    ids = [s.model_id(x) for x in loads] if loads else [t for _, t in s.strings(m)]
+    ids = [s.model_id(x) for x in loads] if loads else s.id_strings(m)
     return next((i for i in ids if i), None)
 
 

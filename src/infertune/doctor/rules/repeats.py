@@ -1,11 +1,12 @@
 """Rules about work done again for nothing: one prompt generated N times in a loop (IT029), generate called again
-on the growing text to stream (IT027), the same weights loaded twice (IT039)."""
+on the growing text to stream (IT027), the same weights loaded twice (IT039); and about repeats forbidden: an
+n-gram ban with beam search on a chat model (IT033), or one that reads the prompt (IT048)."""
 
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile
-from infertune.doctor.rules.generation import generation_calls
+from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls
 from infertune.doctor.rules.prompts import CHAT_MODEL, pipeline_model_id
 from infertune.doctor.script import Script
 
@@ -116,8 +117,7 @@ def regenerate_to_stream(s: Script):
 def beam_no_repeat_ngram_chat(s: Script):
     """Beam search with no_repeat_ngram_size on a chat/instruct model: code, lists, names and markup repeat n-grams
     on purpose, and the ban bends the answer around them."""
-    ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
-    chat = next((i for i in ids if CHAT_MODEL.search(id_name(i))), None)
+    chat = _chat_id(s)
     if chat is None:
         return
     for _, kws, hf, _ in generation_calls(s):
@@ -127,6 +127,37 @@ def beam_no_repeat_ngram_chat(s: Script):
                 kws["no_repeat_ngram_size"],
                 f"no_repeat_ngram_size={ngram} with beam search on {chat}, a chat model: it forbids every repeated "
                 f"{ngram}-gram (code, lists, names, markup repeat them), so answers get bent or cut; drop it",
+            )
+
+
+def _chat_id(s: Script) -> str | None:
+    """The first chat/instruct checkpoint the script loads (a model or its tokenizer)."""
+    ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
+    return next((i for i in ids if CHAT_MODEL.search(id_name(i))), None)
+
+
+def no_repeat_ngram_prompt(s: Script):
+    """no_repeat_ngram_size on a decoder-only model: the ban is read off the whole sequence, and a decoder-only
+    model's sequence begins with the prompt (NoRepeatNGramLogitsProcessor is handed input_ids), so no n-gram of the
+    prompt may appear in the answer. Size 1 or 2 bans the ordinary words and word pairs of any prompt; size 3 those
+    of a conversation's history and template (doctor-real-11 a10: 2 under a persona prompt; doctor-real-12 a02: 2
+    on an instruct model; a15: 3 on up to 30 templated messages; all labelled so). Silent: an encoder-decoder,
+    whose ban reads its own output only; 3 on a one-line DialoGPT turn (doctor-real-11 a02, labelled fine); beam
+    search on a chat model, which IT033 reports."""
+    chat = _chat_id(s) is not None
+    templated = chat or bool(s.calls_method("apply_chat_template"))
+    for c, kws, _, _ in generation_calls(s):  # (the option is transformers' own: no known model needed)
+        n, beams = s.number(kws.get("no_repeat_ngram_size")), s.number(kws.get("num_beams"))
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1 or encoder_decoder_call(s, c):
+            continue
+        if chat and isinstance(beams, int) and beams > 1:
+            continue  # (IT033's)
+        if n <= 2 or (n == 3 and templated):
+            yield (
+                kws["no_repeat_ngram_size"],
+                f"no_repeat_ngram_size={n} on a decoder-only model also reads the prompt: no {n}-gram already in "
+                "it (the question's words, the history, the template's markers) may appear in the answer; drop it "
+                "(repetition_penalty near 1.1 if repeats are a problem)",
             )
 
 

@@ -1,11 +1,12 @@
-"""IT044: one conversation for every client: a web route that generates keeps the chat history in a module-level
-name and rewrites it on each request, so every user continues the same conversation (doctor-real-5 p19, a FastAPI
-DialoGPT chat; doctor-real-10 a09, its Flask twin: both labelled so)."""
+"""IT044: one conversation for every client: a web route or a chat bot's message handler that generates keeps the
+chat history in a module-level name and rewrites it on each request, so every user continues the same conversation
+(doctor-real-5 p19, a FastAPI DialoGPT chat; doctor-real-10 a09, its Flask twin; doctor-real-12 a05, a Telegram
+bot: all labelled so)."""
 
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import IGNORECASE, lazy_compile, method
+from infertune.doctor.nodes import IGNORECASE, callee, dotted, lazy_compile, method
 from infertune.doctor.rules.handlers import generation_in, helper_generation
 from infertune.doctor.rules.serving import routes
 from infertune.doctor.script import Script
@@ -13,6 +14,49 @@ from infertune.doctor.script import Script
 # what a conversation's state is called: its turns, its token ids, its memory
 CONVERSATION = lazy_compile(r"hist|conv|messages|dialog|chat|context|memory|past|turns|tokens", IGNORECASE)
 GROWS = {"append", "extend", "insert", "add_message", "add_user_message", "add_ai_message"}
+
+
+# a chat bot's handlers, which every user's messages reach: Telegram's CommandHandler/MessageHandler(..., fn) and
+# add_handler, aiogram's and telebot's message_handler decorators, discord's @bot.event / @bot.command, pyrogram's
+# on_message, slack_bolt's @app.message
+BOT_DECORATORS = {"event", "command", "message_handler", "message", "on_message", "hybrid_command", "slash_command"}
+BOT_REGISTRARS = {"CommandHandler", "MessageHandler", "add_handler", "register_message_handler"}
+BOT_LIBRARIES = {
+    "telegram",
+    "aiogram",
+    "telebot",
+    "discord",
+    "nextcord",
+    "disnake",
+    "interactions",
+    "pyrogram",
+    "slack_bolt",
+}
+
+
+def _imports_bot_library(s: Script) -> bool:
+    """(`@app.command()` is also typer's and click's: a CLI's one user)"""
+    return any(
+        (isinstance(n, ast.Import) and any(a.name.split(".")[0] in BOT_LIBRARIES for a in n.names))
+        or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in BOT_LIBRARIES)
+        for n in s.nodes
+    )
+
+
+def bot_handlers(s: Script) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    if not _imports_bot_library(s):
+        return []
+    names = {a.id for c in s.calls if callee(c) in BOT_REGISTRARS for a in c.args if isinstance(a, ast.Name)}
+    return [
+        fn
+        for fns in s.functions.values()
+        for fn in fns
+        if fn.name in names
+        or any(
+            dotted(d.func if isinstance(d, ast.Call) else d).rsplit(".", 1)[-1] in BOT_DECORATORS
+            for d in fn.decorator_list
+        )
+    ]
 
 
 def _module_names(s: Script) -> set[str]:
@@ -58,7 +102,7 @@ def shared_conversation(s: Script):
     module = _module_names(s)
     if not module:
         return
-    for fn in routes(s):
+    for fn in dict.fromkeys([*routes(s), *bot_handlers(s)]):
         if not (generation_in(s, fn) or helper_generation(s, fn)):
             continue
         found = _rewritten(fn, module)
