@@ -72,13 +72,18 @@ WRAPPED = (
 
 
 def test_langchain_huggingface_pipeline_returns_the_prompt_with_the_answer(tmp_path):
-    """IT004: the new packages' wrapper returns generated_text whole; the old langchain.llms one cut the prompt."""
-    assert rules(tmp_path, WRAPPED.format("langchain_huggingface", "")) == ["IT004"]
-    assert rules(tmp_path, WRAPPED.format("langchain_community.llms", "")) == ["IT004"]
-    assert rules(tmp_path, WRAPPED.format("langchain_huggingface", ", return_full_text=False")) == []
-    assert rules(tmp_path, WRAPPED.format("langchain.llms", "")) == []
+    """IT004: the new packages' wrapper returns generated_text whole; the old langchain.llms one cut the prompt.
+    (IT013 speaks too: the chat model gets raw text through the wrapper.)"""
+
+    def it004(code: str) -> bool:
+        return "IT004" in rules(tmp_path, code)
+
+    assert it004(WRAPPED.format("langchain_huggingface", ""))
+    assert it004(WRAPPED.format("langchain_community.llms", ""))
+    assert not it004(WRAPPED.format("langchain_huggingface", ", return_full_text=False"))
+    assert not it004(WRAPPED.format("langchain.llms", ""))
     skipped = WRAPPED.format("langchain_huggingface", "").replace("invoke(prompt)", "invoke(prompt, skip_prompt=True)")
-    assert rules(tmp_path, skipped) == []
+    assert not it004(skipped)
     unused = WRAPPED.format("langchain_huggingface", "").replace("print(llm.invoke(prompt))\n", "")
     assert rules(tmp_path, unused) == []
     by_id = (
@@ -86,8 +91,8 @@ def test_langchain_huggingface_pipeline_returns_the_prompt_with_the_answer(tmp_p
         'llm = HuggingFacePipeline.from_model_id(model_id="TinyLlama/TinyLlama-1.1B-Chat-v1.0", '
         'task="text-generation", pipeline_kwargs={{"max_new_tokens": 100{}}})\nanswer = llm.invoke(question)\n'
     )
-    assert rules(tmp_path, by_id.format("")) == ["IT004"]
-    assert rules(tmp_path, by_id.format(', "return_full_text": False')) == []
+    assert rules(tmp_path, by_id.format("")) == ["IT004", "IT013"]
+    assert rules(tmp_path, by_id.format(', "return_full_text": False')) == ["IT013"]
 
 
 TYPED = (
@@ -137,3 +142,25 @@ def test_blip_vqa_answers_hold_no_question(tmp_path):
     )
     assert rules(tmp_path, code.format(cls="BlipForQuestionAnswering")) == []
     assert set(rules(tmp_path, code.format(cls="AutoModelForCausalLM"))) >= {"IT004", "IT036"}
+
+
+def test_a_chat_model_behind_langchains_llm_wrapper_gets_raw_text(tmp_path):
+    """IT013: HuggingFacePipeline (any LangChain package) hands a chat model the prompt string as it is; ChatHuggingFace
+    or a template the file renders is silent, and so is a base model."""
+    chain = (
+        "from langchain.llms import HuggingFacePipeline\nfrom langchain.chains import RetrievalQA\n"
+        "from transformers import pipeline\n"
+        'pipe = pipeline("text-generation", model="{}", device_map="auto", dtype="auto", max_new_tokens=256, '
+        "return_full_text=False)\n"
+        "llm = HuggingFacePipeline(pipeline=pipe)\n"
+        'qa = RetrievalQA.from_chain_type(llm=llm, chain_type="stuff", retriever=retriever)\n'
+        'print(qa.run("What does the report say about revenue?"))\n'
+    )
+    assert rules(tmp_path, chain.format("mistralai/Mistral-7B-Instruct-v0.1")) == ["IT013"]
+    assert rules(tmp_path, chain.format("mistralai/Mistral-7B-v0.1")) == []
+    chat = (
+        chain.format("mistralai/Mistral-7B-Instruct-v0.1")
+        .replace("qa = RetrievalQA", "from langchain_huggingface import ChatHuggingFace\nqa = RetrievalQA")
+        .replace("llm=llm,", "llm=ChatHuggingFace(llm=llm),")
+    )
+    assert rules(tmp_path, chat) == []

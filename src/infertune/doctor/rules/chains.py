@@ -1,17 +1,25 @@
-"""IT004 through LangChain: a text-generation pipeline wrapped in langchain_huggingface's (or langchain_community's)
-HuggingFacePipeline. Its `_generate` returns the pipeline's `generated_text` as it comes, cutting the prompt only when
-the call passes `skip_prompt=True` (read in langchain_huggingface/llms/huggingface_pipeline.py); the pipeline's
-return_full_text defaults to True, so each answer starts with the whole prompt (a RAG chain's: the retrieved
-context and the question). doctor-real-8 y06 and doctor-real-12 d07 were labelled so; doctor-real-10 d04's label says
-the wrapper strips the prompt, as the old `langchain.llms` one did (it cut `len(prompt)` characters unless the
-pipeline returned new text only): imported from there, silent. Silent too: a wrapper built and never used in the
-file, and a base model's completion demo (doctor-real-8 y08: GPT-2 continuing a typed phrase, labelled fine)."""
+"""IT004 and IT013 through LangChain's `HuggingFacePipeline`, the LLM wrapper of a transformers pipeline.
+
+IT004: langchain_huggingface's (and langchain_community's) wrapper returns the pipeline's `generated_text` as it
+comes, cutting the prompt only when called with `skip_prompt=True` (read in
+langchain_huggingface/llms/huggingface_pipeline.py, `_generate`); the pipeline's return_full_text defaults to True, so
+each answer starts with the whole prompt (a RAG chain's: the retrieved context and the question). doctor-real-8 y06
+and doctor-real-12 d07 were labelled so; doctor-real-10 d04's label says the wrapper strips the prompt, as the old
+`langchain.llms` one did (it cut `len(prompt)` characters unless the pipeline returned new text only): imported from
+there, silent. Silent too: a wrapper built and never used in the file, and a base model's completion demo
+(doctor-real-8 y08: GPT-2 continuing a typed phrase, labelled fine).
+
+IT013: the wrapper is an LLM, not a chat model: it hands the pipeline the prompt string as it is, in every version,
+so a chat/instruct checkpoint gets raw text (a chain's own template included: RetrievalQA's "Use the following
+pieces of context..."), unless `ChatHuggingFace` wraps it, or the file renders the template or writes its markers
+(doctor-real-8 y06, TinyLlama-Chat; doctor-real-12 d05, Mistral-7B-Instruct under RetrievalQA: both labelled so)."""
 
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver, task_of
+from infertune.doctor.nodes import callee, const, dotted, id_name, kw, method, receiver, task_of
 from infertune.doctor.rules.outputs import completion_demo, prompt_removed
+from infertune.doctor.rules.prompts import CHAT_MARKERS, CHAT_MODEL, adapter_loaded, pipeline_model_id
 from infertune.doctor.script import Script
 
 WRAPPER = "HuggingFacePipeline"
@@ -19,10 +27,10 @@ ECHOING = ("langchain_huggingface", "langchain_community")  # (the old langchain
 CALLS = {"invoke", "predict", "__call__", "generate", "batch", "ainvoke"}
 
 
-def _imported_from_echoing(s: Script) -> bool:
+def _imported_from(s: Script, packages: tuple[str, ...] | None = None) -> bool:
     return any(
         isinstance(n, ast.ImportFrom)
-        and (n.module or "").split(".")[0] in ECHOING
+        and (packages is None or (n.module or "").split(".")[0] in packages)
         and any(a.name == WRAPPER for a in n.names)
         for n in s.nodes
     )
@@ -34,15 +42,13 @@ def _full_text(options: ast.expr | None) -> bool:
         return True
     if not isinstance(options, ast.Dict) or any(k is None for k in options.keys):
         return False  # options the file does not spell out
-    return not any(
-        const(k) == "return_full_text" and const(v) is not True
-        for k, v in zip(options.keys, options.values, strict=True)
-    )
+    pairs = zip(options.keys, options.values, strict=True)
+    return not any(const(k) == "return_full_text" and const(v) is not True for k, v in pairs)
 
 
-def _wrapped_text_pipelines(s: Script) -> list[ast.Call]:
-    """HuggingFacePipeline(pipeline=p) of a text-generation pipeline p left at return_full_text's default, and
-    HuggingFacePipeline.from_model_id(task="text-generation", ...) with no return_full_text=False."""
+def _text_wrappers(s: Script) -> list[tuple[ast.Call, str | None, bool]]:
+    """(wrapper, model id, returns the full text) for each HuggingFacePipeline of a text-generation pipeline:
+    `HuggingFacePipeline(pipeline=p)` and `HuggingFacePipeline.from_model_id(task="text-generation", ...)`."""
     out = []
     for c in s.calls:
         if callee(c) == WRAPPER or dotted(c.func) == WRAPPER:
@@ -52,28 +58,30 @@ def _wrapped_text_pipelines(s: Script) -> list[ast.Call]:
                 pipe is not None
                 and task_of(pipe) == "text-generation"
                 and not any(k.arg is None for k in pipe.keywords)
-                and const(kw(pipe, "return_full_text")) in (None, True)
             ):
-                out.append(c)
+                full = const(kw(pipe, "return_full_text")) in (None, True)
+                out.append((c, pipeline_model_id(s, pipe), full))
         elif (
             method(c) == "from_model_id"
             and dotted(c.func).startswith(WRAPPER)
             and const(kw(c, "task")) == "text-generation"
-            and _full_text(kw(c, "pipeline_kwargs"))
         ):
-            out.append(c)
+            model = kw(c, "model_id")
+            ids = s.id_strings(model) if model is not None else []
+            out.append((c, ids[0] if ids else None, _full_text(kw(c, "pipeline_kwargs"))))
     return out
 
 
-def _handed_on(s: Script, wrapper: ast.Call) -> bool:
-    """The wrapper goes into a chain: an argument (`RetrievalQA.from_chain_type(llm=llm)`) or `prompt | llm`."""
+def _handed_on(s: Script, wrapper: ast.Call) -> ast.AST | None:
+    """Where the wrapper goes into a chain: an argument (`RetrievalQA.from_chain_type(llm=llm)`) or `prompt | llm`."""
     names = s.flow_names(wrapper)
-    return any(
-        (isinstance(n, ast.keyword) and dotted(n.value) in names)
-        or (isinstance(n, ast.Call) and any(dotted(a) in names for a in n.args))
-        or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr) and dotted(n.right) in names)
-        for n in s.nodes
-    )
+    for n in s.nodes:
+        if isinstance(n, ast.Call) and n is not wrapper:
+            if any(dotted(a) in names for a in [*n.args, *(k.value for k in n.keywords)]):
+                return n
+        elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr) and dotted(n.right) in names:
+            return n
+    return None
 
 
 def _invocations(s: Script, wrapper: ast.Call) -> list[ast.Call]:
@@ -87,16 +95,18 @@ def _invocations(s: Script, wrapper: ast.Call) -> list[ast.Call]:
     ]
 
 
+def _chat_wrapped(s: Script) -> bool:
+    return bool(s.calls_named("ChatHuggingFace"))
+
+
 def wrapped_full_text(s: Script):
-    if (
-        not _imported_from_echoing(s)
-        or any(isinstance(n, ast.keyword) and n.arg == "skip_prompt" for n in s.nodes)
-        or s.calls_named("ChatHuggingFace")
-    ):
+    if not _imported_from(s, ECHOING) or _chat_wrapped(s):
         return
-    for w in _wrapped_text_pipelines(s):
+    if any(isinstance(n, ast.keyword) and n.arg == "skip_prompt" for n in s.nodes):
+        return
+    for w, _, full in _text_wrappers(s):
         calls = _invocations(s, w)
-        if calls and all(prompt_removed(s, c) or completion_demo(s, c, c.args[:1]) for c in calls):
+        if not full or (calls and all(prompt_removed(s, c) or completion_demo(s, c, c.args[:1]) for c in calls)):
             continue  # (cut afterwards; or a base model's completion demo: prompt and continuation is its output)
         if not (calls or _handed_on(s, w)):
             continue  # (a wrapper built and never used here: its caller is elsewhere)
@@ -106,3 +116,20 @@ def wrapped_full_text(s: Script):
             "(return_full_text defaults to True; it cuts the prompt only when called with skip_prompt=True): pass "
             "return_full_text=False to the pipeline",
         )
+
+
+def wrapped_raw_text(s: Script):
+    if not _imported_from(s) or _chat_wrapped(s) or s.calls_method("apply_chat_template") or adapter_loaded(s):
+        return
+    if any(CHAT_MARKERS.search(n.value) for n in s.nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)):
+        return  # the template written by hand (IT003's concern)
+    for w, model, _ in _text_wrappers(s):
+        if not model or not CHAT_MODEL.search(id_name(model)):
+            continue
+        where = next(iter(_invocations(s, w)), None) or _handed_on(s, w)
+        if where is not None:
+            yield (
+                where,
+                f"{model} is a chat model, but LangChain's HuggingFacePipeline hands it the prompt as raw text "
+                "(no chat template): wrap it in ChatHuggingFace(llm=...) and send messages",
+            )
