@@ -164,3 +164,24 @@ def test_a_chat_model_behind_langchains_llm_wrapper_gets_raw_text(tmp_path):
         .replace("llm=llm,", "llm=ChatHuggingFace(llm=llm),")
     )
     assert rules(tmp_path, chat) == []
+
+
+def test_a_tokenizer_read_per_request_is_a_reload_when_its_model_is_not(tmp_path):
+    """IT023 reads tokenizer loads too, once per scope: a handler that loads both is one finding, at the model."""
+    route = (
+        "from fastapi import FastAPI\napp = FastAPI()\n"
+        'model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct", dtype="auto", device_map="auto")\n'
+        '@app.post("/ask")\ndef ask(q: str):\n{}'
+        '    tok = AutoTokenizer.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct")\n'
+        '    msgs = [{{"role": "user", "content": q}}]\n'
+        "    enc = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors='pt', return_dict=True)\n"
+        "    out = model.generate(**enc.to(model.device), max_new_tokens=64)\n"
+        "    return tok.decode(out[0, enc['input_ids'].shape[1]:], skip_special_tokens=True)\n"
+    )
+    assert rules(tmp_path, route.format("")) == ["IT023"]
+    both = route.format(
+        '    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct", dtype="auto", '
+        'device_map="auto")\n'
+    )
+    found = check_code(tmp_path, both).findings
+    assert [(f.rule, f.line) for f in found] == [("IT023", 8)]  # (the handler's model load, not its tokenizer's)

@@ -142,42 +142,55 @@ def _reruns(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef | None, depth:
     return any(_reruns(s, s.enclosing_function(x), depth + 1) for x in s.calls if fn in s.defined(x))
 
 
+def _reload(s: Script, c: ast.Call, handlers: set[int], callbacks: set[str]) -> tuple[ast.AST, str] | None:
+    """(the scope that reloads, its message) for a load that runs again per request, event, pass or rerun."""
+    up = _enclosing(s, c)
+    fn = up[-1] if up and isinstance(up[-1], ast.FunctionDef | ast.AsyncFunctionDef) else None
+    if _behind_a_check(s, up) or (fn is not None and any(_decorator(d) in CACHED for d in fn.decorator_list)):
+        return None
+    args = set().union(*(_names(a) for a in [*c.args, *(k.value for k in c.keywords)]))
+    loop = next((n for n in up if _repeats(n, args)), None)
+    if loop is not None:
+        at = getattr(loop, "lineno", 0)
+        return loop, (
+            f"the model is loaded again on every pass of the loop at line {at} (nothing it loads changes "
+            "between passes): load it once, before the loop"
+        )
+    if fn is not None and id(fn) in handlers:
+        return fn, f"web handler `{fn.name}` loads the model on every request: load it once at start-up"
+    if fn is not None and fn.name in callbacks:
+        return fn, f"UI callback `{fn.name}` loads the model on every event: load it once at start-up"
+    if _streamlit(s) and _reruns(s, fn):
+        return s.tree, ""
+    if fn is not None and _runs_on_argument(s, fn, c) and _called_per_use(s, fn):
+        return fn, (
+            f"`{fn.name}` loads the model on every call and runs it on its argument: load it once, outside "
+            "the function (module level or a cached loader)"
+        )
+    return None
+
+
 def model_load_per_request(s: Script):
-    handlers, callbacks, page = {id(f) for f in routes(s)}, _callbacks(s), []
-    for c in [*s.loads, *s.pipelines]:
-        if not _loaded_weights(s, c):
+    """A model (or pipeline) load that runs per request, event, loop pass or Streamlit rerun; a tokenizer's too,
+    where no model load of the same scope is reported (one problem per scope: doctor-real-10 a07, a tokenizer read
+    in a route whose model is global; doctor-real-7 a12, a Streamlit page whose model is cached and tokenizer not)."""
+    handlers, callbacks, page, scopes = {id(f) for f in routes(s)}, _callbacks(s), [], set()
+    models = [c for c in [*s.loads, *s.pipelines] if _loaded_weights(s, c)]
+    for c in [*models, *s.tokenizers]:
+        if (found := _reload(s, c, handlers, callbacks)) is None:
             continue
-        up = _enclosing(s, c)
-        fn = up[-1] if up and isinstance(up[-1], ast.FunctionDef | ast.AsyncFunctionDef) else None
-        if _behind_a_check(s, up):
-            continue
-        if fn is not None and any(_decorator(d) in CACHED for d in fn.decorator_list):
-            continue
-        args = set().union(*(_names(a) for a in [*c.args, *(k.value for k in c.keywords)]))
-        loop = next((n for n in up if _repeats(n, args)), None)
-        if loop is not None:
-            at = getattr(loop, "lineno", 0)
-            yield (
-                c,
-                f"the model is loaded again on every pass of the loop at line {at} (nothing it loads changes "
-                "between passes): load it once, before the loop",
-            )
-        elif fn is not None and id(fn) in handlers:
-            yield (c, f"web handler `{fn.name}` loads the model on every request: load it once at start-up")
-        elif fn is not None and fn.name in callbacks:
-            yield (c, f"UI callback `{fn.name}` loads the model on every event: load it once at start-up")
-        elif _streamlit(s) and _reruns(s, fn):
+        scope, message = found
+        if c not in models and id(scope) in scopes and scope is not s.tree:
+            continue  # (the model's load in the same scope is the finding)
+        scopes.add(id(scope))
+        if scope is s.tree:
             page.append(c)
-        elif fn is not None and _runs_on_argument(s, fn, c) and _called_per_use(s, fn):
-            yield (
-                c,
-                f"`{fn.name}` loads the model on every call and runs it on its argument: load it once, outside "
-                "the function (module level or a cached loader)",
-            )
-    if page:  # (one problem per page: its loads rerun together; doctor-real-9 k15, labelled once)
-        more = f" (and {len(page) - 1} more below)" if len(page) > 1 else ""
+        else:
+            yield c, message
+    if page:  # (one problem per page: its loads rerun together; doctor-real-9 k15, labelled once; at a model's)
+        more = f" (and {len(page) - 1} more)" if len(page) > 1 else ""
         yield (
-            min(page, key=lambda x: x.lineno),
+            min(page, key=lambda x: (x not in models, x.lineno)),
             f"Streamlit reruns the whole script on every interaction, and this load{more} with it: load the "
             "model in a function decorated with @st.cache_resource",
         )
