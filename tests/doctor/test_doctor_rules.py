@@ -101,7 +101,7 @@ def test_published_checkpoint_facts_sampling_on_and_no_pad_token(tmp_path):
     )
     assert rules(LOAD + temp) == ["IT015"]
     assert rules(llama2 + temp) == []
-    pipe = "from transformers import pipeline\ng = pipeline('text-generation', model='{}')\ng(q, temperature=0.2)"
+    pipe = "from transformers import pipeline\ng = pipeline('text-generation', model='{}')\ng(q, temperature=0.2, max_new_tokens=32)"
     assert rules(pipe.format("EleutherAI/gpt-neo-125m")) == ["IT015"]
     assert rules(pipe.format("gpt2")) == []
     gpt2 = (

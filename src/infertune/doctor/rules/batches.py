@@ -192,6 +192,16 @@ def _listy(s: Script, node: ast.AST) -> bool:
     return False
 
 
+def _conversation(s: Script, node: ast.AST) -> bool:
+    """A list of chat turns (`[{"role": "user", "content": ...}, ...]`): one input, not a batch (doctor-real-13 d09)."""
+    return any(
+        isinstance(o, ast.List)
+        and o.elts
+        and all(isinstance(e, ast.Dict) and any(const(k) == "role" for k in e.keys) for e in o.elts)
+        for o in s.origins(node)
+    )
+
+
 def pipeline_list_unbatched(s: Script):
     for c in s.calls:
         pipe = pipe_of(s, c) if isinstance(c.func, ast.Name | ast.Attribute) else None
@@ -201,7 +211,7 @@ def pipeline_list_unbatched(s: Script):
             continue
         device = kw(pipe, "device")
         on_gpu = kw(pipe, "device_map") is not None or (device is not None and const(device) not in ("cpu", -1))
-        if on_gpu and _listy(s, c.args[0]):
+        if on_gpu and _listy(s, c.args[0]) and not _conversation(s, c.args[0]):
             task = task_of(pipe) or "pipeline"
             yield (
                 c,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
     IGNORECASE,
+    SEQ2SEQ_ID,
     callee,
     const,
     dotted,
@@ -18,7 +19,7 @@ from infertune.doctor.nodes import (
     task_of,
 )
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
-from infertune.doctor.rules.prompts import literal_texts, model_ids, pipeline_model_id, prompts_of
+from infertune.doctor.rules.prompts import literal_texts, local_path, model_ids, pipeline_model_id, prompts_of
 from infertune.doctor.script import Script
 
 # encoders with a table of learnt positions (BART, DistilBART, mBART, Pegasus: 1024; LED is not one): a longer input
@@ -252,6 +253,42 @@ def _t5_unbounded(s: Script):
             yield c
 
 
+# transformers 4.52 gave the pipelines that generate a default of their own, max_new_tokens=256 (PR 38129, read in
+# the 4.51.3 and 4.52.4 wheels); before it a text-generation pipeline took the checkpoint's max_length, 20 unless
+# its generation_config.json says otherwise, counting the prompt (doctor-real-12 d11, doctor-real-13 d09: both
+# labelled so)
+PIPELINE_DEFAULT = (4, 52)
+# checkpoints whose config.json sets `task_specific_params: {"text-generation": {"max_length": 50, ...}}`, which the
+# pipeline applies (transformers PR 4295: GPT-2, OpenAI GPT, XLNet, Transformer-XL, CTRL, Reformer)
+TASK_LENGTH = lazy_compile(
+    r"^((distil)?gpt2(-(medium|large|xl))?|openai-gpt|xlnet-\w+|transfo-xl-\w+|ctrl)$", IGNORECASE
+)
+
+
+def _pipeline_unbounded(s: Script):
+    """A text-generation pipeline given no length, where the pins allow transformers before 4.52 (or say nothing): one
+    finding per pipeline, naming both outcomes. Silent for GPT-2, whose config.json sets max_length 50 for this task,
+    and for an encoder-decoder's checkpoint."""
+    lo = s.target.transformers_min
+    if lo is not None and lo >= PIPELINE_DEFAULT:
+        return
+    seen: set[ast.Call] = set()
+    for c, kws, _, opaque in generation_calls(s):
+        pipe = pipe_of(s, c) if method(c) != "generate" else None
+        if pipe is None or pipe in seen or opaque or LENGTHS & set(kws) or task_of(pipe) != "text-generation":
+            continue
+        model = pipeline_model_id(s, pipe)
+        if not model or local_path(model) or TASK_LENGTH.search(id_name(model)) or SEQ2SEQ_ID.search(id_name(model)):
+            continue  # (a local folder's generation_config.json is not known here)
+        seen.add(pipe)
+        yield (
+            c,
+            "a text-generation pipeline called with no max_new_tokens: before transformers 4.52 it stops at the "
+            "checkpoint's max_length, 20 tokens counting the prompt unless its generation_config.json sets one (a "
+            "chat prompt leaves no room); 4.52+ allows 256 new tokens; pass max_new_tokens=N",
+        )
+
+
 def default_length(s: Script):
     if _length_set_elsewhere(s):
         return
@@ -261,6 +298,7 @@ def default_length(s: Script):
             "no max_new_tokens for a T5 checkpoint, which sets no length of its own: every output stops at "
             "transformers' default of 20 tokens",
         )
+    yield from _pipeline_unbounded(s)
     for c, kws, known, opaque in generation_calls(s):
         if method(c) != "generate" or opaque or LENGTHS & set(kws) or not known:
             continue

@@ -56,10 +56,18 @@ def training_step_at_inference(s: Script):
         )
 
 
+# a file that measures the model's cost (a profiler, a latency or memory benchmark): what the head predicts is not
+# its output (doctor-real-13 b14: a layer profiler run on bert-base-uncased, not labelled a problem)
+MEASURES_COST = lazy_compile(
+    r"profil|latency|throughput|benchmark|perf_counter|timeit|cuda\.Event|max_memory_allocated", IGNORECASE
+)
+
+
 def untrained_head(s: Script):
     """IT041: a classification/QA head on a bare pre-trained encoder (bert-base-uncased, prajjwal1/bert-tiny) in a
-    file that never fine-tunes it: the head is random, and so is every label (doctor-real-6 r10)."""
-    if _trains(s):
+    file that never fine-tunes it: the head is random, and so is every label (doctor-real-6 r10). Silent in a file
+    that measures the model's cost."""
+    if _trains(s) or any(MEASURES_COST.search(line.split("#", 1)[0]) for line in s.lines):
         return
     for load in s.loads:
         model = s.model_id(load)

@@ -1,0 +1,60 @@
+"""infertune doctor, what doctor-real-13's development part taught (its cases are named in docs/doctor.md): one pass
+of a base-size encoder per request, a profiler's untrained head, a pipeline's length before transformers 4.52, and a
+conversation handed to a pipeline. Each test runs the real rules on
+a snippet, the silent shape beside the one that must fire."""
+
+from infertune.doctor.nodes import Target
+from tests.doctor.cases import check_code
+
+
+def rules(tmp_path, code: str, target: Target | None = None) -> list[str]:
+    return [f.rule for f in check_code(tmp_path, code, target=target).findings]
+
+
+ROUTE = (
+    "from fastapi import FastAPI\nfrom transformers import AutoModelForSequenceClassification\napp = FastAPI()\n"
+    'tok = AutoTokenizer.from_pretrained("{m}")\nmodel = AutoModelForSequenceClassification.from_pretrained("{m}")\n'
+    '@app.post("/predict")\ndef predict(text: str):\n{body}'
+)
+ONE = "    logits = model(**tok(text, return_tensors='pt')).logits\n    return int(logits.argmax())\n"
+LOOP = "    return [int(model(**tok(t, return_tensors='pt')).logits.argmax()) for t in text.split('\\n')]\n"
+
+
+def test_one_pass_of_a_base_size_model_per_request_keeps_autograd_quietly(tmp_path):
+    """IT030: a base-size checkpoint's one pass per call is a few MB of graph; a large one's, or a loop of passes,
+    is reported."""
+    assert rules(tmp_path, ROUTE.format(m="cardiffnlp/twitter-roberta-base-sentiment-latest", body=ONE)) == []
+    assert rules(tmp_path, ROUTE.format(m="cardiffnlp/twitter-roberta-base-sentiment-latest", body=LOOP)) == ["IT030"]
+    assert rules(tmp_path, ROUTE.format(m="intfloat/e5-large-v2", body=ONE)) == ["IT030"]
+
+
+def test_an_untrained_head_in_a_profiler_is_not_a_prediction(tmp_path):
+    """IT041 is silent where the file measures the model's cost: what the random head predicts is not its output."""
+    code = (
+        "from transformers import AutoModelForSequenceClassification\n"
+        'model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")\n'
+        "{}out = model(**batch)\n"
+    )
+    assert rules(tmp_path, code.format("")) == ["IT041"]
+    assert rules(tmp_path, code.format("import time\nt0 = time.perf_counter()\n")) == []
+
+
+PIPE = (
+    "from transformers import pipeline\n"
+    'chatbot = pipeline("text-generation", model="{}", dtype=torch.bfloat16, device=0)\n'
+    'messages = [{{"role": "user", "content": "Do you have mayonnaise recipes?"}}]\n'
+    "print(chatbot(messages{})[0]['generated_text'][-1])\n"
+)
+
+
+def test_a_text_generation_pipeline_with_no_length_before_4_52(tmp_path):
+    """IT036: no max_new_tokens on a pipeline: 20 tokens counting the prompt before transformers 4.52, 256 new ones
+    since; silent when the pins say 4.52+, for GPT-2 (its config sets 50) and a local folder. A conversation handed
+    to the pipeline is one input, not a list to batch (IT028 silent)."""
+    mistral = "mistralai/Mistral-7B-Instruct-v0.3"
+    assert rules(tmp_path, PIPE.format(mistral, "")) == ["IT036"]
+    assert rules(tmp_path, PIPE.format(mistral, ", max_new_tokens=256")) == []
+    assert rules(tmp_path, PIPE.format(mistral, ""), Target(transformers_min=(4, 52), version_source="x")) == []
+    assert rules(tmp_path, PIPE.format("./my-finetune", "")) == []
+    gpt2 = PIPE.format("gpt2", "").replace("messages)", "'Once upon a time')")
+    assert "IT036" not in rules(tmp_path, gpt2)
