@@ -58,3 +58,17 @@ def test_a_text_generation_pipeline_with_no_length_before_4_52(tmp_path):
     assert rules(tmp_path, PIPE.format("./my-finetune", "")) == []
     gpt2 = PIPE.format("gpt2", "").replace("messages)", "'Once upon a time')")
     assert "IT036" not in rules(tmp_path, gpt2)
+
+
+def test_a_model_placed_on_the_cpu_by_device_map_stays_there_behind_wrappers(tmp_path):
+    """IT001 is silent for device_map="cpu" (fp32 is the CPU's precision) when the model is then handed to a pipeline
+    with no device (it reads hf_device_map and leaves the model where it is) and to LlamaIndex's HuggingFaceLLM."""
+    code = (
+        "from transformers import pipeline\nfrom llama_index.llms.huggingface import HuggingFaceLLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("TinyLlama/TinyLlama-1.1B-Chat-v1.0", device_map="{}")\n'
+        'tok = AutoTokenizer.from_pretrained("TinyLlama/TinyLlama-1.1B-Chat-v1.0")\n'
+        'pipe = pipeline("text-generation", model=model, tokenizer=tok, max_new_tokens=256)\n'
+        "llm = HuggingFaceLLM(model=model, tokenizer=tok, max_new_tokens=256)\n"
+    )
+    assert "IT001" not in rules(tmp_path, code.format("cpu"))
+    assert "IT001" in rules(tmp_path, code.format("cuda"))

@@ -68,6 +68,8 @@ HARMLESS = {
     "count_parameters",
     "parameters",
     "get_peft_model",
+    "HuggingFaceLLM",  # (LlamaIndex's and LangChain's wrappers run a loaded model where it is)
+    "HuggingFacePipeline",
 }
 
 
@@ -253,6 +255,8 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
         return False
     name = callee(call)
     if name == "pipeline":
+        if any(kw(load, "device_map") is not None for load in s.models_of(use)):
+            return False  # a pipeline leaves a model placed by device_map where it is (it reads hf_device_map)
         if kw(call, "device") is None and kw(call, "device_map") is None:
             # 4.42+ moves the model it is given to cuda:0 when there is one: where the script names a GPU, or for a
             # model too large for a CPU by choice (a small one in a script that never names a GPU may run there)
