@@ -72,3 +72,16 @@ def test_a_model_placed_on_the_cpu_by_device_map_stays_there_behind_wrappers(tmp
     )
     assert "IT001" not in rules(tmp_path, code.format("cpu"))
     assert "IT001" in rules(tmp_path, code.format("cuda"))
+
+
+def test_a_chat_model_behind_llama_index_gets_raw_text_unless_told_its_format(tmp_path):
+    """IT013: LlamaIndex's HuggingFaceLLM completes with the text as it is unless is_chat_model=True or a
+    completion_to_prompt/query_wrapper_prompt says the format (doctor-real-13 d01)."""
+    code = (
+        "from llama_index.llms.huggingface import HuggingFaceLLM\n"
+        'llm = HuggingFaceLLM(model_name="TinyLlama/TinyLlama-1.1B-Chat-v1.0", max_new_tokens=256{})\n'
+        'print(index.as_query_engine(llm=llm).query("What is Stoicism?"))\n'
+    )
+    assert rules(tmp_path, code.format("")) == ["IT013"]
+    assert rules(tmp_path, code.format(", is_chat_model=True")) == []
+    assert rules(tmp_path, code.format("").replace("TinyLlama-1.1B-Chat-v1.0", "TinyLlama_v1.1")) == []

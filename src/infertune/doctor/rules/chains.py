@@ -12,7 +12,10 @@ there, silent. Silent too: a wrapper built and never used in the file, and a bas
 IT013: the wrapper is an LLM, not a chat model: it hands the pipeline the prompt string as it is, in every version,
 so a chat/instruct checkpoint gets raw text (a chain's own template included: RetrievalQA's "Use the following
 pieces of context..."), unless `ChatHuggingFace` wraps it, or the file renders the template or writes its markers
-(doctor-real-8 y06, TinyLlama-Chat; doctor-real-12 d05, Mistral-7B-Instruct under RetrievalQA: both labelled so)."""
+(doctor-real-8 y06, TinyLlama-Chat; doctor-real-12 d05, Mistral-7B-Instruct under RetrievalQA: both labelled so).
+LlamaIndex's `HuggingFaceLLM` is the same unless told otherwise: a query engine calls its `complete`, which sends
+`completion_to_prompt(query_wrapper_prompt)`, the identity of the text by default; `is_chat_model=True`, or either
+of those two given, is the author's format (doctor-real-13 d01, TinyLlama-Chat under a query engine, labelled so)."""
 
 from __future__ import annotations
 
@@ -118,11 +121,35 @@ def wrapped_full_text(s: Script):
         )
 
 
+LLAMA_INDEX_FORMAT = {"is_chat_model", "completion_to_prompt", "query_wrapper_prompt", "messages_to_prompt"}
+
+
+def _llama_index_raw(s: Script):
+    """LlamaIndex's HuggingFaceLLM of a chat model (by `model_name=`, or `model=` a load of the file) with no format."""
+    for c in s.calls_named("HuggingFaceLLM"):
+        if any(k.arg is None or k.arg in LLAMA_INDEX_FORMAT for k in c.keywords):
+            continue
+        given = kw(c, "model_name")
+        ids = s.id_strings(given) if given is not None else []
+        if not ids and (m := kw(c, "model")) is not None:
+            ids = [i for load in s.models_of(m) if (i := s.model_id(load))]
+        model = next((i for i in ids if CHAT_MODEL.search(id_name(i))), None)
+        if model is not None:
+            yield (
+                c,
+                f"{model} is a chat model, but LlamaIndex's HuggingFaceLLM sends it the prompt as raw text (no "
+                "chat template): pass is_chat_model=True, or completion_to_prompt= in its format",
+            )
+
+
 def wrapped_raw_text(s: Script):
-    if not _imported_from(s) or _chat_wrapped(s) or s.calls_method("apply_chat_template") or adapter_loaded(s):
+    if s.calls_method("apply_chat_template") or adapter_loaded(s):
         return
     if any(CHAT_MARKERS.search(n.value) for n in s.nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)):
         return  # the template written by hand (IT003's concern)
+    yield from _llama_index_raw(s)
+    if not _imported_from(s) or _chat_wrapped(s):
+        return
     for w, model, _ in _text_wrappers(s):
         if not model or not CHAT_MODEL.search(id_name(model)):
             continue
