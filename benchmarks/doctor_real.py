@@ -118,6 +118,7 @@ COVERED = {
     "other:no-repeat-ngram-over-prompt": "IT048",
     "other:no-repeat-bigram-long-answer": "IT048",
     "other:no-repeat-ngram-chat": "IT048",
+    "other:cls-pooling-on-mean-pooled-model": "IT026",
 }
 
 

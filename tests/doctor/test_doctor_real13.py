@@ -85,3 +85,16 @@ def test_a_chat_model_behind_llama_index_gets_raw_text_unless_told_its_format(tm
     assert rules(tmp_path, code.format("")) == ["IT013"]
     assert rules(tmp_path, code.format(", is_chat_model=True")) == []
     assert rules(tmp_path, code.format("").replace("TinyLlama-1.1B-Chat-v1.0", "TinyLlama_v1.1")) == []
+
+
+def test_the_first_token_of_a_mean_pooled_embedding_model_is_no_sentence_vector(tmp_path):
+    """IT026's other side: all-MiniLM and its kin were trained with mean pooling; their [CLS] state is not the
+    embedding (doctor-real-13 a11). A CLS-pooled model's first token (BGE) is its embedding: silent."""
+    code = (
+        "from transformers import AutoModel\n"
+        'tok = AutoTokenizer.from_pretrained("{m}")\nmodel = AutoModel.from_pretrained("{m}")\n'
+        "with torch.no_grad():\n    out = model(**tok(texts, padding=True, return_tensors='pt'))\n"
+        "vecs = out.last_hidden_state[:, 0, :]\n"
+    )
+    assert rules(tmp_path, code.format(m="sentence-transformers/all-MiniLM-L6-v2")) == ["IT026"]
+    assert rules(tmp_path, code.format(m="BAAI/bge-base-en-v1.5")) == []

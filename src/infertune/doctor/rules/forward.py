@@ -142,7 +142,40 @@ def _one_text(s: Script, x: ast.AST | None) -> bool:
     )
 
 
+# sentence-transformers checkpoints trained with mean pooling (their modules.json pools by mean; E5 averages too):
+# their first token's state was never trained as the sentence vector (doctor-real-5 q10, doctor-real-13 a11:
+# all-MiniLM-L6-v2's [CLS] state taken, labelled other:cls-pooling-on-mean-pooled-model)
+MEAN_POOLED = lazy_compile(
+    r"^(all-(minilm|mpnet|distilroberta)|paraphrase-|multi-qa-|msmarco-(minilm|distilbert)|e5-(small|base|large))",
+    IGNORECASE,
+)
+
+
+def _first_token(node: ast.AST) -> bool:
+    """`h[:, 0]` / `h[:, 0, :]` of the token states: the first ([CLS]) token's vector of each text."""
+    if not isinstance(node, ast.Subscript):
+        return False
+    states, index = ast.unparse(node.value), node.slice
+    return (
+        ("hidden" in states or states.endswith("[0]"))
+        and isinstance(index, ast.Tuple)
+        and len(index.elts) >= 2
+        and isinstance(index.elts[0], ast.Slice)
+        and const(index.elts[1]) == 0
+    )
+
+
 def mean_pool_padding(s: Script):
+    ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
+    if mean_model := next((i for i in ids if MEAN_POOLED.search(id_name(i))), None):
+        for n in s.nodes:
+            if _first_token(n):
+                yield (
+                    n,
+                    f"{mean_model} is trained with mean pooling: its first token's state is no sentence vector "
+                    "(average the token states, weighted by attention_mask)",
+                )
+                break
     ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
     cls_model = next((i for i in ids if CLS_POOLED.search(id_name(i))), None)
     padded = any(s.is_tokenizer_call(c) and const(kw(c, "padding")) not in (None, False) for c in s.calls)
