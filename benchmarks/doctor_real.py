@@ -119,6 +119,7 @@ COVERED = {
     "other:no-repeat-bigram-long-answer": "IT048",
     "other:no-repeat-ngram-chat": "IT048",
     "other:cls-pooling-on-mean-pooled-model": "IT026",
+    "other:wrong-auto-class": "IT049",
 }
 
 

@@ -135,6 +135,10 @@ CASES = {
         LOAD + "out = model.generate(**inputs, do_sample=True, no_repeat_ngram_size=2, max_new_tokens=64)\n",
         LOAD + "out = model.generate(**inputs, do_sample=True, max_new_tokens=64)\n",
     ),
+    "IT049": (
+        'model = AutoModelForCausalLM.from_pretrained("google/flan-t5-base")\n',
+        'from transformers import AutoModelForSeq2SeqLM\nmodel = AutoModelForSeq2SeqLM.from_pretrained("google/flan-t5-base")\n',
+    ),
     "IT045": (
         LOAD + "def run(enc):\n    out = model.generate(**enc, max_new_tokens=32)\n"
         "    return tok.batch_decode(out[0], skip_special_tokens=True)\n",

@@ -98,3 +98,13 @@ def test_the_first_token_of_a_mean_pooled_embedding_model_is_no_sentence_vector(
     )
     assert rules(tmp_path, code.format(m="sentence-transformers/all-MiniLM-L6-v2")) == ["IT026"]
     assert rules(tmp_path, code.format(m="BAAI/bge-base-en-v1.5")) == []
+
+
+def test_an_auto_class_with_no_mapping_for_the_checkpoint_raises(tmp_path):
+    """IT049 both ways: T5 through AutoModelForCausalLM, a decoder-only model through AutoModelForSeq2SeqLM; BART
+    has a causal-LM class (BartForCausalLM), a local folder says nothing."""
+    code = "from transformers import {cls}\nmodel = {cls}.from_pretrained({m!r})\n"
+    assert rules(tmp_path, code.format(cls="AutoModelForCausalLM", m="google/flan-t5-base")) == ["IT049"]
+    assert rules(tmp_path, code.format(cls="AutoModelForSeq2SeqLM", m="Qwen/Qwen2.5-0.5B-Instruct")) == ["IT049"]
+    assert rules(tmp_path, code.format(cls="AutoModelForCausalLM", m="facebook/bart-large")) == []
+    assert rules(tmp_path, code.format(cls="AutoModelForCausalLM", m="./t5-finetuned")) == []

@@ -376,4 +376,11 @@ RULES: list[Rule] = [
         "drop no_repeat_ngram_size (a light repetition_penalty, about 1.1, if repeats are a problem)",
         repeats.no_repeat_ngram_prompt,
     ),
+    Rule(
+        "IT049",
+        "wrong-auto-class",
+        "an Auto class with no mapping for the checkpoint: T5 through AutoModelForCausalLM, or the reverse",
+        "AutoModelForSeq2SeqLM for T5-family checkpoints, AutoModelForCausalLM for decoder-only ones",
+        ids.wrong_auto_class,
+    ),
 ]

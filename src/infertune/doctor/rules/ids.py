@@ -1,11 +1,16 @@
 """IT046: a model id the Hub cannot resolve, by its shape: a GGUF file name given as the repository (the file goes to
 gguf_file=), or an organisation one slip away from the publisher's (`meta/llama-3.2-1b` for meta-llama's). The load
-fails before anything runs (doctor-real-1 b18, labelled `other:invalid-model-id`)."""
+fails before anything runs (doctor-real-1 b18, labelled `other:invalid-model-id`).
+
+IT049: an Auto class with no mapping for the checkpoint's architecture: a T5-family checkpoint through
+AutoModelForCausalLM (T5 has no causal-LM class), or a decoder-only one through AutoModelForSeq2SeqLM (none of them
+is in the seq2seq mapping; both read in transformers' modeling_auto). from_pretrained raises "Unrecognized
+configuration class" (doctor-real-13 d03: Flan-T5 through AutoModelForCausalLM, labelled `other:wrong-auto-class`)."""
 
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import kw
+from infertune.doctor.nodes import IGNORECASE, id_name, kw, lazy_compile
 from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
@@ -39,3 +44,26 @@ def invalid_model_id(s: Script):
         arg = s.weights_arg(c)
         spelt = next((n for n, text in s.strings(arg) if text == model), None) if arg is not None else None
         yield spelt or c, message
+
+
+T5_FAMILY = lazy_compile(r"(^|[-_])(flan-|m|um|by)?t5([-_]|$)|^(flan-)?ul2$|^t0(pp|_3b)?$", IGNORECASE)
+DECODER_ONLY = lazy_compile(
+    r"^((distil)?gpt2|gpt-neo|gpt-j|pythia|opt-|bloom|falcon|llama|meta-llama|tinyllama|mistral|mixtral|qwen|"
+    r"phi-|gemma|smollm|deepseek|starcoder|codegen|olmo)",
+    IGNORECASE,
+)
+
+
+def wrong_auto_class(s: Script):
+    for c in s.loads:
+        cls, model = s.model_class(c), s.model_id(c)
+        name = id_name(model)
+        if not model or model.startswith((".", "/", "~")):
+            continue
+        if cls == "AutoModelForCausalLM" and T5_FAMILY.search(name):
+            yield (
+                c,
+                f"{model} is a T5 encoder-decoder: AutoModelForCausalLM has no class for it and from_pretrained raises",
+            )
+        elif cls == "AutoModelForSeq2SeqLM" and DECODER_ONLY.search(name):
+            yield c, f"{model} is decoder-only: AutoModelForSeq2SeqLM has no class for it and from_pretrained raises"
