@@ -120,6 +120,7 @@ COVERED = {
     "other:no-repeat-ngram-chat": "IT048",
     "other:cls-pooling-on-mean-pooled-model": "IT026",
     "other:wrong-auto-class": "IT049",
+    "other:inference-outside-button": "IT050",
 }
 
 

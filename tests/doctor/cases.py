@@ -139,6 +139,14 @@ CASES = {
         'model = AutoModelForCausalLM.from_pretrained("google/flan-t5-base")\n',
         'from transformers import AutoModelForSeq2SeqLM\nmodel = AutoModelForSeq2SeqLM.from_pretrained("google/flan-t5-base")\n',
     ),
+    "IT050": (
+        "import streamlit as st\nfrom transformers import pipeline\n"
+        "@st.cache_resource\ndef load():\n    return pipeline('translation', model='Helsinki-NLP/opus-mt-en-de')\n\n"
+        'pipe = load()\ntext = st.text_area("Text")\nout = pipe(text)[0]["translation_text"]\nif st.button("Translate"):\n    st.write(out)\n',
+        "import streamlit as st\nfrom transformers import pipeline\n"
+        "@st.cache_resource\ndef load():\n    return pipeline('translation', model='Helsinki-NLP/opus-mt-en-de')\n\n"
+        'pipe = load()\ntext = st.text_area("Text")\nif st.button("Translate"):\n    st.write(pipe(text)[0]["translation_text"])\n',
+    ),
     "IT045": (
         LOAD + "def run(enc):\n    out = model.generate(**enc, max_new_tokens=32)\n"
         "    return tok.batch_decode(out[0], skip_special_tokens=True)\n",

@@ -19,6 +19,7 @@ from infertune.doctor.rules import (
     loading,
     names,
     outputs,
+    pages,
     prompts,
     quantized,
     reloads,
@@ -382,5 +383,12 @@ RULES: list[Rule] = [
         "an Auto class with no mapping for the checkpoint: T5 through AutoModelForCausalLM, or the reverse",
         "AutoModelForSeq2SeqLM for T5-family checkpoints, AutoModelForCausalLM for decoder-only ones",
         ids.wrong_auto_class,
+    ),
+    Rule(
+        "IT050",
+        "generation-before-button",
+        "a Streamlit page generates on every rerun while a button only shows the result",
+        "generate inside `if st.button(...):` (or the form's submit), where the result is shown",
+        pages.generation_before_button,
     ),
 ]
