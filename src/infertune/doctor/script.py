@@ -161,6 +161,15 @@ class Script(Flow):
             )
         )
 
+    def imports(self, *packages: str) -> bool:
+        """Does the file import any of these top-level packages (`import streamlit as st`, `from telegram.ext import
+        ...`)?"""
+        return any(
+            (isinstance(n, ast.Import) and any(a.name.split(".")[0] in packages for a in n.names))
+            or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in packages)
+            for n in self.nodes
+        )
+
     def calls_named(self, name: str) -> list[ast.Call]:
         return [c for c in self.calls if callee(c) == name]
 

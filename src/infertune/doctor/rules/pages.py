@@ -14,14 +14,6 @@ BUTTONS = {"button", "form_submit_button"}
 GATES = (ast.If, ast.While, ast.For, ast.FunctionDef, ast.AsyncFunctionDef, ast.Try, ast.IfExp)
 
 
-def _streamlit(s: Script) -> bool:
-    return any(
-        (isinstance(n, ast.Import) and any(a.name == "streamlit" for a in n.names))
-        or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "streamlit")
-        for n in s.tree.body
-    )
-
-
 def _ungated(s: Script, node: ast.AST) -> bool:
     """At the page's top level: under no `if`, loop, function or `try` (a `with st.form(...)` block runs every time)."""
     while node in s.parents:
@@ -70,7 +62,7 @@ def _generates(s: Script, node: ast.AST) -> bool:
 
 
 def generation_before_button(s: Script):
-    if not _streamlit(s) or not s.calls or not any(method(c) in BUTTONS for c in s.calls):
+    if not s.imports("streamlit") or not s.calls or not any(method(c) in BUTTONS for c in s.calls):
         return
     shown = _gated_reads(s, _button_names(s))
     for stmt in s.nodes:

@@ -119,14 +119,6 @@ def _called_per_use(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bo
     )
 
 
-def _streamlit(s: Script) -> bool:
-    return any(
-        (isinstance(n, ast.Import) and any(a.name == "streamlit" for a in n.names))
-        or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "streamlit")
-        for n in s.tree.body
-    )
-
-
 def _cached(fn: ast.AST | None) -> bool:
     return isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and any(
         _decorator(d) in CACHED or _decorator(d) == "experimental_singleton" for d in fn.decorator_list
@@ -160,7 +152,7 @@ def _reload(s: Script, c: ast.Call, handlers: set[int], callbacks: set[str]) -> 
         return fn, f"web handler `{fn.name}` loads the model on every request: load it once at start-up"
     if fn is not None and fn.name in callbacks:
         return fn, f"UI callback `{fn.name}` loads the model on every event: load it once at start-up"
-    if _streamlit(s) and _reruns(s, fn):
+    if s.imports("streamlit") and _reruns(s, fn):
         return s.tree, ""
     if fn is not None and _runs_on_argument(s, fn, c) and _called_per_use(s, fn):
         return fn, (

@@ -34,17 +34,8 @@ BOT_LIBRARIES = {
 }
 
 
-def _imports_bot_library(s: Script) -> bool:
-    """(`@app.command()` is also typer's and click's: a CLI's one user)"""
-    return any(
-        (isinstance(n, ast.Import) and any(a.name.split(".")[0] in BOT_LIBRARIES for a in n.names))
-        or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in BOT_LIBRARIES)
-        for n in s.nodes
-    )
-
-
 def bot_handlers(s: Script) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    if not _imports_bot_library(s):
+    if not s.imports(*BOT_LIBRARIES):  # (`@app.command()` is also typer's and click's: a CLI's one user)
         return []
     names = {a.id for c in s.calls if callee(c) in BOT_REGISTRARS for a in c.args if isinstance(a, ast.Name)}
     return [
