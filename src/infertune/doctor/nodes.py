@@ -225,6 +225,11 @@ def id_name(model: str | None) -> str:
     return (model or "").rstrip("/").rsplit("/", 1)[-1]
 
 
+def local_path(model_id: str) -> bool:
+    """A path on this machine (`./models_finetune`, `/data/ckpt`, `~/m`), not a Hub id."""
+    return model_id.startswith((".", "/", "~"))
+
+
 def callee(call: ast.Call) -> str:
     return dotted(call.func).split(".")[-1]
 

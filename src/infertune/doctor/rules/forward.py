@@ -31,18 +31,23 @@ def forward_calls(s: Script) -> list[tuple[ast.Call, ast.Call]]:
 LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)
 
 
+def _enclosing(s: Script, c: ast.Call) -> ast.AST | None:
+    """The nearest loop or function around the call; None for a call at module level outside any loop."""
+    node: ast.AST = c
+    while node in s.parents:
+        node = s.parents[node]
+        if isinstance(node, (*LOOPS, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return node
+    return None
+
+
 def _one_off(s: Script, c: ast.Call) -> bool:
     """A single pass at module level (no function, no loop): a snippet that runs the model once, or a Streamlit
     page that runs it once per interaction. What autograd keeps for one pass is freed with its output and costs
     nothing that matters (doctor-real-3 e03, e12, e37; doctor-real-5 q17; doctor-real-6 r07, s15: all labelled so,
     blind). In a function (a request handler, a helper) or a loop the pass repeats, and the graphs with it
     (doctor-real-1 a16, doctor-real-3 e34, doctor-real-5 q10, q22: labelled problems)."""
-    node: ast.AST = c
-    while node in s.parents:
-        node = s.parents[node]
-        if isinstance(node, (*LOOPS, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return False
-    return True
+    return _enclosing(s, c) is None
 
 
 # a base-size checkpoint by its id (bert-base, roberta-base, MiniLM, DistilBERT, t5-small): ~20-170M parameters
@@ -61,14 +66,7 @@ def _base_sized(model: str | None) -> bool:
 
 def _in_loop(s: Script, c: ast.Call) -> bool:
     """A loop around the call inside its own function (or at module level): the pass repeats there."""
-    node: ast.AST = c
-    while node in s.parents:
-        node = s.parents[node]
-        if isinstance(node, LOOPS):
-            return True
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            return False
-    return False
+    return isinstance(_enclosing(s, c), LOOPS)
 
 
 def _grad_off(s: Script, node: ast.AST, depth: int = 0) -> bool:

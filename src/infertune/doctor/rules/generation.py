@@ -12,12 +12,13 @@ from infertune.doctor.nodes import (
     has_star_kwargs,
     kw,
     lazy_compile,
+    local_path,
     method,
     receiver,
     task_given,
     task_of,
 )
-from infertune.doctor.rules.prompts import local_path, model_ids, pipeline_model_id, weight_ids
+from infertune.doctor.rules.prompts import model_ids, pipeline_model_id, weight_ids
 from infertune.doctor.script import Script
 
 TYPE_CHECKING = False  # (collections.abc costs a check ~2 ms of start-up; type checkers read this as True)

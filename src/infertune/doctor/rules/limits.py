@@ -14,12 +14,13 @@ from infertune.doctor.nodes import (
     id_name,
     kw,
     lazy_compile,
+    local_path,
     method,
     receiver,
     task_of,
 )
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
-from infertune.doctor.rules.prompts import literal_texts, local_path, model_ids, pipeline_model_id, prompts_of
+from infertune.doctor.rules.prompts import generation_prompts, literal_texts, model_ids, pipeline_model_id, prompts_of
 from infertune.doctor.script import Script
 
 # encoders with a table of learnt positions (BART, DistilBART, mBART, Pegasus: 1024; LED is not one): a longer input
@@ -120,7 +121,7 @@ def _tiny_prompt(s: Script, c: ast.Call, value: ast.expr) -> bool:
     n = s.number(value)
     if c in s.pipelines:
         return False  # a pipeline handed to another library: its prompts are not in the file
-    texts = prompts_of(s, c) if c in s.generates else list(c.args[:1])
+    texts = generation_prompts(s, c)
     if not isinstance(n, int) or n < 64 or not texts:
         return False
     return all((t := literal_texts(s, a)) and all(len(x) < 40 or len(x) / 4 <= n / 10 for x in t) for a in texts)
@@ -166,7 +167,7 @@ LONG_PARTS = lazy_compile(
 
 def _filled_by_context(s: Script, c: ast.Call) -> bool:
     """A prompt joined from retrieved text or a history (`refs + question`, f"{context}...")."""
-    texts = prompts_of(s, c) if c in s.generates else list(c.args[:1])
+    texts = generation_prompts(s, c)
     return any(
         isinstance(n, ast.Name) and LONG_PARTS.match(n.id)
         for t in texts

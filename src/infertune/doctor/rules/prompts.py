@@ -115,9 +115,9 @@ def prompts_of(s: Script, gen: ast.Call) -> list[ast.expr]:
     return [a for c in _prompt_sinks(s) if gen in s.sinks_of(c) for a in _text_args(c)]
 
 
-def local_path(model_id: str) -> bool:
-    """A path on this machine (`./models_finetune`, `/data/ckpt`, `~/m`), not a Hub id."""
-    return model_id.startswith((".", "/", "~"))
+def generation_prompts(s: Script, call: ast.Call) -> list[ast.expr]:
+    """A generation call's prompts: a generate's through its tokenizers, else its first argument (a pipeline's)."""
+    return prompts_of(s, call) if call in s.generates else list(call.args[:1])
 
 
 def weight_ids(s: Script) -> list[str | None]:
@@ -395,5 +395,5 @@ def smoke_probe(s: Script, gen: ast.Call, kws: dict[str, ast.expr] | None = None
     n = const(kws.get("max_new_tokens"))
     if not isinstance(n, int) or n > 20 or not probe_level(s, gen):
         return False
-    args = prompts_of(s, gen) if gen in s.generates else list(gen.args[:1])
+    args = generation_prompts(s, gen)
     return bool(args) and all(literal_texts(s, a, lists=False) for a in args)
