@@ -8,7 +8,6 @@ from infertune.doctor.nodes import Target
 
 HEAD = "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
 LOAD = 'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
-ON_CUDA = 'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto").to("cuda")\n'
 
 GEN = "out = model.generate(**inputs, max_new_tokens=32)\n"
 # a FastAPI app (served on the loopback) whose helper generates
@@ -265,9 +264,9 @@ CASES = {
         LOAD + "model.generate(**inputs, max_new_tokens=8, num_beams=4)",
     ),
     "IT016": (
-        ON_CUDA + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt")\n'
+        LOAD + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt")\n'
         "model.generate(**enc, max_new_tokens=8)",
-        ON_CUDA + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt").to(model.device)\n'
+        LOAD + 'tok = AutoTokenizer.from_pretrained("m")\nenc = tok(q, return_tensors="pt").to(model.device)\n'
         "model.generate(**enc, max_new_tokens=8)",
     ),
     "IT017": (

@@ -301,16 +301,6 @@ def _may_be_cpu(s: Script, device: ast.AST, depth: int = 0) -> bool:
     return False
 
 
-def _dispatched(s: Script, model: ast.Call) -> bool:
-    """Placed by a device_map (not "cpu"): accelerate dispatches it, and adds hooks that move the inputs to the
-    first layer's device when the map spans devices. Under transformers 4.x on one GPU (no hooks) CPU inputs still
-    fail, but the seen corpora's labels call them fine 6 to 1 (doctor-real-2 d17, d18; doctor-real-10 b09, d01;
-    doctor-real-11 d02, d06 against doctor-real-5 q20), and 5.x moves them in prepare_inputs_for_generation. A
-    quantized checkpoint loaded with no device_map keeps the finding (the issue-20 shape modelled on rgft)."""
-    dm = kw(model, "device_map")
-    return dm is not None and const(dm) != "cpu"
-
-
 def inputs_device(s: Script):
     if any(callee(c) == "set_default_device" for c in s.calls):
         return
@@ -331,8 +321,6 @@ def inputs_device(s: Script):
             continue
         if any(const(kw(m, "device_map")) in ("cpu", None) and kw(m, "device_map") is not None for m in models):
             continue
-        if s.target.pinned_major == 5 or all(_dispatched(s, m) for m in models):
-            continue  # 5.x moves CPU inputs itself; a dispatched model may carry hooks that move them
         args = list(g.args[:1]) + [k.value for k in g.keywords if k.arg in (None, "input_ids", "inputs")]
         for a in args:
             tok = _unplaced_tensors(s, a)
