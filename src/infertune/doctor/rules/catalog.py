@@ -9,6 +9,7 @@ from infertune.doctor.rules import (
     batches,
     bos,
     chains,
+    decoding,
     devices,
     dispatch,
     forward,
@@ -353,7 +354,7 @@ RULES: list[Rule] = [
         "batch-decode-one-sequence",
         "batch_decode handed one row of generate's output",
         "decode one row with tok.decode(out[0]), or a batch with tok.batch_decode(out)",
-        outputs.batch_decode_one_sequence,
+        decoding.batch_decode_one_sequence,
     ),
     Rule(
         "IT046",

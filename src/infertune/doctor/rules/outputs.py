@@ -1,5 +1,5 @@
 """Output rules: what comes out of generate or a text-generation pipeline (IT004: the prompt decoded with the
-answer; IT045: one row handed to batch_decode). What goes into them is rules/generation.py."""
+answer; IT045, one row handed to batch_decode, is rules/decoding.py). What goes into them is rules/generation.py."""
 
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ def completion_demo(s: Script, node: ast.AST, prompts: list[ast.expr] | None = N
     (a bot, a Q&A helper) who asked a question and gets it back in front of the answer. Never after a fine-tune,
     nor with a chat transcript (User:/Assistant:, template tokens) anywhere in the file."""
     fn = s.enclosing_function(node)
-    if prompts and not completion_models_only(s, small_only=True) and not all(literal_texts(s, a) for a in prompts):
+    if prompts and not completion_models_only(s, small_only=True) and not all(_written(s, a) for a in prompts):
         return False  # a larger base model asked what the file's data asks (doctor-real-8 w11): the text is answers
     return (
         completion_models_only(s, small_only=fn is not None)
@@ -222,6 +222,13 @@ def completion_demo(s: Script, node: ast.AST, prompts: list[ast.expr] | None = N
         and not _transcript_in_file(s)
         and not _chatty(s, fn)
         and not _framed_as_chat(s)
+    )
+
+
+def _written(s: Script, prompt: ast.expr) -> bool:
+    """A prompt written as a literal, or typed into a box (doctor-real-14 a02: a base Mistral's Streamlit prompt)."""
+    return bool(literal_texts(s, prompt)) or any(
+        callee(o) in INPUTS for o in s.origins(prompt) if isinstance(o, ast.Call)
     )
 
 
@@ -369,26 +376,4 @@ def prompt_in_output(s: Script):
             yield (
                 c,
                 ("a text-generation pipeline returns the prompt with the answer (return_full_text defaults to True)"),
-            )
-
-
-# --- IT045: batch_decode handed one sequence -----------------------------------------------------------------------
-
-
-def batch_decode_one_sequence(s: Script):
-    """`tok.batch_decode(out[0])` on generate's output: one row is a 1-D list of ids, which batch_decode reads as a
-    batch of one-token sequences, returning a list of word pieces instead of the text (doctor-real-6 r11,
-    doctor-real-11 a03: both labelled so)."""
-    for c in s.calls_method("batch_decode"):
-        if not c.args or not s.is_tokenizer(receiver(c)):
-            continue
-        row = c.args[0]
-        if not (isinstance(row, ast.Subscript) and isinstance(const(row.slice), int)):
-            continue
-        inner = row.value.value if isinstance(row.value, ast.Attribute) and row.value.attr == "sequences" else row.value
-        if any(o in s.generates for o in [inner, *s.origins(inner)]):
-            yield (
-                c,
-                "batch_decode is handed one sequence (a row of generate's output): it decodes each id as a sequence "
-                "of its own and returns a list of word pieces; use decode(row) or batch_decode(out)",
             )

@@ -1,0 +1,27 @@
+"""infertune doctor, what doctor-real-14's development part taught (its cases are named in docs/doctor.md). Each
+test runs the real rules on a snippet, the silent shape beside the one that must fire."""
+
+from infertune.doctor.nodes import Target
+from tests.doctor.cases import check_code
+
+
+def rules(tmp_path, code: str, target: Target | None = None) -> list[str]:
+    return [f.rule for f in check_code(tmp_path, code, target=target).findings]
+
+
+PAGE = (
+    "import streamlit as st\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
+    '@st.cache_resource\ndef load():\n    m = "mistralai/Mistral-7B-v0.1"\n'
+    '    return AutoTokenizer.from_pretrained(m), AutoModelForCausalLM.from_pretrained(m, dtype="auto", device_map="auto")\n'
+    "tok, model = load()\n"
+    'text = st.{box}("{label}")\nif st.button("Generate"):\n'
+    '    out = model.generate(**tok(text, return_tensors="pt").to(model.device), max_new_tokens=100)\n'
+    "    st.write(tok.decode(out[0], skip_special_tokens=True))\n"
+)
+
+
+def test_a_base_model_continuing_a_typed_prompt_shows_it_with_its_continuation(tmp_path):
+    """IT004: a base release's page that continues what the user types prints prompt and continuation, its
+    natural output; a box that asks a question makes it a dialogue, and the prompt in front of the reply a leak."""
+    assert rules(tmp_path, PAGE.format(box="text_area", label="Enter your prompt here:")) == []
+    assert rules(tmp_path, PAGE.format(box="text_input", label="Ask a question")) == ["IT004"]
