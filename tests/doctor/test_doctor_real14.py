@@ -25,3 +25,17 @@ def test_a_base_model_continuing_a_typed_prompt_shows_it_with_its_continuation(t
     natural output; a box that asks a question makes it a dialogue, and the prompt in front of the reply a leak."""
     assert rules(tmp_path, PAGE.format(box="text_area", label="Enter your prompt here:")) == []
     assert rules(tmp_path, PAGE.format(box="text_input", label="Ask a question")) == ["IT004"]
+
+
+def test_a_streamer_handed_over_in_a_kwargs_dict_is_where_the_answer_goes(tmp_path):
+    """IT042: generate's return value is not the answer when a streamer is among its options, also when they come
+    in a **dict; without one, the value thrown away is."""
+    code = (
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
+        "streamer = TextIteratorStreamer(tok, skip_prompt=True)\n"
+        'opts = dict(**tok(q, return_tensors="pt").to(model.device), {}max_new_tokens=20)\n'
+        "def run():\n    model.generate(**opts)\n"
+        "Thread(target=run).start()\nfor chunk in streamer:\n    print(chunk)\n"
+    )
+    assert "IT042" not in rules(tmp_path, code.format("streamer=streamer, "))
+    assert "IT042" in rules(tmp_path, code.format(""))

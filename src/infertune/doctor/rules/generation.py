@@ -68,7 +68,8 @@ def _dict_kws(s: Script, node: ast.AST | None) -> tuple[dict[str, ast.expr], boo
     return out, opaque or not found
 
 
-def _options(s: Script, c: ast.Call, extra: Sequence[ast.keyword] = ()) -> tuple[dict[str, ast.expr], bool]:
+def call_options(s: Script, c: ast.Call, extra: Sequence[ast.keyword] = ()) -> tuple[dict[str, ast.expr], bool]:
+    """A call's keywords, with a **dict's it unpacks (and `extra`, a pipeline's); and whether some are unknown."""
     kws = {k.arg: k.value for k in [*extra, *c.keywords] if k.arg}
     opaque = False
     for k in c.keywords:
@@ -83,7 +84,7 @@ def generation_calls(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr], boo
     (call, its keywords with the pipeline's and a **dict's, known transformers model, options unknown)."""
     out = []
     for g in s.generates:
-        kws, opaque = _options(s, g)
+        kws, opaque = call_options(s, g)
         out.append((g, kws, bool(s.models_of(receiver(g))), opaque))
     for c in s.calls:
         target = kw(c, "target") or (c.args[0] if callee(c) == "submit" and c.args else None)
@@ -92,7 +93,7 @@ def generation_calls(s: Script) -> list[tuple[ast.Call, dict[str, ast.expr], boo
             out.append((c, kws, bool(s.models_of(target.value)), opaque))
         p = pipe_of(s, c) if isinstance(c.func, (ast.Name, ast.Attribute)) else None
         if p is not None and task_of(p) in TEXT_TASKS and not variable_task(p):
-            kws, opaque = _options(s, c, [k for k in p.keywords if k.arg])
+            kws, opaque = call_options(s, c, [k for k in p.keywords if k.arg])
             out.append((c, kws, True, opaque))
     return out
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import IGNORECASE, LOOPS, MULTILINE, SCOPES, kw, lazy_compile, method, receiver
+from infertune.doctor.rules.generation import call_options
 from infertune.doctor.script import Script
 
 # a timing loop or a warm-up discards its outputs on purpose; a notebook's cell shows its last expression
@@ -19,8 +20,8 @@ NOTEBOOK = lazy_compile(r"^# In\[|get_ipython\(|^# ?%%", IGNORECASE | MULTILINE)
 def _produces(s: Script, c: ast.Call) -> bool:
     """A call whose value is the answer: generate (without a streamer, which prints as it goes), a pipeline, or a
     tokenizer's decode of generated ids."""
-    if c in s.generates:
-        return kw(c, "streamer") is None
+    if c in s.generates:  # (also a streamer in a **dict: doctor-real-14 b11)
+        return "streamer" not in call_options(s, c)[0]
     if method(c) in ("decode", "batch_decode"):
         return s.is_tokenizer(receiver(c))
     return bool(s.pipelines) and s.is_pipeline_call(c) and kw(c, "streamer") is None
