@@ -39,3 +39,18 @@ def test_a_streamer_handed_over_in_a_kwargs_dict_is_where_the_answer_goes(tmp_pa
     )
     assert "IT042" not in rules(tmp_path, code.format("streamer=streamer, "))
     assert "IT042" in rules(tmp_path, code.format(""))
+
+
+def test_an_answer_taken_out_by_a_call_named_for_it_has_no_prompt_left(tmp_path):
+    """IT004: a decode handed to a call named for taking the answer out (alpaca-lora's `prompter.get_response`,
+    which splits at its template's response marker) is cut; handed to an unrelated call, it is not."""
+    code = (
+        'model = AutoModelForCausalLM.from_pretrained("me/llama-7b-alpaca", dtype="auto", device_map="auto")\n'
+        "def evaluate(instruction):\n"
+        '    ids = tok(prompter.generate_prompt(instruction), return_tensors="pt").input_ids.to(model.device)\n'
+        "    out = model.generate(input_ids=ids, max_new_tokens=128)\n"
+        "    return prompter.{}(tok.decode(out[0]))\n"
+        "gr.Interface(fn=evaluate, inputs='text', outputs='text').launch()\n"
+    )
+    assert "IT004" not in rules(tmp_path, code.format("get_response"))
+    assert "IT004" in rules(tmp_path, code.format("log"))

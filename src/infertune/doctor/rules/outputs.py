@@ -54,8 +54,11 @@ STRIPS_PROMPT = {
 }
 
 
-# calls that take the decoded text apart: a length, a processor's own parser (Florence-2's task output)
+# calls that take the decoded text apart: a length, a processor's own parser (Florence-2's task output), and one
+# named for taking the answer out (alpaca-lora's `prompter.get_response`, splitting at "### Response:": doctor-real-14
+# d15, labelled so)
 PARSERS = {"len", "post_process_generation"}
+ANSWER_PARSER = lazy_compile(r"^_?(get|extract|parse|strip|clean|post_?process)_?(the_)?(response|answer|reply)s?$")
 
 
 def _has_slice(node: ast.AST) -> bool:
@@ -148,7 +151,9 @@ def prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = Fal
         return prompt_removed(s, up, depth + 1, skipped) if isinstance(up := s.parents.get(parent), ast.Call) else False
     if isinstance(parent, ast.Call) and dotted(parent.func).startswith("re."):
         return not _cannot_match(s, parent, skipped)  # searched (unless for a token decoding dropped)
-    if isinstance(parent, ast.Call) and (callee(parent) in PARSERS or s.defined(parent)):
+    if isinstance(parent, ast.Call) and (
+        callee(parent) in PARSERS or ANSWER_PARSER.match(callee(parent)) or s.defined(parent)
+    ):
         return True  # measured, parsed, or handed to a helper of the file (which may cut it)
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
