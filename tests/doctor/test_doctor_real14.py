@@ -54,3 +54,28 @@ def test_an_answer_taken_out_by_a_call_named_for_it_has_no_prompt_left(tmp_path)
     )
     assert "IT004" not in rules(tmp_path, code.format("get_response"))
     assert "IT004" in rules(tmp_path, code.format("log"))
+
+
+BRANCHES = (
+    "import torch\nfrom peft import PeftModel\n"
+    'device = "cuda" if torch.cuda.is_available() else "cpu"\n'
+    "def main(base, load_8bit=False):\n"
+    '    if device == "cuda":\n'
+    "        model = AutoModelForCausalLM.from_pretrained(base, load_in_8bit=load_8bit, torch_dtype=torch.float16, "
+    'device_map="auto")\n'
+    "    else:\n"
+    '        model = AutoModelForCausalLM.from_pretrained(base, device_map={{"": device}})\n'
+    '    model = PeftModel.from_pretrained(model, "me/lora")\n'
+    "{cast}"
+    '    ids = tok("Tell me about alpacas.", return_tensors="pt").input_ids.to(device)\n'
+    "    out = model.generate(input_ids=ids, max_new_tokens=128)\n"
+    "    return tok.decode(out[0][ids.shape[1]:])\n"
+)
+
+
+def test_the_cpu_branch_of_a_device_test_is_read_as_the_cpu(tmp_path):
+    """alpaca-lora's generate.py: in the `else:` of `if device == "cuda":` the device is "cpu", so the fp32 load
+    there is the CPU's precision (no IT001); a `.half()` after the branches meets that CPU model (IT031 on the cast,
+    not IT020: one problem, one finding). Both branches' models reach the read after them."""
+    assert rules(tmp_path, BRANCHES.format(cast="")) == []
+    assert rules(tmp_path, BRANCHES.format(cast="    if not load_8bit:\n        model.half()\n")) == ["IT031"]

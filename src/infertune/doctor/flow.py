@@ -40,6 +40,9 @@ class Unpack(Record):
 ENV_READS = {"os.getenv", "os.environ.get", "environ.get", "getenv"}
 
 
+BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.match_case)
+
+
 def _site(v: ast.AST | Unpack) -> ast.AST | None:
     """Where an assigned value is written: the expression, or the one an Unpack takes its item from (None for
     an item of an item: `(a, b), c = f()`)."""
@@ -291,7 +294,29 @@ class Flow:
             and at < line
             and self.enclosing_function(site) is fn
         ]
-        return [max(before, key=lambda v: _line(v) or 0)] if before else values  # (every line here is known)
+        if not before:
+            return values  # (every line here is known)
+        out = []
+        for v in sorted(before, key=lambda v: _line(v) or 0, reverse=True):
+            out.append(v)
+            if not self._branch_apart(_site(v), use):
+                break  # the last assignment that always runs on the way to the use: the earlier ones are dead
+        return out
+
+    def _branch_apart(self, site: ast.AST | None, use: ast.AST) -> bool:
+        """Is this assignment in a branch (an if, a loop, an except) the use is not in: one that may not run on
+        the way to it (`if cuda: device = "cuda"` / `else: device = "cpu"`, then a read: both reach it)?"""
+        around = set()
+        node: ast.AST | None = use
+        while node is not None:
+            around.add(node)
+            node = self.parents.get(node)
+        node = site
+        while node is not None and node not in around:
+            node = self.parents.get(node)
+            if isinstance(node, BRANCHES) and node not in around:
+                return True
+        return False
 
     def number(self, node: ast.expr | None) -> object:
         """A literal's value, or the one literal a name is bound to (`max_length = 256` ... `max_length=max_length`)."""

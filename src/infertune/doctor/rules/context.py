@@ -4,7 +4,7 @@ count in a model id, a data set looped over. Read by the placement rules (IT001,
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import IGNORECASE, callee, dotted, id_name, lazy_compile, method, receiver
+from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile, method, receiver
 from infertune.doctor.script import Script
 
 # a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
@@ -109,3 +109,40 @@ def framework_prompt(s: Script, text: ast.AST) -> bool:
         and any(dotted(b).split(".")[-1].endswith("LLM") for b in cls.bases)
         and text.id in {a.arg for a in fn.args.args}
     )
+
+
+def branch_values(s: Script, node: ast.AST) -> set[object] | None:
+    """The literal values a name can hold where it is read, after the tests on it around the read: in the `else:` of
+    `if device == "cuda": ... elif device == "mps": ...` only "cpu" is left (alpaca-lora's generate.py, doctor-real-14
+    d15). None where some value it may hold is not a literal."""
+    values = {const(o) for o in s.origins(node)}
+    if not values or None in values:
+        return None
+    name, child = dotted(node), node
+    while (parent := s.parents.get(child)) is not None:
+        test = parent.test if isinstance(parent, ast.If) else None
+        if (
+            isinstance(parent, ast.If)
+            and isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq | ast.NotEq)
+            and dotted(test.left) == name
+            and isinstance(value := const(test.comparators[0]), str)
+        ):
+            inside = any(child is b for b in parent.body) == isinstance(test.ops[0], ast.Eq)
+            values = values & {value} if inside else values - {value}
+        child = parent
+    return values
+
+
+def map_on_cpu(s: Script, dm: ast.expr) -> bool:
+    """device_map="cpu", or {"": device} where the tests around the load leave device only "cpu"."""
+    places = dm.values if isinstance(dm, ast.Dict) else [dm]
+    return bool(places) and all(const(p) == "cpu" or branch_values(s, p) == {"cpu"} for p in places)
+
+
+def cpu_loads(s: Script, model: ast.AST | None) -> list[ast.Call]:
+    """The loads this model value may come from that a device_map puts on the CPU (alpaca-lora's `else:` branch,
+    `device_map={"": device}` where only "cpu" is left)."""
+    models = s.models_of(model) if model is not None else []
+    return [m for m in models if (dm := kw(m, "device_map")) is not None and map_on_cpu(s, dm)]

@@ -19,7 +19,7 @@ from infertune.doctor.nodes import (
     receiver,
     task_of,
 )
-from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE, gpu_intent, params_in_id
+from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE, cpu_loads, gpu_intent, params_in_id
 from infertune.doctor.rules.loading import moved, pipeline_stays_on_cpu, pipeline_typed, placed_at_load, stays_on_cpu
 from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
@@ -67,6 +67,13 @@ def fp16_on_cpu(s: Script):
                 value or c,
                 "float16 whenever CUDA is there, but the model is never moved to the GPU: on a CUDA machine the "
                 "fp16 weights run on the CPU (emulated, slow); move the model to the device the dtype was chosen for",
+            )
+    for m in s.calls:
+        if method(m) == "half" and not m.args and cpu_loads(s, receiver(m)):
+            yield (
+                m,
+                "`.half()` on a model the script's CPU path loads: fp16 weights on a CPU (no fp16 matmul before "
+                "PyTorch 2.1, emulated and slow after); cast only on the GPU path",
             )
 
 

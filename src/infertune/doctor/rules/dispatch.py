@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import callee, const, dotted, kw, method
+from infertune.doctor.nodes import callee, const, dotted, kw, method, receiver
+from infertune.doctor.rules.context import cpu_loads
 from infertune.doctor.script import Script
 
 DISPATCH_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
@@ -63,6 +64,8 @@ def move_dispatched(s: Script):
             attr = method(m)
             if attr not in ("to", "cuda", "half", "float", "bfloat16"):
                 continue
+            if attr == "half" and cpu_loads(s, receiver(m)):
+                continue  # the cast also meets the CPU path's model: IT031's finding (one problem, one finding)
             if quantized and is_cast(m) and attr != "bfloat16":
                 yield (
                     m,

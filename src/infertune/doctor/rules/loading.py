@@ -22,7 +22,7 @@ from infertune.doctor.nodes import (
     receiver,
     task_of,
 )
-from infertune.doctor.rules.context import CPU_WORKABLE, data_set_job, gpu_intent, params_in_id
+from infertune.doctor.rules.context import CPU_WORKABLE, data_set_job, gpu_intent, map_on_cpu, params_in_id
 from infertune.doctor.rules.dispatch import cast_after_dispatch, is_cast
 from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
@@ -218,7 +218,11 @@ def placed_at_load(s: Script, c: ast.Call, explicit_cpu: bool = False) -> bool:
     """On an accelerator from the load on (device_map, a quantized load, a chained .cuda()); with
     explicit_cpu, a deliberate device_map='cpu' counts as placed too."""
     dm = kw(c, "device_map")
-    if (dm is not None and (explicit_cpu or const(dm) != "cpu")) or has_star_kwargs(c) or s.placed_by_quantization(c):
+    if (
+        (dm is not None and (explicit_cpu or not map_on_cpu(s, dm)))
+        or has_star_kwargs(c)
+        or s.placed_by_quantization(c)
+    ):
         return True
     node: ast.AST = c  # from_pretrained(...).eval().cuda()
     while isinstance(attr := s.parents.get(node), ast.Attribute) and isinstance(call := s.parents.get(attr), ast.Call):
