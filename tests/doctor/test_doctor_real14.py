@@ -79,3 +79,11 @@ def test_the_cpu_branch_of_a_device_test_is_read_as_the_cpu(tmp_path):
     not IT020: one problem, one finding). Both branches' models reach the read after them."""
     assert rules(tmp_path, BRANCHES.format(cast="")) == []
     assert rules(tmp_path, BRANCHES.format(cast="    if not load_8bit:\n        model.half()\n")) == ["IT031"]
+
+
+def test_a_codegpt_fine_tune_is_gpt2_and_needs_no_remote_code(tmp_path):
+    """IT012: Microsoft's CodeGPT checkpoints (and fine-tunes named after them) are GPT-2, which transformers runs
+    itself."""
+    code = 'model = AutoModelForCausalLM.from_pretrained("{}", trust_remote_code=True, dtype="auto")\n'
+    assert "IT012" in rules(tmp_path, code.format("someone/codegpt-small-sft"))
+    assert "IT012" not in rules(tmp_path, code.format("someone/internlm2-chat-7b"))

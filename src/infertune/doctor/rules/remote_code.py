@@ -23,9 +23,10 @@ from infertune.doctor.script import Script
 # code win over them (Qwen 1's "Qwen-7B", ChatGLM, InternLM, Florence-2, IndicTrans2, jina/nomic BERTs, ...). Phi-1,
 # -1.5 and -2 shipped their own code in 2023 and are native since transformers 4.37, their repositories converted
 # (doctor-real-4 f03 and doctor-real-7 t17, labelled so). RLHFlow's ArmoRM names Llama 3 but ships its own gated
-# reward head (doctor-real-8 w10).
+# reward head (doctor-real-8 w10). Microsoft's CodeGPT checkpoints are GPT-2 (GPT2LMHeadModel; doctor-real-14 b01's
+# fine-tune of one).
 NATIVE_ID = lazy_compile(
-    r"llama|mistral|mixtral|qwen1\.5|qwen2|qwen3|gemma|phi-?[1-4]|gpt2|gpt-neo|gpt-j|pythia|opt-\d|bloom|starcoder2|"
+    r"llama|mistral|mixtral|qwen1\.5|qwen2|qwen3|gemma|phi-?[1-4]|gpt2|codegpt|gpt-neo|gpt-j|pythia|opt-\d|bloom|starcoder2|"
     r"codellama|tinyllama|zephyr|vicuna|smollm|smolvlm|olmo|granite|stablelm|llava|idefics|whisper|"
     r"^t5|flan-t5|^bart|m2m100|nllb|opus-mt|bert|roberta|deepseek-r1-distill",
     IGNORECASE,
