@@ -87,3 +87,17 @@ def test_a_codegpt_fine_tune_is_gpt2_and_needs_no_remote_code(tmp_path):
     code = 'model = AutoModelForCausalLM.from_pretrained("{}", trust_remote_code=True, dtype="auto")\n'
     assert "IT012" in rules(tmp_path, code.format("someone/codegpt-small-sft"))
     assert "IT012" not in rules(tmp_path, code.format("someone/internlm2-chat-7b"))
+
+
+def test_a_form_whose_submit_is_never_read_generates_on_every_rerun(tmp_path):
+    """IT050: the submit button's value is bound and never tested, so the generation under the form runs at each
+    rerun; testing it gates the generation."""
+    code = (
+        "import streamlit as st\nfrom transformers import pipeline\n"
+        '@st.cache_resource\ndef load():\n    return pipeline("text-generation", model="gpt2")\npipe = load()\n'
+        "def answer(text):\n    out = pipe(text, max_new_tokens=64)\n    st.info(out[0]['generated_text'])\n"
+        "with st.form('f'):\n    text = st.text_area('Enter text:')\n    submitted = st.form_submit_button('Submit')\n"
+        "{}"
+    )
+    assert "IT050" in rules(tmp_path, code.format("    answer(text)\n"))
+    assert "IT050" not in rules(tmp_path, code.format("    if submitted:\n        answer(text)\n"))

@@ -77,3 +77,34 @@ def generation_before_button(s: Script):
                 "change, and at first load on an empty input) while the button only shows it: generate inside "
                 "`if <button>:`",
             )
+    yield from _button_never_read(s)
+
+
+def _button_never_read(s: Script):
+    """A button whose value is bound and never read, and a generation at the page's top level after it: the test
+    the button was made for is missing, so the page generates on every rerun (doctor-real-14 a03: LangChain's
+    Streamlit quickstart with its `if submitted:` dropped)."""
+    read = {n.id for n in s.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    unread = [
+        n
+        for n in s.nodes
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and method(n.value) in BUTTONS
+        and all(isinstance(t, ast.Name) and t.id not in read for t in n.targets)
+    ]
+    if not unread:
+        return
+    first = min(n.lineno for n in unread)
+    for stmt in s.nodes:
+        if (
+            isinstance(stmt, ast.Expr | ast.Assign)
+            and stmt.lineno > first
+            and _ungated(s, stmt)
+            and _generates(s, stmt.value)
+        ):
+            yield (
+                stmt.value,
+                f"the button's value (`{dotted(unread[0].targets[0])}`) is never read, so the page generates on "
+                "every rerun (each keystroke or widget change, and at first load): generate inside `if <button>:`",
+            )
