@@ -101,3 +101,18 @@ def test_a_form_whose_submit_is_never_read_generates_on_every_rerun(tmp_path):
     )
     assert "IT050" in rules(tmp_path, code.format("    answer(text)\n"))
     assert "IT050" not in rules(tmp_path, code.format("    if submitted:\n        answer(text)\n"))
+
+
+def test_generate_fed_its_own_output_one_token_at_a_time_is_quadratic(tmp_path):
+    """IT027: a loop that calls generate for one more token (max_length = the input's length + 1) and feeds its
+    output back as the next input prefills the whole sequence each step; one call with many tokens is fine."""
+    code = (
+        'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n'
+        "def decode(input_ids, steps):\n"
+        "    for _ in range(steps):\n"
+        "        out = model.generate(input_ids, max_length=input_ids.shape[1] + {}, return_dict_in_generate=True)\n"
+        "        input_ids = out.sequences[0].unsqueeze(0)\n"
+        "    return input_ids\n"
+    )
+    assert "IT027" in rules(tmp_path, code.format(1))
+    assert "IT027" not in rules(tmp_path, code.format(256))

@@ -96,16 +96,46 @@ def _shows_each_pass(loop: ast.AST) -> bool:
     return False
 
 
+def _new_tokens(s: Script, g: ast.Call) -> int | None:
+    """How many tokens this generate adds: max_new_tokens, or max_length written as the input's length plus a few
+    (`max_length=input_ids.shape[1] + 1`: doctor-real-14 b14)."""
+    n = s.number(kw(g, "max_new_tokens"))
+    cap = kw(g, "max_length")
+    if n is None and isinstance(cap, ast.BinOp) and isinstance(cap.op, ast.Add):
+        n = const(cap.right)
+        n = n if any(isinstance(x, ast.Attribute) and x.attr == "shape" for x in ast.walk(cap.left)) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def _fed_back(s: Script, g: ast.Call, loop: ast.AST, inputs: set[str]) -> bool:
+    """generate's output becomes its next input in the loop (`input_ids = out.sequences[0].unsqueeze(0)`)."""
+    return any(
+        isinstance(a, ast.Assign)
+        and inputs & set().union(*(_names(t) for t in a.targets))
+        and any(isinstance(n, ast.Name) and g in s.origins(n) for n in ast.walk(a.value))
+        for a in ast.walk(loop)
+    )
+
+
 def regenerate_to_stream(s: Script):
     for g in s.generates:
-        n = const(next((k.value for k in g.keywords if k.arg == "max_new_tokens"), None))
-        if not isinstance(n, int) or isinstance(n, bool) or n > 16:
+        n = _new_tokens(s, g)
+        if n is None or n > 16:
             continue
         loop = next((p for p in _ancestors(s, g) if isinstance(p, ast.While | ast.For)), None)
-        if loop is None or not _shows_each_pass(loop):
+        if loop is None:
             continue
         inputs = set().union(*(_names(a) for a in [*g.args, *(k.value for k in g.keywords)]))
-        if inputs & _changed_in(loop) - (_names(loop.target) if isinstance(loop, ast.For) else set()):
+        if _fed_back(s, g, loop, inputs):
+            yield (
+                g,
+                f"decoding by calling generate for {n} token{'s' if n > 1 else ''} at a time on its own output: "
+                "every call prefills the whole sequence again with no KV cache kept (quadratic); steer one "
+                "generate call with a LogitsProcessor, or run the forward passes with past_key_values",
+            )
+        elif _shows_each_pass(loop) and inputs & _changed_in(loop) - (
+            _names(loop.target) if isinstance(loop, ast.For) else set()
+        ):
             yield (
                 g,
                 f"streaming by calling generate for {n} new tokens at a time on the growing text: every call "
