@@ -116,3 +116,16 @@ def test_generate_fed_its_own_output_one_token_at_a_time_is_quadratic(tmp_path):
     )
     assert "IT027" in rules(tmp_path, code.format(1))
     assert "IT027" not in rules(tmp_path, code.format(256))
+
+
+def test_a_helper_that_loads_a_model_and_runs_a_pipeline_around_it_per_call(tmp_path):
+    """IT023: the function loads the weights, wraps them in a pipeline and runs it on its argument: every call
+    loads again. The same pipeline built once outside is silent."""
+    load = (
+        '    model = AutoModelForSpeechSeq2Seq.from_pretrained("distil-whisper/distil-large-v3", dtype="auto")\n'
+        '    pipe = pipeline("automatic-speech-recognition", model=model, device=0)\n'
+    )
+    code = "from transformers import AutoModelForSpeechSeq2Seq, pipeline\ndef transcribe(link):\n{}    return pipe(link)['text']\n"
+    assert rules(tmp_path, code.format(load)) == ["IT023"]
+    outside = code.format("").replace("def transcribe", load.replace("    ", "") + "def transcribe")
+    assert rules(tmp_path, outside) == []

@@ -100,8 +100,11 @@ def _runs_on_argument(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, c: 
     for x in ast.walk(fn):
         if not isinstance(x, ast.Call) or s.enclosing_function(x) is not fn:
             continue
-        runs = (s.is_pipeline_call(x) and c in s.origins(x.func)) or (
-            x in s.generates and c in s.models_of(receiver(x))
+        pipes = s.origins(x.func) if s.is_pipeline_call(x) else []
+        runs = (
+            c in pipes  # (or the pipeline built around what c loads: doctor-real-14 c01)
+            or any(p in s.pipelines and (m := pipeline_model(p)) is not None and c in s.models_of(m) for p in pipes)
+            or (x in s.generates and c in s.models_of(receiver(x)))
         )
         if runs and set().union(*(_names(a) for a in [*x.args, *(k.value for k in x.keywords)])) & derived:
             return True
