@@ -1,5 +1,5 @@
 """infertune doctor: training steps left in inference (IT040, IT041), answers thrown away (IT042), misspelled options
-(IT043), and where a pipeline given no device runs (transformers 4.42 moved it to the GPU). Each test runs the real
+(IT043), and where a pipeline given no device runs (transformers 4.47 moved it to the GPU). Each test runs the real
 rules on a snippet, the silent shape beside the one that must fire."""
 
 from infertune.doctor.nodes import Target
@@ -72,8 +72,8 @@ def test_misspelled_options_are_named_with_their_spelling(tmp_path):
     assert rules(tmp_path, LOAD + "out = model.generate(**inputs, max_new_tokens=32, pixel_values=px)\n") == []
 
 
-def test_a_pipeline_with_no_device_runs_on_the_gpu_since_4_42(tmp_path):
-    """transformers 4.42 (PR 31398) gives a pipeline with no device cuda:0 when there is one, moving a model handed
+def test_a_pipeline_with_no_device_runs_on_the_gpu_since_4_47(tmp_path):
+    """transformers 4.47 gives a pipeline with no device cuda:0 when there is one, moving a model handed
     to it: a model left on the CPU is reported only where the pins allow an older release."""
     code = (
         'model = AutoModelForCausalLM.from_pretrained("org/m-7b", torch_dtype=torch.bfloat16)\n'
@@ -82,17 +82,18 @@ def test_a_pipeline_with_no_device_runs_on_the_gpu_since_4_42(tmp_path):
     )
     assert rules(tmp_path, code) == []
     assert rules(tmp_path, code, target=pinned((4, 36, 2))) == ["IT002"]
-    assert rules(tmp_path, code, target=pinned((4, 44, 0))) == []
+    assert rules(tmp_path, code, target=pinned((4, 44, 0))) == ["IT002"]
+    assert rules(tmp_path, code, target=pinned((4, 48, 0))) == []
 
 
 def test_a_large_decoder_pipeline_with_no_dtype_loads_fp32_on_4x(tmp_path):
     """On a GPU (device=0) with no dtype: IT001. With neither device nor dtype: one IT002 that names both outcomes
-    (the CPU before 4.42, fp32 on cuda:0 after); with a dtype and no device, only a pin before 4.42 speaks."""
+    (the CPU before 4.47, fp32 on cuda:0 after); with a dtype and no device, only a pin before 4.47 speaks."""
     code = 'from transformers import pipeline\npipe = pipeline("text-generation", model="org/m-7b"{})\n'
     assert rules(tmp_path, code.format(", device=0")) == ["IT001"]
     assert rules(tmp_path, code.format(", device=0, dtype=torch.bfloat16")) == []
     both = check_code(tmp_path, code.format("")).findings
-    assert [f.rule for f in both] == ["IT002"] and "4.42" in both[0].message and "fp32" in both[0].message
+    assert [f.rule for f in both] == ["IT002"] and "4.47" in both[0].message and "fp32" in both[0].message
     assert rules(tmp_path, code.format(", dtype=torch.bfloat16")) == []
     assert rules(tmp_path, code.format(", dtype=torch.bfloat16"), target=pinned((4, 40, 0))) == ["IT002"]
     assert rules(tmp_path, code.format(", device='cpu'")) == []

@@ -171,9 +171,9 @@ def _places(s: Script, p: ast.Call) -> bool:
 
 def pipeline_on_cpu(s: Script):
     """A generative pipeline given a model id (not a loaded model: IT002 reads those at their load) that names 2B
-    parameters or more, with no device: before transformers 4.42 it loads and runs on the CPU (doctor-real-3 e31: a
-    Llama-2-7B chat pipeline behind Gradio); 4.42+ takes cuda:0, where 4.x loads it in fp32 if no dtype is given.
-    So where the pins allow 4.42+, only a pipeline given neither device nor dtype is reported, once, naming both
+    parameters or more, with no device: before transformers 4.47 it loads and runs on the CPU (doctor-real-3 e31: a
+    Llama-2-7B chat pipeline behind Gradio); 4.47+ takes cuda:0, where 4.x loads it in fp32 if no dtype is given.
+    So where the pins allow 4.47+, only a pipeline given neither device nor dtype is reported, once, naming both
     outcomes (doctor-real-10 d02, doctor-real-11 d13: labelled as the CPU run). In a script that never names a GPU,
     5B or more (a smaller one there is a choice, as for IT002's loads); an id that names no size says nothing."""
     if s.trains:
@@ -189,9 +189,9 @@ def pipeline_on_cpu(s: Script):
         n = params_in_id(model)
         if model and n is not None and n >= (CPU_SIZED if gpu_intent(s) else CPU_WORKABLE):
             where = (
-                "the pinned transformers (before 4.42) loads and runs it on the CPU (seconds per token)"
+                "the pinned transformers (before 4.47) loads and runs it on the CPU (seconds per token)"
                 if pipeline_stays_on_cpu(s)
-                else "before transformers 4.42 it loads and runs on the CPU (seconds per token); 4.42+ puts it on "
+                else "before transformers 4.47 it loads and runs on the CPU (seconds per token); 4.47+ puts it on "
                 "cuda:0, in fp32 on 4.x (twice the memory)"
             )
             yield (

@@ -111,7 +111,7 @@ def _half_pipelines_in_fp32(s: Script) -> list[ast.Call]:
     model_kwargs: 4.x loads it in fp32. Whisper large-v3 (a half-precision encoder-decoder; doctor-real-8 x11), or a
     generative pipeline whose id names 1B parameters or more (those are published in bf16/fp16; doctor-real-10 c08,
     a LLaVA-1.5-7B pipeline). On the GPU: a device that is not the CPU, a device_map, or no device at all where the
-    pins allow transformers 4.42 or later (which takes cuda:0 when there is one) and the script names a GPU or the
+    pins allow transformers 4.47 or later (which takes cuda:0 when there is one) and the script names a GPU or the
     model is too large for a CPU by choice."""
     out = []
     for p in s.pipelines:
@@ -262,7 +262,7 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
         if any(kw(load, "device_map") is not None for load in s.models_of(use)):
             return False  # a pipeline leaves a model placed by device_map where it is (it reads hf_device_map)
         if kw(call, "device") is None and kw(call, "device_map") is None:
-            # 4.42+ moves the model it is given to cuda:0 when there is one: where the script names a GPU, or for a
+            # 4.47+ moves the model it is given to cuda:0 when there is one: where the script names a GPU, or for a
             # model too large for a CPU by choice (a small one in a script that never names a GPU may run there)
             loads = s.models_of(use)
             if any(dtype_keywords(load) == (None, None) and not s.quantized(load) for load in loads):
@@ -315,10 +315,10 @@ def _fp32_written(s: Script, c: ast.Call) -> bool:
 
 
 def pipeline_stays_on_cpu(s: Script) -> bool:
-    """A pipeline given no device stays on the CPU only before transformers 4.42 (PR 31398: since then it takes
-    cuda:0 when there is one, moving a CPU model handed to it), so only where the script's pins allow such a
-    version (doctor-real-10 c08: labelled so, blind)."""
-    return s.target.may_be_before((4, 42))
+    """A pipeline given no device stays on the CPU only before transformers 4.47 (read in the wheels: 4.46.3 sets
+    device=None to -1, with a warning since 4.42; 4.47.1 sets it to 0, cuda:0 when there is one, moving a CPU model
+    handed to it), so only where the script's pins allow such a version (doctor-real-10 c08: labelled so, blind)."""
+    return s.target.may_be_before((4, 47))
 
 
 def _handed_to_pipeline(s: Script, c: ast.Call) -> ast.Call | None:
@@ -338,9 +338,9 @@ def model_on_cpu(s: Script):
             pipe = _handed_to_pipeline(s, c)
             if pipe is not None:  # said where the fix goes: the pipeline that could have placed it
                 where = (
-                    "the pinned transformers (before 4.42) runs it on the CPU"
+                    "the pinned transformers (before 4.47) runs it on the CPU"
                     if pipeline_stays_on_cpu(s)
-                    else "before transformers 4.42 it runs on the CPU; 4.42+ moves it to cuda:0, in fp32 on 4.x when "
+                    else "before transformers 4.47 it runs on the CPU; 4.47+ moves it to cuda:0, in fp32 on 4.x when "
                     "no dtype was given"
                 )
                 yield pipe, f"`{name}` is handed to a pipeline with no device and never moved: {where}"
