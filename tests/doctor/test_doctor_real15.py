@@ -1,0 +1,24 @@
+"""infertune doctor, what doctor-real-15's development part taught (its cases are named in docs/doctor.md). Each
+test runs the real rules on a snippet, the silent shape beside the one that must fire."""
+
+from infertune.doctor.nodes import Target
+from tests.doctor.cases import check_code
+
+
+def rules(tmp_path, code: str, target: Target | None = None) -> list[str]:
+    return [f.rule for f in check_code(tmp_path, code, target=target).findings]
+
+
+def test_a_pipeline_before_4_43_adds_no_bos_to_templated_text(tmp_path):
+    """IT025 for a text-generation pipeline given chat-template text: since transformers 4.43 it tokenizes with
+    special tokens (a second BOS); before, without (doctor-real-15 d07, pinned to 4.38)."""
+    code = (
+        'from transformers import pipeline\npipe = pipeline("text-generation", model="google/gemma-7b-it", '
+        'device_map="auto", dtype="auto")\n'
+        'text = pipe.tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, '
+        "add_generation_prompt=True)\n"
+        "print(pipe(text, max_new_tokens=64, return_full_text=False)[0]['generated_text'])\n"
+    )
+    old = Target(transformers_max=(4, 38, 99), version_source="requirements.txt")
+    assert "IT025" in rules(tmp_path, code)
+    assert "IT025" not in rules(tmp_path, code, target=old)
