@@ -96,6 +96,7 @@ COVERED = {
     "other:undefined-outputs": "IT038",
     "other:undefined-tokenizer-model": "IT038",
     "other:undefined-cli-arg": "IT038",
+    "other:undefined-argparse-attribute": "IT038",
     "other:duplicate-model-load": "IT039",
     "other:unused-duplicate-model-load": "IT039",
     "other:kbit-training-prep-for-inference": "IT040",

@@ -22,3 +22,21 @@ def test_a_pipeline_before_4_43_adds_no_bos_to_templated_text(tmp_path):
     old = Target(transformers_max=(4, 38, 99), version_source="requirements.txt")
     assert "IT025" in rules(tmp_path, code)
     assert "IT025" not in rules(tmp_path, code, target=old)
+
+
+def test_chatglm_prompts_in_its_own_round_format_are_its_template(tmp_path):
+    """IT013/IT003: ChatGLM2 ships no chat template; its documented format is "[Round 1]\\n\\n问：...\\n\\n答：", which a
+    helper of the file writes (here for each item of a list comprehension): neither raw text nor a hand-built
+    stand-in for a template. The bare questions are raw text."""
+    code = (
+        "from transformers import AutoModel\n"
+        'tok = AutoTokenizer.from_pretrained("THUDM/chatglm2-6b", trust_remote_code=True)\n'
+        'model = AutoModel.from_pretrained("THUDM/chatglm2-6b", trust_remote_code=True).bfloat16().cuda()\n'
+        'def build_prompt(text):\n    return "[Round {{}}]\\n\\n问：{{}}\\n\\n答：".format(1, text)\n'
+        "def answer(texts):\n"
+        '    inputs = tok([{}], padding=True, return_tensors="pt").to("cuda")\n'
+        "    out = model.generate(**inputs, do_sample=False, max_new_tokens=64)\n"
+        '    return [tok.decode(o[inputs["input_ids"].shape[1]:]) for o in out]\n'
+    )
+    assert rules(tmp_path, code.format("build_prompt(t) for t in texts")) == []
+    assert rules(tmp_path, code.format("t for t in texts")) == ["IT013"]

@@ -349,6 +349,8 @@ class Flow:
                         out += self.strings(v.value, depth + 1)
             elif isinstance(o, (ast.List, ast.Tuple)):
                 out += [x for e in o.elts for x in self.strings(e, depth + 1)]
+            elif isinstance(o, (ast.ListComp, ast.GeneratorExp)):  # [build_prompt(q) for q in texts]: each item's
+                out += self.strings(o.elt, depth + 1)
             elif isinstance(o, ast.BinOp):
                 out += self.strings(o.left, depth + 1) + self.strings(o.right, depth + 1)
             elif isinstance(o, ast.Call) and method(o) in ("format", "strip", "join", "replace", "lstrip", "rstrip"):

@@ -14,6 +14,7 @@ from infertune.doctor.nodes import (
     Target,
     callee,
     dotted,
+    has_star_kwargs,
     kw,
     lazy_compile,
     method,
@@ -22,6 +23,7 @@ from infertune.doctor.nodes import (
     task_of,
 )
 
+TASK_DEFAULTS = {"text-generation": "openai-community/gpt2"}  # a pipeline given a task and no model
 INPUTISH = lazy_compile(r"input|encod|batch|token", IGNORECASE)  # a tokenizer's output, by its name
 
 
@@ -89,6 +91,16 @@ class Script(Flow):
         arg = self.weights_arg(load)
         ids = self.id_strings(arg) if arg is not None else []
         return ids[0] if ids else None
+
+    def pipeline_model_id(self, pipe: ast.Call) -> str | None:
+        """The checkpoint a pipeline runs: its model's id (a load of the file, or a string), else its task's default."""
+        m = pipeline_model(pipe)
+        if m is None:
+            task = task_of(pipe)
+            return TASK_DEFAULTS.get(task) if isinstance(task, str) and not has_star_kwargs(pipe) else None
+        loads = self.models_of(m)
+        ids = [self.model_id(x) for x in loads] if loads else self.id_strings(m)
+        return next((i for i in ids if i), None)
 
     def encoder_decoder(self) -> bool:
         return any(ENCODER_DECODER.search(self.model_class(c)) for c in self.loads) or any(

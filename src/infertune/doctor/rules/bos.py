@@ -5,7 +5,7 @@ from __future__ import annotations
 from infertune.doctor import syntax as ast
 from infertune.doctor.checkpoint import chat_template
 from infertune.doctor.nodes import const, kw, method, receiver
-from infertune.doctor.rules.prompts import BOS_IN_TEMPLATE, BOS_TEXT, pipeline_model_id
+from infertune.doctor.rules.prompts import BOS_IN_TEMPLATE, BOS_TEXT
 from infertune.doctor.script import Script
 
 # --- IT025: BOS twice ------------------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ def _leading_text(s: Script, value: ast.AST | None, depth: int = 0) -> str | Non
 
 def double_bos(s: Script):
     ids = [s.model_id(c) for c in [*s.loads, *s.tokenizers]]
-    ids += [pipeline_model_id(s, p) for p in s.pipelines]
+    ids += [s.pipeline_model_id(p) for p in s.pipelines]
     model = next((m for m in ids if m and _writes_bos(m)), None)
     adds_bos = next((m for m in ids if m and BOS_IN_TEMPLATE.search(m)), None)  # its tokenizer adds BOS itself
     if model is None and adds_bos is None:

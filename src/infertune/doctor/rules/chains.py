@@ -22,7 +22,7 @@ from __future__ import annotations
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import callee, const, dotted, id_name, kw, method, receiver, task_of
 from infertune.doctor.rules.outputs import completion_demo, prompt_removed
-from infertune.doctor.rules.prompts import CHAT_MARKERS, CHAT_MODEL, adapter_loaded, pipeline_model_id
+from infertune.doctor.rules.prompts import CHAT_MARKERS, CHAT_MODEL, adapter_loaded
 from infertune.doctor.script import Script
 
 WRAPPER = "HuggingFacePipeline"
@@ -63,7 +63,7 @@ def _text_wrappers(s: Script) -> list[tuple[ast.Call, str | None, bool]]:
                 and not any(k.arg is None for k in pipe.keywords)
             ):
                 full = const(kw(pipe, "return_full_text")) in (None, True)
-                out.append((c, pipeline_model_id(s, pipe), full))
+                out.append((c, s.pipeline_model_id(pipe), full))
         elif (
             method(c) == "from_model_id"
             and dotted(c.func).startswith(WRAPPER)

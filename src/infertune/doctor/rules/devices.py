@@ -21,7 +21,6 @@ from infertune.doctor.nodes import (
 )
 from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE, cpu_loads, gpu_intent, params_in_id
 from infertune.doctor.rules.loading import moved, pipeline_stays_on_cpu, pipeline_typed, placed_at_load, stays_on_cpu
-from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
 FP16 = {"torch.float16", "torch.half", "float16", "fp16", "half"}
@@ -185,7 +184,7 @@ def pipeline_on_cpu(s: Script):
         typed = pipeline_typed(s, p)
         if typed and not pipeline_stays_on_cpu(s):
             continue
-        model = pipeline_model_id(s, p)
+        model = s.pipeline_model_id(p)
         n = params_in_id(model)
         if model and n is not None and n >= (CPU_SIZED if gpu_intent(s) else CPU_WORKABLE):
             where = (

@@ -18,7 +18,7 @@ from infertune.doctor.nodes import (
     task_given,
     task_of,
 )
-from infertune.doctor.rules.prompts import model_ids, pipeline_model_id, weight_ids
+from infertune.doctor.rules.prompts import model_ids, weight_ids
 from infertune.doctor.script import Script
 
 TYPE_CHECKING = False  # (collections.abc costs a check ~2 ms of start-up; type checkers read this as True)
@@ -232,7 +232,7 @@ def sampling_ignored(s: Script):
         if ds is not None and const(ds) is not False:
             continue
         pipe = pipe_of(s, c) if ds is None and isinstance(c.func, (ast.Name, ast.Attribute)) else None
-        if pipe is not None and GPT2_PIPELINE.search((pipeline_model_id(s, pipe) or "").rstrip("/")):
+        if pipe is not None and GPT2_PIPELINE.search((s.pipeline_model_id(pipe) or "").rstrip("/")):
             continue
         if ds is None:
             elsewhere = _samples_elsewhere(s) if elsewhere is None else elsewhere

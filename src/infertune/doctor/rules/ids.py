@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import IGNORECASE, id_name, kw, lazy_compile
-from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
 # organisations a script means and misspells: the short forms people write for the publishers' own
@@ -37,7 +36,7 @@ def invalid_model_id(s: Script):
     """One finding per id, at the string that spells it (where the fix goes), else at the load."""
     seen: set[str] = set()
     for c in [*s.loads, *s.tokenizers, *s.pipelines]:
-        model = pipeline_model_id(s, c) if c in s.pipelines else s.model_id(c)
+        model = s.pipeline_model_id(c) if c in s.pipelines else s.model_id(c)
         if model is None or model in seen or (message := _problem(model, c)) is None:
             continue
         seen.add(model)

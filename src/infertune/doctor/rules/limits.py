@@ -20,7 +20,7 @@ from infertune.doctor.nodes import (
     task_of,
 )
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
-from infertune.doctor.rules.prompts import generation_prompts, literal_texts, model_ids, pipeline_model_id, prompts_of
+from infertune.doctor.rules.prompts import generation_prompts, literal_texts, model_ids, prompts_of
 from infertune.doctor.script import Script
 
 # encoders with a table of learnt positions (BART, DistilBART, mBART, Pegasus: 1024; LED is not one): a longer input
@@ -46,7 +46,7 @@ def summarization_untruncated(s: Script):
             continue
         if task_of(p) != "summarization" or not c.args or has_star_kwargs(c) or has_star_kwargs(p):
             continue
-        model = pipeline_model_id(s, p) if kw(p, "model") or len(p.args) > 1 else SUMMARIZATION_DEFAULT
+        model = s.pipeline_model_id(p) if kw(p, "model") or len(p.args) > 1 else SUMMARIZATION_DEFAULT
         if not model or not FIXED_POSITIONS.search(id_name(model)):
             continue
         if any(const(kw(x, "truncation")) not in (None, False) for x in (c, p)) or kw(p, "tokenizer_kwargs"):
@@ -240,7 +240,7 @@ def _t5_unbounded(s: Script):
         if c in s.generates:
             ids, given, texts = [s.model_id(m) for m in s.models_of(receiver(c))], c.keywords, prompts_of(s, c)
         elif (p := pipe_of(s, c)) is not None and task_of(p) == "text2text-generation":
-            ids, given, texts = [pipeline_model_id(s, p)], [*c.keywords, *p.keywords], list(c.args[:1])
+            ids, given, texts = [s.pipeline_model_id(p)], [*c.keywords, *p.keywords], list(c.args[:1])
         else:
             continue
         if (
@@ -278,7 +278,7 @@ def _pipeline_unbounded(s: Script):
         pipe = pipe_of(s, c) if method(c) != "generate" else None
         if pipe is None or pipe in seen or opaque or LENGTHS & set(kws) or task_of(pipe) != "text-generation":
             continue
-        model = pipeline_model_id(s, pipe)
+        model = s.pipeline_model_id(pipe)
         if not model or local_path(model) or TASK_LENGTH.search(id_name(model)) or SEQ2SEQ_ID.search(id_name(model)):
             continue  # (a local folder's generation_config.json is not known here)
         seen.add(pipe)

@@ -24,7 +24,6 @@ from infertune.doctor.nodes import (
 )
 from infertune.doctor.rules.context import CPU_WORKABLE, data_set_job, gpu_intent, map_on_cpu, params_in_id
 from infertune.doctor.rules.dispatch import cast_after_dispatch, is_cast
-from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
 # Calls that take a model and place it themselves (or may): a model handed to one is not "left on the CPU".
@@ -118,7 +117,7 @@ def _half_pipelines_in_fp32(s: Script) -> list[ast.Call]:
         m = pipeline_model(p)
         if m is None or s.models_of(m) or has_star_kwargs(p):
             continue
-        model = pipeline_model_id(s, p)
+        model = s.pipeline_model_id(p)
         n = params_in_id(model) or 0
         decoder = task_of(p) in DECODER_TASKS and n >= 1e9 and not FP32_CHECKPOINT.search(id_name(model))
         if not (HALF_SEQ2SEQ.search(id_name(model)) or decoder):
@@ -159,7 +158,7 @@ def dtype_rule(s: Script):
         for p in _half_pipelines_in_fp32(s):
             yield (
                 p,
-                f"a pipeline of {pipeline_model_id(s, p)} on the GPU with no torch_dtype loads its half-precision "
+                f"a pipeline of {s.pipeline_model_id(p)} on the GPU with no torch_dtype loads its half-precision "
                 "weights in fp32 on transformers 4.x: twice the memory, slower; pass torch_dtype=torch.bfloat16 "
                 "(or float16)",
             )

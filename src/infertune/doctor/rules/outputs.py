@@ -29,7 +29,6 @@ from infertune.doctor.rules.prompts import (
     literal_texts,
     model_ids,
     named_as_chat,
-    pipeline_model_id,
     probe_helper,
     probe_level,
     prompts_of,
@@ -370,7 +369,7 @@ def prompt_in_output(s: Script):
             continue
         if (pipe := pipe_of(s, c)) is None or task_of(pipe) not in ("text-generation", None):
             continue
-        if SEQ2SEQ_ID.search(id_name(pipeline_model_id(s, pipe))):
+        if SEQ2SEQ_ID.search(id_name(s.pipeline_model_id(pipe))):
             continue  # (an encoder-decoder's output holds no prompt, whatever the task was left to infer)
         full = kws.get("return_full_text")
         if (full is not None and const(full) is not True) or opaque or not c.args or _chat_input(s, c.args[0]):

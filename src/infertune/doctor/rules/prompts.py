@@ -10,12 +10,10 @@ from infertune.doctor.nodes import (
     callee,
     const,
     dotted,
-    has_star_kwargs,
     id_name,
     kw,
     lazy_compile,
     method,
-    pipeline_model,
     receiver,
     task_of,
 )
@@ -29,8 +27,8 @@ TEMPLATE_TOKENS = lazy_compile(
 )
 # Plain transcripts: a base model's or a fine-tune's own format; wrong only for a chat model with a template.
 TRANSCRIPT = lazy_compile(
-    r"(^|\n)\s*(User|Human|USER|Assistant|ASSISTANT|### Instruction|### Human|### Assistant)\s*:?"
-)
+    r"(^|\n)\s*(User|Human|USER|Assistant|ASSISTANT|### Instruction|### Human|### Assistant)\s*:?|\[Round \d*\]|问："
+)  # ("[Round 1]\n\n问：...\n\n答：": ChatGLM's own format, doctor-real-15 b09)
 CHAT_MARKERS = lazy_compile(f"{TEMPLATE_TOKENS.pattern}|{TRANSCRIPT.pattern}")
 SINGLE_TOKEN = lazy_compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
 CHAT_MODEL = lazy_compile(
@@ -123,12 +121,12 @@ def generation_prompts(s: Script, call: ast.Call) -> list[ast.expr]:
 def weight_ids(s: Script) -> list[str | None]:
     """The id each set of weights is loaded from (every from_pretrained load, every pipeline); None where the file
     does not say."""
-    return [s.model_id(c) for c in s.loads] + [pipeline_model_id(s, p) for p in s.pipelines]
+    return [s.model_id(c) for c in s.loads] + [s.pipeline_model_id(p) for p in s.pipelines]
 
 
 def model_ids(s: Script) -> list[str]:
     """The literal (or argparse-default) ids of every model and pipeline of the script."""
-    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [pipeline_model_id(s, p) for p in s.pipelines]
+    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [s.pipeline_model_id(p) for p in s.pipelines]
     return [i for i in ids if i]
 
 
@@ -208,15 +206,18 @@ def _template_source(s: Script, node: ast.AST, text: str, whole: bool) -> bool:
 
 def _no_template(s: Script) -> bool:
     """Every checkpoint of the script is here and ships no chat template: a hand-built prompt is its only format."""
-    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [pipeline_model_id(s, p) for p in s.pipelines]
+    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [s.pipeline_model_id(p) for p in s.pipelines]
     known = [has_chat_template(i) for i in ids if i]
     return bool(known) and all(k is False for k in known)
 
 
 # instruction-tuned families whose tokenizers ship no chat template: their documented prompt is written by hand
-# ("USER: ... ASSISTANT:", "### Instruction:", "Instruct: ... Output:"), so a hand-built prompt is their format
+# ("USER: ... ASSISTANT:", "### Instruction:", "Instruct: ... Output:", ChatGLM's "[Round 1]\n\n问：...\n\n答："), so a
+# hand-built prompt is their format
 TEMPLATELESS = lazy_compile(
-    r"vicuna-\d+b-v1\.[135]|alpaca|dolly-v2|falcon-(7b|40b)-instruct|mpt-\d+b-(instruct|chat)|^phi-(1_5|2)$", IGNORECASE
+    r"vicuna-\d+b-v1\.[135]|alpaca|dolly-v2|falcon-(7b|40b)-instruct|mpt-\d+b-(instruct|chat)|^phi-(1_5|2)$|"
+    r"^chatglm2?-6b",
+    IGNORECASE,
 )
 
 
@@ -279,19 +280,6 @@ def hand_built_chat_prompt(s: Script):
 
 
 # what `pipeline(task)` loads when no model is named (transformers' SUPPORTED_TASKS defaults)
-TASK_DEFAULTS = {"text-generation": "openai-community/gpt2"}
-
-
-def pipeline_model_id(s: Script, pipe: ast.Call) -> str | None:
-    m = pipeline_model(pipe)
-    if m is None:
-        task = task_of(pipe)
-        return TASK_DEFAULTS.get(task) if isinstance(task, str) and not has_star_kwargs(pipe) else None
-    loads = s.models_of(m)
-    ids = [s.model_id(x) for x in loads] if loads else s.id_strings(m)
-    return next((i for i in ids if i), None)
-
-
 # vision-language chat checkpoints with no chat word in their ids (llava-hf/llava-1.5-7b-hf, llava-v1.6-mistral-...):
 # their processors ship a chat template, and a bare prompt is off their format (IT013 only: their documented
 # hand-built formats, `USER: <image>\n... ASSISTANT:` and `[INST] <image>\n... [/INST]`, are not IT003's concern)
@@ -300,7 +288,7 @@ VLM_CHAT = lazy_compile(r"llava", IGNORECASE)
 
 def _chat_ids(s: Script, vlm: bool = False) -> list[str]:
     ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
-    ids += [pipeline_model_id(s, p) or "" for p in s.pipelines]
+    ids += [s.pipeline_model_id(p) or "" for p in s.pipelines]
     return [i for i in ids if CHAT_MODEL.search(id_name(i)) or (vlm and VLM_CHAT.search(id_name(i)))]
 
 
@@ -310,7 +298,7 @@ def _ui_from_pipeline(s: Script):
         if method(c) != "from_pipeline" or not c.args:
             continue
         pipe = next((o for o in s.origins(c.args[0]) if o in s.pipelines), None)
-        model = pipeline_model_id(s, pipe) if pipe is not None else None
+        model = s.pipeline_model_id(pipe) if pipe is not None else None
         task = task_of(pipe) if pipe is not None else None
         if model and task == "text-generation" and CHAT_MODEL.search(id_name(model)):
             yield (c, f"{model} is a chat model, and the UI feeds it the textbox's raw text without its chat template")
@@ -368,7 +356,7 @@ def chat_model_raw_text(s: Script):
             continue  # a fixed sentence to finish: a smoke test of the model, not a conversation
         if s.is_pipeline_call(c):
             pipe = next(o for o in s.origins(c.func) if o in s.pipelines)
-            model = pipeline_model_id(s, pipe)
+            model = s.pipeline_model_id(pipe)
             chatty = isinstance(model, str) and CHAT_MODEL.search(id_name(model))
             raw = _raw_text(s, args[0])
             if chatty and raw and not named_as_chat(args[0]):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls
-from infertune.doctor.rules.prompts import CHAT_MODEL, pipeline_model_id
+from infertune.doctor.rules.prompts import CHAT_MODEL
 from infertune.doctor.script import Script
 
 # a loop that repeats on purpose: timing, warm-up, a benchmark, a retry until the output is valid
@@ -202,7 +202,7 @@ def _weights(s: Script) -> list[tuple[ast.Call, str]]:
         arg = s.weights_arg(c)
         if c in s.pipelines and (arg is None or s.models_of(arg)):
             continue  # (a pipeline given a loaded model reuses it)
-        i = s.model_id(c) if c in s.loads else pipeline_model_id(s, c)
+        i = s.model_id(c) if c in s.loads else s.pipeline_model_id(c)
         if any(isinstance(o, ast.JoinedStr | ast.BinOp | ast.Call) for o in s.origins(arg)):
             continue  # an id built at run time (f"facebook/{name}"): which checkpoint it is, the file does not say
         if i is not None:

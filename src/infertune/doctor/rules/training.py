@@ -4,7 +4,6 @@ checkpoint that was never fine-tuned for it (IT041). Both hold only in a file th
 from __future__ import annotations
 
 from infertune.doctor.nodes import IGNORECASE, callee, id_name, lazy_compile, pipeline_model, task_of
-from infertune.doctor.rules.prompts import pipeline_model_id
 from infertune.doctor.script import Script
 
 # a training loop's marks in the source (not `loss =`, which evaluation computes too, nor a read of requires_grad)
@@ -76,7 +75,7 @@ def untrained_head(s: Script):
     for p in s.pipelines:
         if task_of(p) not in HEAD_TASKS or pipeline_model(p) is None:
             continue
-        model = pipeline_model_id(s, p)
+        model = s.pipeline_model_id(p)
         if model and BASE_ENCODER.match(id_name(model)):
             yield p, _message(model)
 
