@@ -40,3 +40,20 @@ def test_chatglm_prompts_in_its_own_round_format_are_its_template(tmp_path):
     )
     assert rules(tmp_path, code.format("build_prompt(t) for t in texts")) == []
     assert rules(tmp_path, code.format("t for t in texts")) == ["IT013"]
+
+
+def test_raw_text_to_a_chat_model_is_one_finding_per_scope(tmp_path):
+    """IT013: a script's first question and its chat loop feed the same chat model raw text: one missing template,
+    one finding that names both lines; a function of its own (a route) is a finding of its own."""
+    code = (
+        'model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-7B-Instruct", dtype="auto", device_map="auto")\n'
+        'ids = tok("2+3?", return_tensors="pt").to(model.device)\n'
+        "print(tok.decode(model.generate(**ids, max_new_tokens=64)[0][ids['input_ids'].shape[1]:]))\n"
+        "while True:\n"
+        '    ids = tok(input("> "), return_tensors="pt").to(model.device)\n'
+        "    print(tok.decode(model.generate(**ids, max_new_tokens=64)[0][ids['input_ids'].shape[1]:]))\n"
+    )
+    found = [f for f in check_code(tmp_path, code).findings if f.rule == "IT013"]
+    assert len(found) == 1 and "also at line" in found[0].message
+    route = "def answer(q):\n    ids = tok(q, return_tensors='pt').to(model.device)\n    return model.generate(**ids, max_new_tokens=64)\n"
+    assert rules(tmp_path, code + route).count("IT013") == 2

@@ -339,6 +339,17 @@ def named_as_chat(node: ast.AST, words: tuple[str, ...] = ("messages", "conversa
 
 
 def chat_model_raw_text(s: Script):
+    """One finding per scope (a function, or the module), at its first call that feeds the chat model raw text,
+    naming the others' lines (doctor-real-15 d14: a script's first question and its loop's, labelled once)."""
+    scopes: dict[ast.AST | None, list] = {}
+    for node, message in _raw_text_calls(s):
+        scopes.setdefault(s.enclosing_function(node), []).append((node, message))
+    for (node, message), *rest in scopes.values():
+        lines = sorted({n.lineno for n, _ in rest} - {node.lineno})
+        yield node, message + (f" (also at line {', '.join(map(str, lines))})" if lines else "")
+
+
+def _raw_text_calls(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s, vlm=True) or _no_template(s):
         return
     if adapter_loaded(s):
