@@ -57,3 +57,20 @@ def test_raw_text_to_a_chat_model_is_one_finding_per_scope(tmp_path):
     assert len(found) == 1 and "also at line" in found[0].message
     route = "def answer(q):\n    ids = tok(q, return_tensors='pt').to(model.device)\n    return model.generate(**ids, max_new_tokens=64)\n"
     assert rules(tmp_path, code + route).count("IT013") == 2
+
+
+def test_sampling_values_in_a_generation_config_with_an_unfilled_kwargs(tmp_path):
+    """IT015: GenerationConfig(temperature=..., num_beams=4, **kwargs) inside a callback whose **kwargs nothing in
+    the file fills (alpaca-lora's evaluate, a Gradio fn): beam search ignores the sampling values. A call site that
+    passes another keyword may carry do_sample, so then it is silent."""
+    code = (
+        'model = AutoModelForCausalLM.from_pretrained("huggyllama/llama-7b", dtype="auto", device_map="auto")\n'
+        "def evaluate(instruction, temperature=0.1, top_p=0.75, num_beams=4, **kwargs):\n"
+        '    ids = tok(instruction, return_tensors="pt").input_ids.to(model.device)\n'
+        "    cfg = GenerationConfig(temperature=temperature, top_p=top_p, num_beams=num_beams, **kwargs)\n"
+        "    out = model.generate(input_ids=ids, generation_config=cfg, max_new_tokens=128)\n"
+        "    return tok.decode(out[0][ids.shape[1]:])\n"
+        "gr.Interface(fn=evaluate, inputs=['text'], outputs='text').launch()\n"
+    )
+    assert "IT015" in rules(tmp_path, code)
+    assert "IT015" not in rules(tmp_path, code + "evaluate('hi', do_sample=True)\n")
