@@ -74,3 +74,10 @@ def test_sampling_values_in_a_generation_config_with_an_unfilled_kwargs(tmp_path
     )
     assert "IT015" in rules(tmp_path, code)
     assert "IT015" not in rules(tmp_path, code + "evaluate('hi', do_sample=True)\n")
+
+
+def test_a_revision_glued_to_the_model_id_is_no_hub_id(tmp_path):
+    """IT046: "org/name@<hash>" is not parsed by from_pretrained; the revision goes to revision=."""
+    code = 'model = AutoModel.from_pretrained("{}", trust_remote_code=True)\n'
+    assert rules(tmp_path, code.format("jinaai/jina-embeddings-v3@f1944de8")) == ["IT046"]
+    assert rules(tmp_path, code.format("jinaai/jina-embeddings-v3")) == []

@@ -1,5 +1,5 @@
 """IT046: a model id the Hub cannot resolve, by its shape: a GGUF file name given as the repository (the file goes to
-gguf_file=), or an organisation one slip away from the publisher's (`meta/llama-3.2-1b` for meta-llama's). The load
+gguf_file=), a revision glued to it with '@', or an organisation one slip away from the publisher's (`meta/llama-3.2-1b` for meta-llama's). The load
 fails before anything runs (doctor-real-1 b18, labelled `other:invalid-model-id`).
 
 IT049: an Auto class with no mapping for the checkpoint's architecture: a T5-family checkpoint through
@@ -25,6 +25,12 @@ def _problem(model: str, load: ast.Call) -> str | None:
         return (
             f"{model} names a GGUF file, not a repository: the load fails; pass the repository as the id and the "
             "file as gguf_file="
+        )
+    if "@" in name:  # (doctor-real-15 c15: "jinaai/jina-embeddings-v3@<hash>")
+        repo, _, rev = name.partition("@")
+        return (
+            f"{model}: a revision glued to the id with '@' is not parsed by from_pretrained (the Hub rejects the id): "
+            f"pass {org}/{repo} with revision={rev!r}"
         )
     if org.lower() in WRONG_ORG:
         right = WRONG_ORG[org.lower()]
