@@ -129,3 +129,17 @@ def test_a_helper_that_loads_a_model_and_runs_a_pipeline_around_it_per_call(tmp_
     assert rules(tmp_path, code.format(load)) == ["IT023"]
     outside = code.format("").replace("def transcribe", load.replace("    ", "") + "def transcribe")
     assert rules(tmp_path, outside) == []
+
+
+def test_a_console_loop_over_a_base_model_is_a_dialogue_not_a_prompt_box(tmp_path):
+    """IT004: `input()` in a loop is a console's turn (doctor-real-16 d13, a base Qwen1.5 "你说：" loop): the reply
+    printed with the user's words in front is a leak, unlike a page's prompt box."""
+    code = (
+        'tok = AutoTokenizer.from_pretrained("Qwen/Qwen1.5-0.5B")\n'
+        'model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen1.5-0.5B")\n'
+        "while True:\n"
+        '    inputs = tok(input("> "), return_tensors="pt")\n'
+        "    out = model.generate(**inputs, max_new_tokens=128)\n"
+        "    print(tok.decode(out[0], skip_special_tokens=True))\n"
+    )
+    assert "IT004" in rules(tmp_path, code)

@@ -1,6 +1,7 @@
 """IT046: a model id the Hub cannot resolve, by its shape: a GGUF file name given as the repository (the file goes to
-gguf_file=), a revision glued to it with '@', or an organisation one slip away from the publisher's (`meta/llama-3.2-1b` for meta-llama's). The load
-fails before anything runs (doctor-real-1 b18, labelled `other:invalid-model-id`).
+gguf_file=), a revision glued to it with '@', or an organisation one slip away from the publisher's
+(`meta/llama-3.2-1b` for meta-llama's). The load fails before anything runs (doctor-real-1 b18, labelled
+`other:invalid-model-id`).
 
 IT049: an Auto class with no mapping for the checkpoint's architecture: a T5-family checkpoint through
 AutoModelForCausalLM (T5 has no causal-LM class), or a decoder-only one through AutoModelForSeq2SeqLM (none of them

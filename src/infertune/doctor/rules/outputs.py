@@ -230,9 +230,10 @@ def completion_demo(s: Script, node: ast.AST, prompts: list[ast.expr] | None = N
 
 
 def _written(s: Script, prompt: ast.expr) -> bool:
-    """A prompt written as a literal, or typed into a box (doctor-real-14 a02: a base Mistral's Streamlit prompt)."""
+    """A prompt written as a literal, or typed into a page's box (doctor-real-14 a02: a base Mistral's Streamlit
+    prompt); not `input()`, a console's turn (doctor-real-16 d13), nor a chat box."""
     return bool(literal_texts(s, prompt)) or any(
-        callee(o) in INPUTS for o in s.origins(prompt) if isinstance(o, ast.Call)
+        callee(o) in ("text_input", "text_area", "Textbox") for o in s.origins(prompt) if isinstance(o, ast.Call)
     )
 
 
