@@ -101,8 +101,9 @@ FP32_CLASS = lazy_compile(r"^GPT2(LMHeadModel|Model|DoubleHeadsModel)$")
 # (doctor-real-3 e04, doctor-real-5 q09, labelled so; whisper-large-v2 and -medium, stored in fp32, stay silent)
 HALF_SEQ2SEQ = lazy_compile(r"whisper-large-v3|distil-large-v3", IGNORECASE)
 # checkpoints whose own modelling code (trust_remote_code) picks half precision when none is given: Qwen (v1)'s
-# QWenLMHeadModel sets bf16, else fp16, on a card that supports it and casts itself (`autoset_precision`)
-CASTS_ITSELF = lazy_compile(r"^qwen/qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$", IGNORECASE)
+# QWenLMHeadModel sets bf16, else fp16, on a card that supports it and casts itself (`autoset_precision`); by the
+# id's last part, so a local copy named so counts too (doctor-real-16 d12: ".../qwen/Qwen-7B-Chat")
+CASTS_ITSELF = lazy_compile(r"^qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$", IGNORECASE)
 
 
 def _half_pipelines_in_fp32(s: Script) -> list[ast.Call]:
@@ -176,7 +177,7 @@ def dtype_rule(s: Script):
             or _halved_after_load(s, c)
             or FP32_CHECKPOINT.search(id_name(s.model_id(c)))
             or FP32_CLASS.search(s.model_class(c))
-            or CASTS_ITSELF.search((s.model_id(c) or "").rstrip("/"))
+            or CASTS_ITSELF.search(id_name(s.model_id(c)))
         ):
             # classifiers are small, T5-style checkpoints are fp32; bitsandbytes/GPTQ/AWQ choose theirs; a model
             # run on the CPU computes in fp32 there (a choice, or IT002's finding on this load: one per problem)

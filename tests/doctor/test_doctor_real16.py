@@ -1,0 +1,20 @@
+"""infertune doctor, what doctor-real-16's development part taught (its cases are named in docs/doctor.md). Each
+test runs the real rules on a snippet, the silent shape beside the one that must fire."""
+
+from infertune.doctor.nodes import Target
+from tests.doctor.cases import check_code
+
+
+def rules(tmp_path, code: str, target: Target | None = None) -> list[str]:
+    return [f.rule for f in check_code(tmp_path, code, target=target).findings]
+
+
+def test_a_local_copy_of_qwen_1_casts_itself_like_the_hub_one(tmp_path):
+    """IT001: Qwen (v1)'s own modelling code picks bf16/fp16 when no dtype is given, for a local folder named after
+    the checkpoint too; another checkpoint's local copy is still loaded in fp32 on 4.x."""
+    code = (
+        'model = AutoModelForCausalLM.from_pretrained("/home/me/qwen/{}", device_map="auto", trust_remote_code=True)\n'
+        'out = model.generate(**tok("hi", return_tensors="pt").to(model.device), max_new_tokens=32)\n'
+    )
+    assert "IT001" not in rules(tmp_path, code.format("Qwen-7B-Chat"))
+    assert "IT001" in rules(tmp_path, code.format("Llama-2-7b-chat-hf"))
