@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import SCOPES, callee, const, dotted, kw, method
+from infertune.doctor.nodes import SCOPES, callee, const, dotted, kw, method, receiver
 from infertune.doctor.script import Script
 
 # what a module has without defining it, and what IPython adds to a notebook exported as a script
@@ -173,8 +173,11 @@ def _dests(s: Script) -> set[str] | None:
 def undefined_option(s: Script):
     """`args.x` on argparse's namespace where no parser of the file defines x: an AttributeError (doctor-real-5
     q01: --model defined, args.base_model read)."""
-    if not any(method(c) in ("parse_args", "parse_known_args") for c in s.calls) or (dests := _dests(s)) is None:
+    parses = [c for c in s.calls if method(c) in ("parse_args", "parse_known_args")]
+    if not parses or (dests := _dests(s)) is None:
         return
+    if not all(any(callee(o) == "ArgumentParser" for o in s.origins(receiver(c))) for c in parses):
+        return  # a parser built elsewhere (`parser = build_params()` imported: doctor-real-16 b15) has its own options
     stored = {n.attr for n in s.nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)}
     by_statement: dict[ast.AST, list[ast.Attribute]] = {}
     seen: set[str] = set()
