@@ -65,6 +65,23 @@ def _repeats(n: ast.AST, args: set[str]) -> bool:
     return isinstance(n, ast.For | ast.AsyncFor) and not (_names(n.target) & args)
 
 
+def _variant_per_pass(s: Script, c: ast.Call, loop: ast.AST) -> bool:
+    """Each pass hands the fresh model to a call together with the loop's variable (`run(model, quant_type)`, which
+    quantizes or converts it for that variant): the reload is the clean copy the pass needs (doctor-real-17 b01,
+    a GPTQ variants benchmark, labelled so)."""
+    if not isinstance(loop, ast.For | ast.AsyncFor):
+        return False
+    stmt = s.statement(c)
+    held = {dotted(u) for u in s.uses(c)} | {dotted(x) for x in getattr(stmt, "targets", [])} - {""}
+    return any(  # (both handed over as arguments: `generator(prompt)`, running it on the item, is no variant)
+        isinstance(x, ast.Call)
+        and (given := {a.id for a in [*x.args, *(k.value for k in x.keywords)] if isinstance(a, ast.Name)}) & held
+        and given & _names(loop.target)
+        for x in ast.walk(loop)
+        if s.enclosing_function(x) is s.enclosing_function(c)
+    )
+
+
 def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -145,7 +162,7 @@ def _reload(s: Script, c: ast.Call, handlers: set[int], callbacks: set[str]) -> 
         return None
     args = set().union(*(_names(a) for a in [*c.args, *(k.value for k in c.keywords)]))
     loop = next((n for n in up if _repeats(n, args)), None)
-    if loop is not None:
+    if loop is not None and not _variant_per_pass(s, c, loop):
         at = getattr(loop, "lineno", 0)
         return loop, (
             f"the model is loaded again on every pass of the loop at line {at} (nothing it loads changes "

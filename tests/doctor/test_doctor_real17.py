@@ -1,0 +1,23 @@
+"""infertune doctor, what doctor-real-17's development part taught (its cases are named in docs/doctor.md). Each
+test runs the real rules on a snippet, the silent shape beside the one that must fire."""
+
+from tests.doctor.cases import check_code
+
+
+def rules(tmp_path, code: str) -> list[str]:
+    return [f.rule for f in check_code(tmp_path, code).findings]
+
+
+def test_a_fresh_model_per_variant_of_a_benchmark_is_no_reload(tmp_path):
+    """IT023: a loop over quantization variants that loads a clean model each pass and hands it, with the variant,
+    to a helper (which quantizes it) needs that copy; a loop that only runs the reloaded model on its item does not."""
+    code = (
+        "def run(model, tok, kind):\n    return kind\n"
+        "for kind in ['gptq-8bit', 'gptq-4bit']:\n"
+        '    model = AutoModelForCausalLM.from_pretrained("gpt2", dtype="auto", device_map="auto")\n'
+        "    {}\n"
+    )
+    assert "IT023" not in rules(tmp_path, code.format("run(model, tok, kind)"))
+    assert "IT023" in rules(
+        tmp_path, code.format("print(model.generate(**tok(kind, return_tensors='pt'), max_new_tokens=8))")
+    )
