@@ -21,3 +21,15 @@ def test_a_fresh_model_per_variant_of_a_benchmark_is_no_reload(tmp_path):
     assert "IT023" in rules(
         tmp_path, code.format("print(model.generate(**tok(kind, return_tensors='pt'), max_new_tokens=8))")
     )
+
+
+def test_falcon_instruct_is_prompted_with_plain_text(tmp_path):
+    """IT013: Falcon-7B/40B-Instruct's model card prompts with plain text (no template, no transcript); another
+    instruct model fed the same raw text is reported."""
+    code = (
+        'from transformers import pipeline\npipe = pipeline("text-generation", model="tiiuae/{}", '
+        'device_map="auto", dtype="auto")\n'
+        'print(pipe("Summarize: " + text, max_new_tokens=64, return_full_text=False)[0]["generated_text"])\n'
+    )
+    assert "IT013" not in rules(tmp_path, code.format("falcon-7b-instruct"))
+    assert "IT013" in rules(tmp_path, code.format("falcon3-7b-instruct"))

@@ -102,6 +102,18 @@ class Script(Flow):
         ids = [self.model_id(x) for x in loads] if loads else self.id_strings(m)
         return next((i for i in ids if i), None)
 
+    def weight_ids(self) -> list[str | None]:
+        """The id each set of weights is loaded from (every from_pretrained load, every pipeline); None where the
+        file does not say."""
+        return [self.model_id(c) for c in self.loads] + [self.pipeline_model_id(p) for p in self.pipelines]
+
+    def model_ids(self) -> list[str]:
+        """The literal (or argparse-default) ids of every model, tokenizer and pipeline of the script."""
+        ids = [self.model_id(c) for c in self.loads + self.tokenizers] + [
+            self.pipeline_model_id(p) for p in self.pipelines
+        ]
+        return [i for i in ids if i]
+
     def encoder_decoder(self) -> bool:
         return any(ENCODER_DECODER.search(self.model_class(c)) for c in self.loads) or any(
             task_of(p) in ("text2text-generation", "summarization", "translation") for p in self.pipelines

@@ -18,7 +18,6 @@ from infertune.doctor.nodes import (
     task_given,
     task_of,
 )
-from infertune.doctor.rules.prompts import model_ids, weight_ids
 from infertune.doctor.script import Script
 
 TYPE_CHECKING = False  # (collections.abc costs a check ~2 ms of start-up; type checkers read this as True)
@@ -195,9 +194,9 @@ def _samples_elsewhere(s: Script) -> bool:
     (its generation_config.json when it is here, else a published one that samples)."""
     if (s.generation_defaults or {}).get("do_sample") is True:
         return True
-    if any(SAMPLES_BY_DEFAULT.search(i.rstrip("/")) for i in model_ids(s)):
+    if any(SAMPLES_BY_DEFAULT.search(i.rstrip("/")) for i in s.model_ids()):
         return True
-    weights = weight_ids(s)
+    weights = s.weight_ids()
     if weights and not any(i and not local_path(i) for i in weights):
         return True  # (unknown weights: whether their generation_config.json samples is not known here)
     for n in s.nodes:

@@ -20,7 +20,7 @@ from infertune.doctor.nodes import (
     task_of,
 )
 from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
-from infertune.doctor.rules.prompts import generation_prompts, literal_texts, model_ids, prompts_of
+from infertune.doctor.rules.prompts import generation_prompts, literal_texts, prompts_of
 from infertune.doctor.script import Script
 
 # encoders with a table of learnt positions (BART, DistilBART, mBART, Pegasus: 1024; LED is not one): a longer input
@@ -89,7 +89,7 @@ def _dialogpt_budget(s: Script, value: ast.expr) -> bool:
     """DialoGPT's documented use: max_length (1000 in its card) bounds the whole dialogue, history included; a
     budget of 100 or more is that for its one-line turns (doctor-real-4 f09: 500, "DialoGPT's usual total budget";
     doctor-real-9 k12: 100, "leaves room for its short replies"; no DialoGPT budget was ever labelled a problem)."""
-    n, ids = s.number(value), model_ids(s)
+    n, ids = s.number(value), s.model_ids()
     return isinstance(n, int) and n >= 100 and bool(ids) and all("dialogpt" in i.lower() for i in ids)
 
 
@@ -223,7 +223,7 @@ def _length_set_elsewhere(s: Script) -> bool:
     defaults = s.generation_defaults or {}
     if defaults.get("max_length") not in (None, 20) or defaults.get("max_new_tokens") is not None:
         return True
-    return any(SETS_LENGTH.search(i) for i in model_ids(s))
+    return any(SETS_LENGTH.search(i) for i in s.model_ids())
 
 
 # T5 and Flan-T5 set no length of their own (their generation_config.json has none, unlike Marian's 512, BART-CNN's

@@ -27,13 +27,11 @@ from infertune.doctor.rules.prompts import (
     completion_models_only,
     literal_continuations,
     literal_texts,
-    model_ids,
     named_as_chat,
     probe_helper,
     probe_level,
     prompts_of,
     smoke_probe,
-    weight_ids,
 )
 from infertune.doctor.script import Script
 
@@ -113,7 +111,7 @@ FAMILIES = {
 
 def _family(s: Script) -> str | None:
     """The markers of the script's model's template family, when every model id names the same one."""
-    found = {m for i in model_ids(s) for k, m in FAMILIES.items() if patterns.compile(k, IGNORECASE).search(i)}
+    found = {m for i in s.model_ids() for k, m in FAMILIES.items() if patterns.compile(k, IGNORECASE).search(i)}
     return found.pop() if len(found) == 1 else None
 
 
@@ -279,11 +277,11 @@ def _unknown_completion(s: Script, node: ast.AST) -> bool:
     chat: no chat template, no role markers, no chat model id, no function named as a chat. What the folder
     holds (a base model's fine-tune continuing text, an instruction follower) is not known here, so whether the
     prompt in the output is a leak or the completion's own shape is not either."""
-    weights = [i for i in weight_ids(s) if i]
+    weights = [i for i in s.weight_ids() if i]
     return (
         bool(weights)
         and all(local_folder(i) for i in weights)  # (a tokenizer may come from the Hub: its base's)
-        and not any(CHAT_MODEL.search(id_name(i)) for i in model_ids(s))
+        and not any(CHAT_MODEL.search(id_name(i)) for i in s.model_ids())
         and not s.calls_method("apply_chat_template")
         and not _transcript_in_file(s)
         and not _chatty(s, s.enclosing_function(node))

@@ -118,21 +118,9 @@ def generation_prompts(s: Script, call: ast.Call) -> list[ast.expr]:
     return prompts_of(s, call) if call in s.generates else list(call.args[:1])
 
 
-def weight_ids(s: Script) -> list[str | None]:
-    """The id each set of weights is loaded from (every from_pretrained load, every pipeline); None where the file
-    does not say."""
-    return [s.model_id(c) for c in s.loads] + [s.pipeline_model_id(p) for p in s.pipelines]
-
-
-def model_ids(s: Script) -> list[str]:
-    """The literal (or argparse-default) ids of every model and pipeline of the script."""
-    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [s.pipeline_model_id(p) for p in s.pipelines]
-    return [i for i in ids if i]
-
-
 def base_models_only(s: Script) -> bool:
     """Every model of the script is a known small base completion model (gpt2, distilgpt2, tiny-gpt2, ...)."""
-    ids = model_ids(s)
+    ids = s.model_ids()
     return bool(ids) and all(BASE_LM.search(id_name(i)) for i in ids)
 
 
@@ -152,7 +140,7 @@ def completion_models_only(s: Script, small_only: bool) -> bool:
     """Every model of the script is a base completion model: a small one (BASE_LM), or (small_only False) also a
     larger published base release (BASE_RELEASE: Llama-2-7b-hf, Mistral-7B-v0.3, LLaMA-7B, ...). What they print
     is a continuation of the prompt, so prompt plus continuation is their natural output (IT004's demos)."""
-    ids = [id_name(i) for i in model_ids(s)]
+    ids = [id_name(i) for i in s.model_ids()]
     return bool(ids) and all(BASE_LM.search(i) or (not small_only and BASE_RELEASE.search(i)) for i in ids)
 
 
@@ -221,9 +209,13 @@ TEMPLATELESS = lazy_compile(
 )
 
 
+# of those, the ones whose model card prompts with plain text: no template, no transcript (doctor-real-17 b02, d13)
+RAW_FORMAT = lazy_compile(r"falcon-(7b|40b)-instruct", IGNORECASE)
+
+
 def _documented_by_hand(s: Script) -> bool:
     """Every model of the script is of a family known to ship no chat template (read by id, offline)."""
-    ids = model_ids(s)
+    ids = s.model_ids()
     return bool(ids) and all(TEMPLATELESS.search(id_name(i)) for i in ids)
 
 
@@ -259,7 +251,7 @@ def _bos_by_hand(s: Script, text: str) -> bool:
         return False
     if any(isinstance(n, ast.keyword) and n.arg == "add_special_tokens" and const(n.value) is False for n in s.nodes):
         return False
-    return any(i and BOS_IN_TEMPLATE.search(i) for i in weight_ids(s))
+    return any(i and BOS_IN_TEMPLATE.search(i) for i in s.weight_ids())
 
 
 def hand_built_chat_prompt(s: Script):
@@ -352,7 +344,7 @@ def chat_model_raw_text(s: Script):
 def _raw_text_calls(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s, vlm=True) or _no_template(s):
         return
-    if adapter_loaded(s):
+    if adapter_loaded(s) or ((ids := s.model_ids()) and all(RAW_FORMAT.search(id_name(i)) for i in ids)):
         return  # the adapter's own format
     yield from _ui_from_pipeline(s)
     for c in _prompt_sinks(s):

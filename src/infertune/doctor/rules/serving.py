@@ -8,7 +8,7 @@ from infertune.doctor.rules.context import CPU_SIZED, params_in_id
 from infertune.doctor.rules.handlers import OFFLOAD, generation_in, helper_generation, offloaded
 from infertune.doctor.rules.loading import stays_on_cpu
 from infertune.doctor.rules.outputs import completion_demo
-from infertune.doctor.rules.prompts import BASE_LM, weight_ids
+from infertune.doctor.rules.prompts import BASE_LM
 from infertune.doctor.script import Script
 
 HANDLER_DECORATORS = {"get", "post", "put", "route", "api_route", "websocket", "patch"}
@@ -122,7 +122,7 @@ def _small_models(s: Script) -> bool:
     """Every model's id names under 2B parameters (TinyLlama-1.1B, Qwen2.5-0.5B) or is a small base model (gpt2):
     a sync route around one is a demo, not a serving design (doctor-real-4 f12, doctor-real-3 e05/e07, doctor-real-1
     b01/b09/b11, all labelled so; the problems labelled were 3B and up, or of no size the id names)."""
-    ids = weight_ids(s)
+    ids = s.weight_ids()
     return bool(ids) and all(
         i is not None and (BASE_LM.search(id_name(i)) or ((n := params_in_id(i)) is not None and n < CPU_SIZED))
         for i in ids

@@ -6,7 +6,6 @@ from __future__ import annotations
 from infertune.doctor import syntax as ast
 from infertune.doctor.checkpoint import chat_template
 from infertune.doctor.nodes import IGNORECASE, const, kw, lazy_compile, receiver
-from infertune.doctor.rules.prompts import model_ids
 from infertune.doctor.script import Script
 
 # chat templates that never read add_generation_prompt: the user turn ends with [/INST], itself the cue for the
@@ -18,7 +17,7 @@ INST_TEMPLATE = lazy_compile(
 
 def _flag_ignored(s: Script) -> bool:
     """Every checkpoint's template ignores add_generation_prompt (read when it is here, else known by id)."""
-    ids = model_ids(s)
+    ids = s.model_ids()
     for i in ids:
         text = chat_template(i)
         if (text is not None and "add_generation_prompt" in text) or (text is None and not INST_TEMPLATE.search(i)):
