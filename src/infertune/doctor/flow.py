@@ -296,26 +296,27 @@ class Flow:
         ]
         if not before:
             return values  # (every line here is known)
-        out = []
-        for v in sorted(before, key=lambda v: _line(v) or 0, reverse=True):
-            out.append(v)
-            if not self._branch_apart(_site(v), use):
-                break  # the last assignment that always runs on the way to the use: the earlier ones are dead
-        return out
-
-    def _branch_apart(self, site: ast.AST | None, use: ast.AST) -> bool:
-        """Is this assignment in a branch (an if, a loop, an except) the use is not in: one that may not run on
-        the way to it (`if cuda: device = "cuda"` / `else: device = "cpu"`, then a read: both reach it)?"""
-        around = set()
+        around: set[ast.AST] = set()  # the use and everything it sits in
         node: ast.AST | None = use
         while node is not None:
             around.add(node)
             node = self.parents.get(node)
+        out = []
+        for v in sorted(before, key=lambda v: _line(v) or 0, reverse=True):
+            out.append(v)
+            if not self._branch_apart(_site(v), around):
+                break  # the last assignment that always runs on the way to the use: the earlier ones are dead
+        return out
+
+    def _branch_apart(self, site: ast.AST | None, around: set[ast.AST]) -> bool:
+        """Is this assignment in a branch (an if, a loop, an except) the use (`around`: it and its ancestors) is not
+        in: one that may not run on the way to it (`if cuda: device = "cuda"` / `else: device = "cpu"`, then a read:
+        both reach it)?"""
         node = site
         while node is not None and node not in around:
-            node = self.parents.get(node)
-            if isinstance(node, BRANCHES) and node not in around:
+            if isinstance(node, BRANCHES):
                 return True
+            node = self.parents.get(node)
         return False
 
     def number(self, node: ast.expr | None) -> object:

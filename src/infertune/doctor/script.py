@@ -23,7 +23,8 @@ from infertune.doctor.nodes import (
     task_of,
 )
 
-TASK_DEFAULTS = {"text-generation": "openai-community/gpt2"}  # a pipeline given a task and no model
+# what `pipeline(task)` loads when no model is named (transformers' SUPPORTED_TASKS defaults)
+TASK_DEFAULTS = {"text-generation": "openai-community/gpt2"}
 INPUTISH = lazy_compile(r"input|encod|batch|token", IGNORECASE)  # a tokenizer's output, by its name
 
 

@@ -62,10 +62,9 @@ def _leading_text(s: Script, value: ast.AST | None, depth: int = 0) -> str | Non
 
 
 def double_bos(s: Script):
-    ids = [s.model_id(c) for c in [*s.loads, *s.tokenizers]]
-    ids += [s.pipeline_model_id(p) for p in s.pipelines]
-    model = next((m for m in ids if m and _writes_bos(m)), None)
-    adds_bos = next((m for m in ids if m and BOS_IN_TEMPLATE.search(m)), None)  # its tokenizer adds BOS itself
+    ids = s.model_ids()
+    model = next((m for m in ids if _writes_bos(m)), None)
+    adds_bos = next((m for m in ids if BOS_IN_TEMPLATE.search(m)), None)  # its tokenizer adds BOS itself
     if model is None and adds_bos is None:
         return
     for c in s.calls:

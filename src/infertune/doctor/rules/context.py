@@ -120,10 +120,9 @@ def branch_values(s: Script, node: ast.AST) -> set[object] | None:
         return None
     name, child = dotted(node), node
     while (parent := s.parents.get(child)) is not None:
-        test = parent.test if isinstance(parent, ast.If) else None
         if (
             isinstance(parent, ast.If)
-            and isinstance(test, ast.Compare)
+            and isinstance(test := parent.test, ast.Compare)
             and len(test.ops) == 1
             and isinstance(test.ops[0], ast.Eq | ast.NotEq)
             and dotted(test.left) == name

@@ -217,8 +217,7 @@ def _unfilled_kwargs(s: Script, c: ast.Call) -> bool:
     keyword beyond its named parameters (alpaca-lora's `evaluate(..., **kwargs)`, a Gradio callback called with
     its inputs only: doctor-real-14 d15, doctor-real-15 b05): nothing comes in through it."""
     fn = s.enclosing_function(c)
-    rest = getattr(getattr(fn, "args", None), "kwarg", None)
-    if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or rest is None:
+    if fn is None or (rest := fn.args.kwarg) is None:
         return False
     if any(k.arg is None and dotted(k.value) != rest.arg for k in c.keywords):
         return False

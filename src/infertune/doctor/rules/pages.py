@@ -23,15 +23,16 @@ def _ungated(s: Script, node: ast.AST) -> bool:
     return True
 
 
+def _button_binds(s: Script) -> list[ast.Assign]:
+    """The assignments of a button's value (`submit = st.button(...)`)."""
+    return [
+        n for n in s.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and method(n.value) in BUTTONS
+    ]
+
+
 def _button_names(s: Script) -> set[str]:
-    """Names bound to a button's value (`submit = st.button(...)`)."""
-    return {
-        t.id
-        for n in s.nodes
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and method(n.value) in BUTTONS
-        for t in n.targets
-        if isinstance(t, ast.Name)
-    }
+    """Names bound to a button's value."""
+    return {t.id for n in _button_binds(s) for t in n.targets if isinstance(t, ast.Name)}
 
 
 def _gated_reads(s: Script, buttons: set[str]) -> set[str]:
@@ -85,14 +86,7 @@ def _button_never_read(s: Script):
     the button was made for is missing, so the page generates on every rerun (doctor-real-14 a03: LangChain's
     Streamlit quickstart with its `if submitted:` dropped)."""
     read = {n.id for n in s.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    unread = [
-        n
-        for n in s.nodes
-        if isinstance(n, ast.Assign)
-        and isinstance(n.value, ast.Call)
-        and method(n.value) in BUTTONS
-        and all(isinstance(t, ast.Name) and t.id not in read for t in n.targets)
-    ]
+    unread = [n for n in _button_binds(s) if all(isinstance(t, ast.Name) and t.id not in read for t in n.targets)]
     if not unread:
         return
     first = min(n.lineno for n in unread)

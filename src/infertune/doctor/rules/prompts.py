@@ -118,10 +118,15 @@ def generation_prompts(s: Script, call: ast.Call) -> list[ast.expr]:
     return prompts_of(s, call) if call in s.generates else list(call.args[:1])
 
 
+def every_id(s: Script, pattern) -> bool:
+    """The script names its models and every id's last part matches the pattern."""
+    ids = s.model_ids()
+    return bool(ids) and all(pattern.search(id_name(i)) for i in ids)
+
+
 def base_models_only(s: Script) -> bool:
     """Every model of the script is a known small base completion model (gpt2, distilgpt2, tiny-gpt2, ...)."""
-    ids = s.model_ids()
-    return bool(ids) and all(BASE_LM.search(id_name(i)) for i in ids)
+    return every_id(s, BASE_LM)
 
 
 # pretrained-only (base) releases of any size, by the last part of the id: the published names carry no
@@ -194,8 +199,7 @@ def _template_source(s: Script, node: ast.AST, text: str, whole: bool) -> bool:
 
 def _no_template(s: Script) -> bool:
     """Every checkpoint of the script is here and ships no chat template: a hand-built prompt is its only format."""
-    ids = [s.model_id(c) for c in s.loads + s.tokenizers] + [s.pipeline_model_id(p) for p in s.pipelines]
-    known = [has_chat_template(i) for i in ids if i]
+    known = [has_chat_template(i) for i in s.model_ids()]
     return bool(known) and all(k is False for k in known)
 
 
@@ -215,8 +219,7 @@ RAW_FORMAT = lazy_compile(r"falcon-(7b|40b)-instruct", IGNORECASE)
 
 def _documented_by_hand(s: Script) -> bool:
     """Every model of the script is of a family known to ship no chat template (read by id, offline)."""
-    ids = s.model_ids()
-    return bool(ids) and all(TEMPLATELESS.search(id_name(i)) for i in ids)
+    return every_id(s, TEMPLATELESS)
 
 
 def _own_fine_tune(s: Script) -> bool:
@@ -271,7 +274,6 @@ def hand_built_chat_prompt(s: Script):
                     yield node, "a chat prompt built by hand: the model was trained on its own chat template"
 
 
-# what `pipeline(task)` loads when no model is named (transformers' SUPPORTED_TASKS defaults)
 # vision-language chat checkpoints with no chat word in their ids (llava-hf/llava-1.5-7b-hf, llava-v1.6-mistral-...):
 # their processors ship a chat template, and a bare prompt is off their format (IT013 only: their documented
 # hand-built formats, `USER: <image>\n... ASSISTANT:` and `[INST] <image>\n... [/INST]`, are not IT003's concern)
@@ -279,9 +281,7 @@ VLM_CHAT = lazy_compile(r"llava", IGNORECASE)
 
 
 def _chat_ids(s: Script, vlm: bool = False) -> list[str]:
-    ids = [s.model_id(c) or "" for c in s.loads + s.tokenizers]
-    ids += [s.pipeline_model_id(p) or "" for p in s.pipelines]
-    return [i for i in ids if CHAT_MODEL.search(id_name(i)) or (vlm and VLM_CHAT.search(id_name(i)))]
+    return [i for i in s.model_ids() if CHAT_MODEL.search(id_name(i)) or (vlm and VLM_CHAT.search(id_name(i)))]
 
 
 def _ui_from_pipeline(s: Script):
@@ -344,8 +344,8 @@ def chat_model_raw_text(s: Script):
 def _raw_text_calls(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s, vlm=True) or _no_template(s):
         return
-    if adapter_loaded(s) or ((ids := s.model_ids()) and all(RAW_FORMAT.search(id_name(i)) for i in ids)):
-        return  # the adapter's own format
+    if adapter_loaded(s) or every_id(s, RAW_FORMAT):
+        return  # the adapter's own format, or a family prompted with plain text
     yield from _ui_from_pipeline(s)
     for c in _prompt_sinks(s):
         args = _text_args(c)

@@ -72,7 +72,7 @@ def _variant_per_pass(s: Script, c: ast.Call, loop: ast.AST) -> bool:
     if not isinstance(loop, ast.For | ast.AsyncFor):
         return False
     stmt = s.statement(c)
-    held = {dotted(u) for u in s.uses(c)} | {dotted(x) for x in getattr(stmt, "targets", [])} - {""}
+    held = ({dotted(u) for u in s.uses(c)} | {dotted(x) for x in getattr(stmt, "targets", [])}) - {""}
     return any(  # (both handed over as arguments: `generator(prompt)`, running it on the item, is no variant)
         isinstance(x, ast.Call)
         and (given := {a.id for a in [*x.args, *(k.value for k in x.keywords)] if isinstance(a, ast.Name)}) & held
