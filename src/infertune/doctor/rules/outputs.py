@@ -231,7 +231,7 @@ def _written(s: Script, prompt: ast.expr) -> bool:
     """A prompt written as a literal, or typed into a page's box (doctor-real-14 a02: a base Mistral's Streamlit
     prompt); not `input()`, a console's turn (doctor-real-16 d13), nor a chat box."""
     return bool(literal_texts(s, prompt)) or any(
-        callee(o) in ("text_input", "text_area", "Textbox") for o in s.origins(prompt) if isinstance(o, ast.Call)
+        callee(o) in BOXES for o in s.origins(prompt) if isinstance(o, ast.Call)
     )
 
 
@@ -240,7 +240,8 @@ SPEAKER = lazy_compile(
     r"^\W*(you|user|human|me|bot|chatbot|model|ai|assistant|answer|response|reply)\s*[:>]\s*$", IGNORECASE
 )
 ASKING = lazy_compile(r"\b(ask|question)\w*", IGNORECASE)  # ("Message LLM...", a completion box: doctor-real-1 b15)
-INPUTS = {"input", "text_input", "text_area", "chat_input", "Textbox"}
+BOXES = {"text_input", "text_area", "Textbox"}  # a page's text fields
+INPUTS = BOXES | {"input", "chat_input"}
 
 
 def _framed_as_chat(s: Script) -> bool:
