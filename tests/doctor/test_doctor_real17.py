@@ -33,3 +33,25 @@ def test_falcon_instruct_is_prompted_with_plain_text(tmp_path):
     )
     assert "IT013" not in rules(tmp_path, code.format("falcon-7b-instruct"))
     assert "IT013" in rules(tmp_path, code.format("falcon3-7b-instruct"))
+
+
+def test_a_helper_that_moves_only_the_inputs_leaves_the_cpu_model_where_it_is(tmp_path):
+    """IT001: the CPU branch's fp32 load handed to an evaluate() helper that moves only the inputs stays on the CPU,
+    where fp32 is the precision the author runs; a helper that moves the model it is given puts it on the GPU."""
+    code = (
+        "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        'device = "cuda" if torch.cuda.is_available() else "cpu"\n'
+        "def evaluate(prompt, model, tok):\n"
+        "    ids = tok(prompt, return_tensors='pt').input_ids.to(device)\n"
+        "    {}\n"
+        "    return tok.decode(model.generate(input_ids=ids, max_new_tokens=32)[0][ids.shape[1]:])\n"
+        "if device == 'cuda':\n"
+        '    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", dtype=torch.float16,'
+        ' device_map="auto")\n'
+        "else:\n"
+        '    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", device_map={{"": device}})\n'
+        'tok = AutoTokenizer.from_pretrained("meta-llama/Llama-2-7b-hf")\n'
+        "print(evaluate('Hi', model, tok))\n"
+    )
+    assert "IT001" not in rules(tmp_path, code.format("pass"))
+    assert "IT001" in rules(tmp_path, code.format("model = model.to('cuda')"))

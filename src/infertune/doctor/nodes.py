@@ -247,3 +247,18 @@ def edits(a: str, b: str) -> int:
         for j, cb in enumerate(b, 1):
             prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
     return row[-1]
+
+
+def parameter_of(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, arg: ast.AST) -> str | None:
+    """The parameter of `fn` that `call` passes `arg` to (by position or by keyword), or None where it cannot tell
+    (a starred argument before it, a method's `self`, more arguments than parameters)."""
+    for k in call.keywords:
+        if k.value is arg:
+            return k.arg
+    if arg not in call.args or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+    if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    i = call.args.index(arg)
+    return params[i] if i < len(params) else None

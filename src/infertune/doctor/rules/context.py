@@ -4,7 +4,19 @@ count in a model id, a data set looped over. Read by the placement rules (IT001,
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import IGNORECASE, callee, const, dotted, id_name, kw, lazy_compile, method, receiver
+from infertune.doctor.nodes import (
+    IGNORECASE,
+    PLACES,
+    callee,
+    const,
+    dotted,
+    id_name,
+    kw,
+    lazy_compile,
+    method,
+    parameter_of,
+    receiver,
+)
 from infertune.doctor.script import Script
 
 # a parameter count in a model id: "Llama-2-7b", "Mixtral-8x7B", "Qwen2.5-0.5B-Instruct", "nllb-200-distilled-600M"
@@ -14,6 +26,25 @@ CPU_SIZED = 2e9  # below this a CPU generates at a usable pace (tens of tokens/s
 # machine and it answers at a few tokens/s (Phi-2 2.7B, Phi-3-mini 3.8B, NLLB 3.3B, GPT-NeoX-Japanese 2.7B: each
 # labelled so in doctor-real-4 and -5); every such load labelled a problem was 7B or more
 CPU_WORKABLE = 5e9
+# Calls that take a model and place it themselves (or may): a model handed to one is not "left on the CPU".
+PLACERS = {
+    "Trainer",
+    "SFTTrainer",
+    "DPOTrainer",
+    "prepare",
+    "prepare_model",
+    "dispatch_model",
+    "DataParallel",
+    "load_checkpoint_and_dispatch",
+    "DistributedDataParallel",
+    "init_inference",
+    "cpu_offload",
+    "optimize",
+    "ipex_optimize",
+    "FSDP",
+    "wrap",
+    "to_bettertransformer",
+}
 # well-known checkpoints whose ids name no size, by the id's last part: their parameter counts (model cards)
 KNOWN_PARAMS = {
     "starcoder": 15.5e9,
@@ -145,3 +176,26 @@ def cpu_loads(s: Script, model: ast.AST | None) -> list[ast.Call]:
     `device_map={"": device}` where only "cpu" is left)."""
     models = s.models_of(model) if model is not None else []
     return [m for m in models if (dm := kw(m, "device_map")) is not None and map_on_cpu(s, dm)]
+
+
+def helper_places(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, arg: ast.AST) -> bool:
+    """Does this file's helper, called with the model as `arg`, place it: a `.to()`/`.cuda()` on that parameter (or
+    a name or attribute bound from it), or the parameter handed to a placer, a pipeline or another helper? A move
+    of something else in it (`input_ids.to(device)`) is not one (doctor-real-17 b14: the CPU branch's model handed
+    to an evaluate() that moves only the inputs). Where the parameter is unknown, any move in it counts."""
+    calls = [c for c in ast.walk(fn) if isinstance(c, ast.Call)]
+    param = parameter_of(fn, call, arg)
+    if param is None:
+        return any(method(c) in PLACES or callee(c) in PLACERS for c in calls)
+    aliases = {param}
+    for _ in range(2):  # m = model; self.model = m
+        for a in ast.walk(fn):
+            if isinstance(a, ast.Assign) and any(dotted(x) in aliases for x in ast.walk(a.value)):
+                aliases |= {dotted(t) for t in a.targets} - {""}
+    for c in calls:
+        if method(c) in PLACES and (r := receiver(c)) is not None and any(dotted(x) in aliases for x in ast.walk(r)):
+            return True
+        handed = [a for a in [*c.args, *(k.value for k in c.keywords)] if dotted(a) in aliases]
+        if handed and (callee(c) in PLACERS or callee(c) == "pipeline" or s.defined(c)):
+            return True
+    return False

@@ -22,29 +22,18 @@ from infertune.doctor.nodes import (
     receiver,
     task_of,
 )
-from infertune.doctor.rules.context import CPU_WORKABLE, data_set_job, gpu_intent, map_on_cpu, params_in_id
+from infertune.doctor.rules.context import (
+    CPU_WORKABLE,
+    PLACERS,
+    data_set_job,
+    gpu_intent,
+    helper_places,
+    map_on_cpu,
+    params_in_id,
+)
 from infertune.doctor.rules.dispatch import cast_after_dispatch, is_cast
 from infertune.doctor.script import Script
 
-# Calls that take a model and place it themselves (or may): a model handed to one is not "left on the CPU".
-PLACERS = {
-    "Trainer",
-    "SFTTrainer",
-    "DPOTrainer",
-    "prepare",
-    "prepare_model",
-    "dispatch_model",
-    "DataParallel",
-    "load_checkpoint_and_dispatch",
-    "DistributedDataParallel",
-    "init_inference",
-    "cpu_offload",
-    "optimize",
-    "ipex_optimize",
-    "FSDP",
-    "wrap",
-    "to_bettertransformer",
-}
 SAVES = {"save_pretrained", "push_to_hub"}
 HARMLESS = {
     "compile",
@@ -273,7 +262,7 @@ def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
     if name in PLACERS:
         return True
     for fn in s.defined(call):  # a helper of this file: does it move its parameter?
-        return any(method(c) in PLACES or callee(c) in PLACERS for c in ast.walk(fn) if isinstance(c, ast.Call))
+        return helper_places(s, fn, call, use)
     if name == "from_pretrained" and dotted(receiver(call)).split(".")[-1].startswith("Peft"):
         return False  # PeftModel.from_pretrained(model, adapter): the adapter joins the model where it is
     return name not in HARMLESS and not s.is_tokenizer(call.func) and method(call) != "generate"
