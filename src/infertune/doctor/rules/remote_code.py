@@ -36,6 +36,11 @@ NEEDS_CODE_ID = lazy_compile(
     r"xgen|moss|cogvlm|molmo|kimi|aquila|telechat|openelm|falcon|yi-vl|mplug|blip-3|sfr-|armorm",
     IGNORECASE,
 )
+# Microsoft's Phi-3 and Phi-3.5 repositories still ship the modelling code their cards load with the flag (from
+# before transformers had Phi3: 4.41, read in the 4.40.2 and 4.41.2 wheels). That code calls
+# DynamicCache.get_max_length, gone from transformers 4.49 (read in the 4.48.3 and 4.49.0 wheels): generate fails
+# (transformers issue 36071). Before 4.49 the flag ran working code, as the card said (doctor-real-6 r14, May 2024).
+PHI3_CODE_ID = lazy_compile(r"phi-3", IGNORECASE)
 
 
 def _native_checkpoint(model: str | None) -> bool:
@@ -56,7 +61,15 @@ def trust_remote_code(s: Script):
             model = s.model_id(loads[0]) if loads else next((t for _, t in s.strings(m)), None)
         else:
             continue
-        if _native_checkpoint(model):
+        if PHI3_CODE_ID.search(id_name(model)) and not _is_tokenizer(c):  # (its tokenizer is Llama's)
+            if not s.target.may_be_before((4, 49)):
+                yield (
+                    v,
+                    f"trust_remote_code=True for {model} runs its repository's Phi-3 code (the card's advice from "
+                    "before transformers 4.41 had Phi-3), which fails in generate from transformers 4.49 on "
+                    "('DynamicCache' object has no attribute 'get_max_length'); drop the flag",
+                )
+        elif _native_checkpoint(model):
             yield (
                 v,
                 f"trust_remote_code=True for {model}, an architecture transformers implements itself: nothing needs "

@@ -1,0 +1,25 @@
+"""infertune doctor, what doctor-real-18's development part taught (its cases are named in docs/doctor.md). Each
+test runs the real rules on a snippet, the silent shape beside the one that must fire."""
+
+from infertune.doctor.nodes import Target
+from tests.doctor.cases import check_code
+
+
+def findings(tmp_path, code: str, target: Target | None = None) -> dict[str, str]:
+    return {f.rule: f.message for f in check_code(tmp_path, code, target=target).findings}
+
+
+def test_phi3_repository_code_fails_from_4_49_and_worked_before(tmp_path):
+    """IT012: trust_remote_code=True on Phi-3 runs the repository's own code, which calls a cache method removed in
+    4.49: the finding names that failure, and is silent where the pins keep the script before 4.49 (the flag was
+    the card's advice then). A Llama checkpoint keeps the general message."""
+    code = (
+        "from transformers import AutoModelForCausalLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("microsoft/{}", dtype="auto", device_map="auto", '
+        "trust_remote_code=True)\n"
+    )
+    phi3 = code.format("Phi-3-mini-4k-instruct")
+    assert "get_max_length" in findings(tmp_path, phi3)["IT012"]
+    old = Target(transformers_max=(4, 44, 99), version_source="requirements.txt")
+    assert "IT012" not in findings(tmp_path, phi3, target=old)
+    assert "implements itself" in findings(tmp_path, code.format("phi-2"))["IT012"]
