@@ -23,3 +23,21 @@ def test_phi3_repository_code_fails_from_4_49_and_worked_before(tmp_path):
     old = Target(transformers_max=(4, 44, 99), version_source="requirements.txt")
     assert "IT012" not in findings(tmp_path, phi3, target=old)
     assert "implements itself" in findings(tmp_path, code.format("phi-2"))["IT012"]
+
+
+def test_a_speed_test_that_never_reads_its_text_needs_no_chat_format(tmp_path):
+    """IT013: a latency benchmark of a chat model that times generate and never decodes what it generates: the
+    prompt's format changes no figure it prints. The same script decoding the answer is reported (the question is
+    typed, not a fixed sentence, which IT013 leaves alone as a smoke test)."""
+    code = (
+        "import time\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        'tok = AutoTokenizer.from_pretrained("meta-llama/Llama-2-7b-chat-hf")\n'
+        'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-chat-hf", dtype="auto", '
+        'device_map="auto")\n'
+        'ids = tok(input("> "), return_tensors="pt").input_ids.to(model.device)\n'
+        "model.generate(ids, max_new_tokens=4)\n"
+        "t = time.perf_counter()\nout = model.generate(ids, max_new_tokens=100)\n"
+        "print(f'{{100 / (time.perf_counter() - t):.1f}} tokens/s'){}\n"
+    )
+    assert "IT013" not in findings(tmp_path, code.format(""))
+    assert "IT013" in findings(tmp_path, code.format("\nprint(tok.decode(out[0][ids.shape[1]:]))"))

@@ -26,6 +26,7 @@ CPU_SIZED = 2e9  # below this a CPU generates at a usable pace (tens of tokens/s
 # machine and it answers at a few tokens/s (Phi-2 2.7B, Phi-3-mini 3.8B, NLLB 3.3B, GPT-NeoX-Japanese 2.7B: each
 # labelled so in doctor-real-4 and -5); every such load labelled a problem was 7B or more
 CPU_WORKABLE = 5e9
+TIMERS = {"time.time", "time.perf_counter", "time.monotonic", "perf_counter", "timeit.default_timer"}
 # Calls that take a model and place it themselves (or may): a model handed to one is not "left on the CPU".
 PLACERS = {
     "Trainer",
@@ -199,3 +200,14 @@ def helper_places(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, call: a
         if handed and (callee(c) in PLACERS or callee(c) == "pipeline" or s.defined(c)):
             return True
     return False
+
+
+def speed_test_only(s: Script) -> bool:
+    """A speed test that never reads what it generates: the file times generate (a clock, CUDA events) and decodes
+    nothing, runs no pipeline and no streamer. The prompt's format changes no figure it reports, so the prompt-format
+    rules leave it alone (doctor-real-18 b05: Llama-2-70b-chat greeted in plain text, only latencies printed)."""
+    if not s.generates or s.pipelines:
+        return False
+    if any(method(c) in ("decode", "batch_decode") or "Streamer" in callee(c) for c in s.calls):
+        return False
+    return any(dotted(c.func) in TIMERS or method(c) == "elapsed_time" for c in s.calls)

@@ -17,7 +17,7 @@ from infertune.doctor.nodes import (
     receiver,
     task_of,
 )
-from infertune.doctor.rules.context import framework_prompt
+from infertune.doctor.rules.context import framework_prompt, speed_test_only
 from infertune.doctor.script import Script
 
 # Role markers of chat templates written by hand (ChatML, Llama 2/3, Gemma, Zephyr, Phi, plain transcripts).
@@ -260,6 +260,8 @@ def _bos_by_hand(s: Script, text: str) -> bool:
 def hand_built_chat_prompt(s: Script):
     if s.calls_method("apply_chat_template") or s.trains or not (s.generates or s.pipelines) or _no_template(s):
         return
+    if speed_test_only(s):
+        return
     if _documented_by_hand(s) or _own_fine_tune(s) or adapter_loaded(s):
         return  # (an adapter's prompt is its training format: doctor-real-8 v06, y01, -9 q03, -11 b04, d02)
     seen = set()
@@ -342,7 +344,9 @@ def chat_model_raw_text(s: Script):
 
 
 def _raw_text_calls(s: Script):
-    if s.calls_method("apply_chat_template") or s.trains or not _chat_ids(s, vlm=True) or _no_template(s):
+    if s.calls_method("apply_chat_template") or s.trains or speed_test_only(s):
+        return
+    if not _chat_ids(s, vlm=True) or _no_template(s):
         return
     if adapter_loaded(s) or every_id(s, RAW_FORMAT):
         return  # the adapter's own format, or a family prompted with plain text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, id_name, kw, method, pipeline_model, receiver
-from infertune.doctor.rules.context import CPU_SIZED, params_in_id
+from infertune.doctor.rules.context import CPU_SIZED, TIMERS, params_in_id
 from infertune.doctor.rules.handlers import OFFLOAD, generation_in, helper_generation, offloaded
 from infertune.doctor.rules.loading import stays_on_cpu
 from infertune.doctor.rules.outputs import completion_demo
@@ -89,9 +89,6 @@ def routes(s: Script):
             yield from (
                 f for f in n.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and f.name in HTTP_VERBS
             )
-
-
-TIMERS = {"time.time", "time.perf_counter", "time.monotonic", "perf_counter", "timeit.default_timer"}
 
 
 def _times_itself(s: Script, fn: ast.AST) -> bool:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import LOOPS, dotted, receiver
-from infertune.doctor.rules.serving import TIMERS, is_route
+from infertune.doctor.rules.context import TIMERS
+from infertune.doctor.rules.serving import is_route
 from infertune.doctor.script import Script
 
 
