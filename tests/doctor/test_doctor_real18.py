@@ -41,3 +41,18 @@ def test_a_speed_test_that_never_reads_its_text_needs_no_chat_format(tmp_path):
     )
     assert "IT013" not in findings(tmp_path, code.format(""))
     assert "IT013" in findings(tmp_path, code.format("\nprint(tok.decode(out[0][ids.shape[1]:]))"))
+
+
+def test_a_small_known_model_over_a_folder_may_run_on_the_cpu(tmp_path):
+    """IT002: captioning a folder of images on the CPU is workable with BLIP-base (about 250M parameters, known by
+    id); a model of unknown size over the same folder is still reported."""
+    code = (
+        "import os\nfrom transformers import BlipProcessor, BlipForConditionalGeneration\n"
+        'proc = BlipProcessor.from_pretrained("Salesforce/{0}")\n'
+        'model = BlipForConditionalGeneration.from_pretrained("Salesforce/{0}")\n'
+        "for name in os.listdir('images'):\n"
+        "    out = model.generate(**proc(open(name, 'rb'), return_tensors='pt'), max_new_tokens=30)\n"
+        "    print(proc.decode(out[0], skip_special_tokens=True))\n"
+    )
+    assert "IT002" not in findings(tmp_path, code.format("blip-image-captioning-base"))
+    assert "IT002" in findings(tmp_path, code.format("blip2-opt-2.7b"))

@@ -58,6 +58,8 @@ KNOWN_PARAMS = {
     "phi-4": 14.7e9,
     "flan-ul2": 20e9,
     "t0pp": 11e9,
+    "blip-image-captioning-base": 247e6,
+    "blip-image-captioning-large": 470e6,
     # small encoders, whose autograd graph for one request is negligible (IT030)
     "all-minilm-l6-v2": 22.7e6,
     "all-minilm-l12-v2": 33.4e6,

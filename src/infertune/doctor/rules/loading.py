@@ -23,6 +23,7 @@ from infertune.doctor.nodes import (
     task_of,
 )
 from infertune.doctor.rules.context import (
+    CPU_SIZED,
     CPU_WORKABLE,
     PLACERS,
     data_set_job,
@@ -345,11 +346,13 @@ def _cpu_on_purpose(s: Script, model: str | None) -> bool:
     opus-mt, bart-large...; or under 5B by its id or KNOWN_PARAMS; an id naming no size takes the size its
     tokenizer's checkpoint names): running on the CPU is the author's choice.
     Real scripts run that way on purpose (toy demos, data-preparation helpers); a 7B or an 8x7B is not."""
-    if gpu_intent(s) or data_set_job(s):
-        return False  # (a job over a whole data set is no toy demo: on a CPU it runs for hours)
+    if gpu_intent(s):
+        return False
     n = params_in_id(model)
     if n is None:  # a fine-tune or a local folder: the tokenizer's checkpoint is its base, and names its size
         n = max((p for t in s.tokenizers if (p := params_in_id(s.model_id(t))) is not None), default=None)
+    if data_set_job(s):  # a job over a whole data set is no toy demo: on a CPU it runs for hours, unless the model is
+        return n is not None and n < CPU_SIZED  # known to be small (doctor-real-18 b12: BLIP-base over a folder)
     return n is None or n < CPU_WORKABLE
 
 
