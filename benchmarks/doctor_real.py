@@ -122,6 +122,7 @@ COVERED = {
     "other:cls-pooling-on-mean-pooled-model": "IT026",
     "other:wrong-auto-class": "IT049",
     "other:inference-outside-button": "IT050",
+    "other:removed-conversational-pipeline": "IT051",
 }
 
 

@@ -147,6 +147,10 @@ CASES = {
         "@st.cache_resource\ndef load():\n    return pipeline('translation', model='Helsinki-NLP/opus-mt-en-de')\n\n"
         'pipe = load()\ntext = st.text_area("Text")\nif st.button("Translate"):\n    st.write(pipe(text)[0]["translation_text"])\n',
     ),
+    "IT051": (
+        'from transformers import pipeline\nchat = pipeline("conversational", model="microsoft/DialoGPT-medium")\n',
+        'from transformers import pipeline\nchat = pipeline("text-generation", model="microsoft/DialoGPT-medium")\n',
+    ),
     "IT045": (
         LOAD + "def run(enc):\n    out = model.generate(**enc, max_new_tokens=32)\n"
         "    return tok.batch_decode(out[0], skip_special_tokens=True)\n",

@@ -56,3 +56,21 @@ def test_a_small_known_model_over_a_folder_may_run_on_the_cpu(tmp_path):
     )
     assert "IT002" not in findings(tmp_path, code.format("blip-image-captioning-base"))
     assert "IT002" in findings(tmp_path, code.format("blip2-opt-2.7b"))
+
+
+def test_the_conversational_pipeline_is_gone_from_4_42(tmp_path):
+    """IT051: pipeline("conversational") raises on transformers 4.42 and later, silent where the pins keep the script
+    before; its call on a Conversation is no discarded answer (IT042), the Conversation holds it. A summarization
+    pipeline is reported only where the pins say transformers 5."""
+    code = (
+        'from transformers import pipeline, Conversation\nchat = pipeline("conversational", model="microsoft/DialoGPT-medium")\n'
+        "def respond(text):\n    conversation = Conversation(text)\n    chat(conversation)\n"
+        "    return conversation.generated_responses[-1]\n"
+    )
+    found = findings(tmp_path, code)
+    assert "IT051" in found and "IT042" not in found
+    assert "IT051" not in findings(tmp_path, code, target=Target(transformers_max=(4, 41, 99), version_source="r.txt"))
+    summarize = 'from transformers import pipeline\npipe = pipeline("summarization", model="facebook/bart-large-cnn")\n'
+    assert "IT051" not in findings(tmp_path, summarize)
+    v5 = Target(transformers_min=(5, 0), version_source="requirements.txt")
+    assert "IT051" in findings(tmp_path, summarize, target=v5)

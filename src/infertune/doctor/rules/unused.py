@@ -6,7 +6,7 @@ transcribed, each result overwritten by the next)."""
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import IGNORECASE, LOOPS, MULTILINE, SCOPES, kw, lazy_compile, method, receiver
+from infertune.doctor.nodes import IGNORECASE, LOOPS, MULTILINE, SCOPES, callee, kw, lazy_compile, method, receiver
 from infertune.doctor.rules.generation import call_options
 from infertune.doctor.script import Script
 
@@ -24,6 +24,8 @@ def _produces(s: Script, c: ast.Call) -> bool:
         return "streamer" not in call_options(s, c)[0]
     if method(c) in ("decode", "batch_decode"):
         return s.is_tokenizer(receiver(c))
+    if any(isinstance(o, ast.Call) and callee(o) == "Conversation" for a in c.args[:1] for o in s.origins(a)):
+        return False  # the conversational pipeline writes its answer into the Conversation it is given
     return bool(s.pipelines) and s.is_pipeline_call(c) and kw(c, "streamer") is None
 
 

@@ -3,8 +3,8 @@
 import pandas as pd
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-tok = AutoTokenizer.from_pretrained("facebook/m2m100_418M")
-model = AutoModelForSeq2SeqLM.from_pretrained("facebook/m2m100_418M")  # expect: IT002
+tok = AutoTokenizer.from_pretrained("facebook/nllb-200-3.3B")
+model = AutoModelForSeq2SeqLM.from_pretrained("facebook/nllb-200-3.3B")  # expect: IT002
 
 
 def translate(text):
