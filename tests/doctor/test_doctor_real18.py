@@ -74,3 +74,18 @@ def test_the_conversational_pipeline_is_gone_from_4_42(tmp_path):
     assert "IT051" not in findings(tmp_path, summarize)
     v5 = Target(transformers_min=(5, 0), version_source="requirements.txt")
     assert "IT051" in findings(tmp_path, summarize, target=v5)
+
+
+def test_unconditional_generation_has_no_prompt_to_strip(tmp_path):
+    """IT004: generating from an empty prompt (only the start token) and decoding the whole output keeps no prompt;
+    a written prompt decoded whole is reported."""
+    code = (
+        "import sys\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "model = AutoModelForCausalLM.from_pretrained(sys.argv[1])\ntok = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+        "def sample(text):\n"
+        "    ids = tok(text, return_tensors='pt').input_ids\n"
+        "    return tok.decode(model.generate(input_ids=ids, do_sample=True, max_new_tokens=64)[0])\n"
+        "print(sample({}))\n"
+    )
+    assert "IT004" not in findings(tmp_path, code.format('""'))
+    assert "IT004" in findings(tmp_path, code.format("input('> ')"))

@@ -345,6 +345,12 @@ def _printed_only(s: Script, c: ast.Call) -> bool:
     return isinstance(parent, ast.Call) and callee(parent) == "print"
 
 
+def _unconditional(s: Script, gen: ast.Call) -> bool:
+    """Generation from an empty prompt (only the tokenizer's start token): nothing to strip (doctor-real-18 b14)."""
+    texts = [literal_texts(s, p) for p in prompts_of(s, gen)]
+    return bool(texts) and all(t is not None and not "".join(t).strip() for t in texts)
+
+
 def prompt_in_output(s: Script):
     by_gen: dict[ast.Call, list[ast.Call]] = {}
     for c in s.calls_method("decode") + s.calls_method("batch_decode"):
@@ -357,6 +363,7 @@ def prompt_in_output(s: Script):
             and not _continues(s, gen)
             and not _unknown_completion(s, c)
             and not smoke_probe(s, gen)
+            and not _unconditional(s, gen)
         ):
             by_gen.setdefault(gen, []).append(c)
     for gen, decodes in by_gen.items():  # one finding per generate: the copy kept (stored, returned) over a print
