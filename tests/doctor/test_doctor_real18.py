@@ -89,3 +89,19 @@ def test_unconditional_generation_has_no_prompt_to_strip(tmp_path):
     )
     assert "IT004" not in findings(tmp_path, code.format('""'))
     assert "IT004" in findings(tmp_path, code.format("input('> ')"))
+
+
+def test_please_tell_is_no_chatglm_round_marker(tmp_path):
+    """IT003/IT013: "请问：" ("please tell:") inside a question is no ChatGLM "问：" turn opening a line; the chat model
+    fed that raw question is IT013's finding, not a hand-built prompt."""
+    code = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        'tok = AutoTokenizer.from_pretrained("Qwen/Qwen2-7B-Chat")\n'
+        'model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2-7B-Chat", dtype="auto", device_map="auto")\n'
+        'prompt = "{}"\n'
+        "ids = tok(prompt, return_tensors='pt').input_ids.to(model.device)\n"
+        "print(tok.decode(model.generate(ids, max_new_tokens=300)[0][ids.shape[1]:]))\n"
+    )
+    found = findings(tmp_path, code.format("小明：没什么意思。请问：以上“意思”分别是什么意思。"))
+    assert "IT013" in found and "IT003" not in found
+    assert "IT003" in findings(tmp_path, code.format("[Round 1]\\\\n\\\\n问：你好\\\\n\\\\n答："))

@@ -27,8 +27,9 @@ TEMPLATE_TOKENS = lazy_compile(
 )
 # Plain transcripts: a base model's or a fine-tune's own format; wrong only for a chat model with a template.
 TRANSCRIPT = lazy_compile(
-    r"(^|\n)\s*(User|Human|USER|Assistant|ASSISTANT|### Instruction|### Human|### Assistant)\s*:?|\[Round \d*\]|问："
-)  # ("[Round 1]\n\n问：...\n\n答：": ChatGLM's own format, doctor-real-15 b09)
+    r"(^|\n)\s*(User|Human|USER|Assistant|ASSISTANT|### Instruction|### Human|### Assistant|问：)\s*:?|\[Round \d*\]"
+)  # ("[Round 1]\n\n问：...\n\n答：": ChatGLM's own format, doctor-real-15 b09; a line's start, not 请问：, "please
+# tell": doctor-real-18 b02)
 CHAT_MARKERS = lazy_compile(f"{TEMPLATE_TOKENS.pattern}|{TRANSCRIPT.pattern}")
 SINGLE_TOKEN = lazy_compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
 CHAT_MODEL = lazy_compile(
