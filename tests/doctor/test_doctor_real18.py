@@ -105,3 +105,28 @@ def test_please_tell_is_no_chatglm_round_marker(tmp_path):
     found = findings(tmp_path, code.format("小明：没什么意思。请问：以上“意思”分别是什么意思。"))
     assert "IT013" in found and "IT003" not in found
     assert "IT003" in findings(tmp_path, code.format("[Round 1]\\\\n\\\\n问：你好\\\\n\\\\n答："))
+
+
+def test_a_cast_after_the_move_to_the_gpu_comes_too_late(tmp_path):
+    """IT001: `.cuda()` at the load, then `.half()`: the fp32 copy filled the GPU first; `.half().cuda()` casts on
+    the CPU, before the move, and is silent."""
+    code = (
+        "from transformers import AutoModelForCausalLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-chat-hf").{}\n'
+        "print(model.generate(ids, max_new_tokens=32))\n"
+    )
+    assert "IT001" in findings(tmp_path, code.format("cuda().half()"))
+    assert "IT001" not in findings(tmp_path, code.format("half().cuda()"))
+
+
+def test_an_automodel_run_with_its_remote_chat_method_is_generative(tmp_path):
+    """IT001: ChatGLM2's documented load is AutoModel with its own code, run through model.chat: a generative model
+    whose fp32 load fills the GPU; an AutoModel only encoded with is no generator."""
+    code = (
+        "from transformers import AutoModel, AutoTokenizer\n"
+        'tok = AutoTokenizer.from_pretrained("THUDM/chatglm2-6b", trust_remote_code=True)\n'
+        'model = AutoModel.from_pretrained("THUDM/chatglm2-6b", trust_remote_code=True).cuda()\n'
+        "{}\n"
+    )
+    assert "IT001" in findings(tmp_path, code.format("response, history = model.chat(tok, input(), history=[])"))
+    assert "IT001" not in findings(tmp_path, code.format("print(model(**tok(input(), return_tensors='pt')))"))

@@ -56,9 +56,19 @@ class Script(Flow):
     # --- what a value is ----------------------------------------------------------------------------------
 
     def torch_generative(self, load: ast.Call) -> bool:
-        """A PyTorch generative model (the dtype/placement rules' subject)."""
+        """A PyTorch generative model (the dtype/placement rules' subject); also a bare AutoModel whose model the file
+        runs with generate or a remote-code chat method (ChatGLM's, MiniCPM-V's, InternVL's documented load:
+        doctor-real-18 d10)."""
         name = self.model_class(load)
-        return bool(GENERATIVE.search(name)) and not OTHER_RUNTIME.match(name)
+        if OTHER_RUNTIME.match(name):
+            return False
+        if GENERATIVE.search(name):
+            return True
+        return name == "AutoModel" and any(
+            method(m) in ("generate", "chat", "stream_chat")
+            for u in self.uses(load)
+            if (m := self.called_method(u)) is not None
+        )
 
     def models_of(self, node) -> list[ast.Call]:
         return [o for o in self.origins(node) if o in self.loads]

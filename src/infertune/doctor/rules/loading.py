@@ -376,15 +376,23 @@ def cpu_by_choice(s: Script, c: ast.Call) -> bool:
 
 def _halved_after_load(s: Script, c: ast.Call) -> bool:
     """Cast to half precision right after the load or on a later use (`.half()`, `.bfloat16()`,
-    `.to("cuda", dtype=torch.bfloat16)`): the copy that runs is not fp32, whatever from_pretrained read."""
+    `.to("cuda", dtype=torch.bfloat16)`) before any move to the GPU: the copy that runs is not fp32, whatever
+    from_pretrained read. A cast after `.cuda()` comes too late: the fp32 copy filled the GPU first (doctor-real-18
+    d10: ChatGLM2 `.cuda()` at the load, `.half()` on its adapter-wrapped model below)."""
     node: ast.AST = c
-    casts = []
+    calls = []
     while isinstance(dot := s.parents.get(node), ast.Attribute) and isinstance(call := s.parents.get(dot), ast.Call):
-        casts.append(call)
+        calls.append(call)
         node = call
-    for u in s.uses(c):
+    for u in sorted(s.uses(c), key=lambda u: (getattr(u, "lineno", 0), getattr(u, "col_offset", 0))):
         m = s.called_method(u)
         while m is not None:
-            casts.append(m)
+            calls.append(m)
             m = s.called_method(m)
-    return any(is_cast(m) and method(m) != "float" and "float32" not in ast.unparse(m) for m in casts)
+    for m in calls:
+        if is_cast(m):
+            if method(m) != "float" and "float32" not in ast.unparse(m):
+                return True
+        elif method(m) in PLACES and _not_cpu(s, m):
+            return False
+    return False
