@@ -130,3 +130,17 @@ def test_an_automodel_run_with_its_remote_chat_method_is_generative(tmp_path):
     )
     assert "IT001" in findings(tmp_path, code.format("response, history = model.chat(tok, input(), history=[])"))
     assert "IT001" not in findings(tmp_path, code.format("print(model(**tok(input(), return_tensors='pt')))"))
+
+
+def test_attn_implementation_on_a_tokenizer_call_is_ignored(tmp_path):
+    """IT021: attn_implementation handed to apply_chat_template goes to the tokenizer, which has no attention; at the
+    model's load it is read."""
+    code = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        'tok = AutoTokenizer.from_pretrained("Qwen/Qwen2.5-7B-Instruct")\n'
+        'model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-7B-Instruct", dtype="auto", device_map="auto"{})\n'
+        "enc = tok.apply_chat_template([{{'role': 'user', 'content': q}}], add_generation_prompt=True, "
+        "return_tensors='pt', return_dict=True{})\n"
+    )
+    assert "IT021" in findings(tmp_path, code.format("", ', attn_implementation="sdpa"'))
+    assert "IT021" not in findings(tmp_path, code.format(', attn_implementation="sdpa"', ""))
