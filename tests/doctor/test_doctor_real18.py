@@ -144,3 +144,16 @@ def test_attn_implementation_on_a_tokenizer_call_is_ignored(tmp_path):
     )
     assert "IT021" in findings(tmp_path, code.format("", ', attn_implementation="sdpa"'))
     assert "IT021" not in findings(tmp_path, code.format(', attn_implementation="sdpa"', ""))
+
+
+def test_a_text_generation_pipeline_samples_by_default_from_4_52(tmp_path):
+    """IT015: a temperature on a text-generation pipeline with no do_sample is ignored before 4.52 (greedy); from
+    4.52 the pipeline's own defaults sample, so pins at 4.52 or later are silent."""
+    code = (
+        "from transformers import pipeline\n"
+        'pipe = pipeline("text-generation", model="TinyLlama/TinyLlama-1.1B-Chat-v1.0", device_map="auto")\n'
+        "print(pipe([{'role': 'user', 'content': q}], temperature=0.3, max_new_tokens=64)[0]['generated_text'])\n"
+    )
+    assert "4.52" in findings(tmp_path, code)["IT015"]
+    new = Target(transformers_min=(4, 53), version_source="requirements.txt")
+    assert "IT015" not in findings(tmp_path, code, target=new)

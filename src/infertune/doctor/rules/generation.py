@@ -255,6 +255,15 @@ def sampling_ignored(s: Script):
                 written_at(s, c, kws, given),
                 (f"{', '.join(given)} with beam search and no do_sample=True: beam search ignores them"),
             )
+        elif pipe is not None and task_of(pipe) in ("text-generation", None):
+            # from 4.52 the pipeline's own defaults sample (do_sample=True, read in the 4.51.3 and 4.52.4 wheels)
+            if not (s.target.transformers_min and s.target.transformers_min >= (4, 52)):
+                yield (
+                    written_at(s, c, kws, given),
+                    f"{', '.join(given)} without do_sample=True: before transformers 4.52 the pipeline decodes "
+                    "greedily and ignores them (from 4.52 it samples by default, unless the model's "
+                    "generation_config.json says otherwise)",
+                )
         else:
             yield (
                 written_at(s, c, kws, given),
