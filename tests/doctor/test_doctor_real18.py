@@ -157,3 +157,16 @@ def test_a_text_generation_pipeline_samples_by_default_from_4_52(tmp_path):
     assert "4.52" in findings(tmp_path, code)["IT015"]
     new = Target(transformers_min=(4, 53), version_source="requirements.txt")
     assert "IT015" not in findings(tmp_path, code, target=new)
+
+
+def test_a_name_rebound_to_a_pipeline_runs_it(tmp_path):
+    """After `pipeline = transformers.pipeline(...)`, `pipeline("Hello AI", max_length=200)` runs that pipeline on a
+    two-word prompt (IT014 leaves a budget that whole alone); it builds no new pipeline whose task is "Hello AI"."""
+    code = (
+        "import transformers\n"
+        'pipeline = transformers.pipeline("text-generation", model="tiiuae/falcon-7b", dtype="auto", '
+        'device_map="auto")\n'
+        'print(pipeline({}, max_length=200, do_sample=True)[0]["generated_text"])\n'
+    )
+    assert "IT014" not in findings(tmp_path, code.format('"Hello AI"'))
+    assert "IT014" in findings(tmp_path, code.format("input()"))

@@ -117,8 +117,13 @@ class Flow:
         self._memo: dict[int, list] = {}
         self.loads = [c for c in self.calls if self.is_model_load(c)]
         self.tokenizers = [c for c in self.calls if self.is_tokenizer_load(c)]
+        # after `pipeline = pipeline(...)` (or `= transformers.pipeline(...)`), pipeline(...) runs the one built
+        rebound = min((_line(v) or 0 for v in self.assigns.get("pipeline", [])), default=None)
         self.pipelines = [
-            c for c in self.calls if callee(c) == "pipeline" and dotted(c.func) in ("pipeline", "transformers.pipeline")
+            c
+            for c in self.calls
+            if dotted(c.func) == "transformers.pipeline"
+            or (dotted(c.func) == "pipeline" and (rebound is None or c.lineno <= rebound))
         ]
 
     def defined(self, c: ast.Call) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
