@@ -151,6 +151,10 @@ CASES = {
         'from transformers import pipeline\nchat = pipeline("conversational", model="microsoft/DialoGPT-medium")\n',
         'from transformers import pipeline\nchat = pipeline("text-generation", model="microsoft/DialoGPT-medium")\n',
     ),
+    "IT052": (
+        'device = "CPU"\nmodel = AutoModelForCausalLM.from_pretrained("gpt2").to(device)\n',
+        'device = "cpu"\nmodel = AutoModelForCausalLM.from_pretrained("gpt2").to(device)\n',
+    ),
     "IT045": (
         LOAD + "def run(enc):\n    out = model.generate(**enc, max_new_tokens=32)\n"
         "    return tok.batch_decode(out[0], skip_special_tokens=True)\n",

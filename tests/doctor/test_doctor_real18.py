@@ -170,3 +170,20 @@ def test_a_name_rebound_to_a_pipeline_runs_it(tmp_path):
     )
     assert "IT014" not in findings(tmp_path, code.format('"Hello AI"'))
     assert "IT014" in findings(tmp_path, code.format("input()"))
+
+
+def test_a_device_string_torch_rejects(tmp_path):
+    """IT052: "CPU" (upper case) or a typo such as "cudo" raises in .to()/pipeline(); "cuda:0", "cpu" and
+    device_map's own words are fine. The load moved to "CPU" is meant for the CPU: silent for IT001."""
+    code = (
+        "from transformers import AutoModelForCausalLM\n"
+        'device = "{}"\n'
+        'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf").to(device)\n'
+        "print(model.generate(ids.to(device), max_new_tokens=32))\n"
+    )
+    found = findings(tmp_path, code.format("CPU"))
+    assert "IT052" in found and "IT001" not in found
+    piped = 'from transformers import pipeline\npipe = pipeline("text-generation", model="gpt2", device="{}")\n'
+    assert "IT052" in findings(tmp_path, piped.format("cudo"))
+    for fine in ("cuda:0", "cpu", "mps"):
+        assert "IT052" not in findings(tmp_path, piped.format(fine))

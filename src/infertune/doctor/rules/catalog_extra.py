@@ -6,6 +6,7 @@ from __future__ import annotations
 from infertune.doctor.rules import (
     batches,
     decoding,
+    device_strings,
     ids,
     limits,
     names,
@@ -148,5 +149,12 @@ EXTRA: list[Rule] = [
         "a pipeline task the targeted transformers no longer has: pipeline() raises at start-up",
         "pass messages to a text-generation pipeline, or pin the transformers that still has the task",
         removed.removed_task,
+    ),
+    Rule(
+        "IT052",
+        "invalid-device",
+        "a device string torch rejects ('CPU', 'gpu', 'cudo'): the move raises before anything runs",
+        "write a device torch knows: 'cuda', 'cuda:0', 'cpu' or 'mps' (lower case)",
+        device_strings.invalid_device,
     ),
 ]

@@ -229,7 +229,7 @@ def _not_cpu(s: Script, call: ast.Call) -> bool:
         return True
     values = s.origins(call.args[0]) or [call.args[0]]
     values = [v.args[0] if isinstance(v, ast.Call) and callee(v) == "device" and v.args else v for v in values]
-    return not all(const(v) in ("cpu", -1) for v in values)
+    return not all(const(v) == -1 or str(const(v)).lower() == "cpu" for v in values)  # ("CPU": IT052's, meant so)
 
 
 def moved(s: Script, use: ast.AST, explicit_cpu: bool = False) -> bool:
