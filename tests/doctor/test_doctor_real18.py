@@ -187,3 +187,23 @@ def test_a_device_string_torch_rejects(tmp_path):
     assert "IT052" in findings(tmp_path, piped.format("cudo"))
     for fine in ("cuda:0", "cpu", "mps"):
         assert "IT052" not in findings(tmp_path, piped.format(fine))
+
+
+def test_bf16_layers_make_4bit_compute_in_bf16(tmp_path):
+    """IT008: bitsandbytes' Linear4bit computes in its input's dtype when that is bf16, so a 4-bit load with
+    dtype=torch.bfloat16 (or unsloth's FastLanguageModel, which sets the compute dtype) is silent; with fp16 layers
+    the fp32 default stays."""
+    code = (
+        "import torch\nfrom transformers import AutoModelForCausalLM, BitsAndBytesConfig\n"
+        "bnb = BitsAndBytesConfig(load_in_4bit=True)\n"
+        'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", quantization_config=bnb, '
+        "dtype=torch.{})\n"
+    )
+    assert "IT008" not in findings(tmp_path, code.format("bfloat16"))
+    assert "IT008" in findings(tmp_path, code.format("float16"))
+    unsloth = (
+        "import torch\nfrom unsloth import FastLanguageModel\n"
+        'model, tok = FastLanguageModel.from_pretrained(model_name="microsoft/phi-2", dtype=torch.bfloat16, '
+        "load_in_4bit=True)\n"
+    )
+    assert "IT008" not in findings(tmp_path, unsloth)

@@ -7,7 +7,7 @@ model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-7B-Instruct", trust_r
                                              attn_implementation="flash_attention_2")
 model = torch.compile(model)
 q = BitsAndBytesConfig(load_in_4bit=True)
-big = AutoModelForCausalLM.from_pretrained("x/y", dtype=torch.bfloat16, device_map="auto",
+big = AutoModelForCausalLM.from_pretrained("x/y", dtype=torch.float16, device_map="auto",
                                            max_memory={0: "80GiB", "cpu": "64GiB"}, quantization_config=q)
 app = FastAPI()
 

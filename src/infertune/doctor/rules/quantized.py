@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import const, has_star_kwargs, kw, lazy_compile
+from infertune.doctor.nodes import const, dotted, has_star_kwargs, kw, lazy_compile
 from infertune.doctor.script import Script
 
 SPEED = lazy_compile(r"speed|fast|latency|throughput")  # a comment saying why bitsandbytes was chosen
+
+
+def _bf16_inputs(s: Script, load: ast.Call) -> bool:
+    """The load's other layers are bf16 (`dtype=torch.bfloat16`), or unsloth builds the config from its dtype: bnb's
+    Linear4bit then computes in bf16, switching its compute dtype to its input's on the first forward when that input
+    is bf16 or fp32 (`set_compute_type`, read in the bitsandbytes 0.41.1 to 0.43.1 wheels); fp16 inputs keep the fp32
+    default (doctor-real-19 d09: unsloth's FastLanguageModel with dtype=torch.bfloat16)."""
+    if dotted(load.func).split(".")[0] == "FastLanguageModel":
+        return True
+    values = [o for k in ("dtype", "torch_dtype") if (v := kw(load, k)) is not None for o in s.origins(v) or [v]]
+    return bool(values) and all(dotted(o).endswith("bfloat16") or const(o) == "bfloat16" for o in values)
 
 
 def _plain_4bit_requests(s: Script) -> list[ast.AST]:
@@ -17,7 +28,7 @@ def _plain_4bit_requests(s: Script) -> list[ast.AST]:
     for c in s.loads:
         v = kw(c, "load_in_4bit")
         given = kw(c, "quantization_config") is not None or kw(c, "bnb_4bit_compute_dtype") is not None
-        if v is not None and const(v) is True and not given:
+        if v is not None and const(v) is True and not given and not _bf16_inputs(s, c):
             out.append(v)  # (from_pretrained builds its BitsAndBytesConfig from bnb_* keywords beside load_in_4bit)
     for p in s.pipelines:
         mk = kw(p, "model_kwargs")
@@ -38,7 +49,8 @@ def bnb_4bit(s: Script):
     for c in s.calls_named("BitsAndBytesConfig"):
         if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c):
             continue
-        if kw(c, "bnb_4bit_compute_dtype") is None:
+        users = [load for load in s.loads if c in s.origins(kw(load, "quantization_config"))]
+        if kw(c, "bnb_4bit_compute_dtype") is None and not (users and all(_bf16_inputs(s, u) for u in users)):
             yield c, "4-bit bitsandbytes without bnb_4bit_compute_dtype computes in fp32: slow"
         elif SPEED.search(s.comment_near(c.lineno)):
             yield (c, "bitsandbytes 4-bit chosen for speed: it saves memory but dequantizes every matmul (slower)")
