@@ -207,3 +207,11 @@ def test_bf16_layers_make_4bit_compute_in_bf16(tmp_path):
         "load_in_4bit=True)\n"
     )
     assert "IT008" not in findings(tmp_path, unsloth)
+
+
+def test_bitsandbytes_config_takes_no_unknown_option(tmp_path):
+    """IT043: BitsAndBytesConfig's options are a closed list: `load_in_int8` (meant `load_in_8bit`) lands in its
+    **kwargs and is ignored; its real options are silent."""
+    code = "from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig({}=True)\n"
+    assert "IT043" in findings(tmp_path, code.format("load_in_int8"))
+    assert "IT043" not in findings(tmp_path, code.format("load_in_8bit"))
