@@ -215,3 +215,17 @@ def test_bitsandbytes_config_takes_no_unknown_option(tmp_path):
     code = "from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig({}=True)\n"
     assert "IT043" in findings(tmp_path, code.format("load_in_int8"))
     assert "IT043" not in findings(tmp_path, code.format("load_in_8bit"))
+
+
+def test_fp16_weights_on_the_scripts_own_cpu_fallback(tmp_path):
+    """IT031: float16 fixed at the load while the device falls back to the CPU without a GPU: there the fp16 weights
+    run on the CPU; a dtype chosen with the device is silent."""
+    code = (
+        "import torch\nfrom transformers import AutoModelForCausalLM\n"
+        'device = "cuda" if torch.cuda.is_available() else "cpu"\n'
+        'model = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-Instruct-v0.3", dtype={}, '
+        "device_map=device)\nprint(model.generate(ids, max_new_tokens=8))\n"
+    )
+    assert "IT031" in findings(tmp_path, code.format("torch.float16"))
+    chosen = 'torch.float16 if device == "cuda" else torch.float32'
+    assert "IT031" not in findings(tmp_path, code.format(chosen))

@@ -49,6 +49,18 @@ def _on_cpu(c: ast.Call) -> bool:
     return const(kw(c, "device_map")) == "cpu" or const(kw(c, "device")) in ("cpu", -1)
 
 
+def _cpu_fallback(s: Script, c: ast.Call) -> bool:
+    """Placed (`device_map=device`, `.to(device)`) on a device that is a GPU or, without one, the CPU (doctor-real-6
+    r09, -18 b11, -19 b06: fp16 loads with that fallback, labelled problems)."""
+    moves = [m for u in [c, *s.uses(c)] if (m := s.called_method(u)) is not None and method(m) == "to" and m.args]
+    places = [kw(c, "device_map"), *(m.args[0] for m in moves)]
+    for p in places:
+        values = {const(o) for o in s.origins(p)} if p is not None else set()
+        if "cpu" in values and any(isinstance(v, str) and v.startswith(("cuda", "mps")) for v in values):
+            return True
+    return False
+
+
 def fp16_on_cpu(s: Script):
     gpu = gpu_intent(s)
     for c in [*s.loads, *s.pipelines]:
@@ -60,6 +72,13 @@ def fp16_on_cpu(s: Script):
                 value or c,
                 "float16 weights on a CPU: most CPUs have no fp16 arithmetic (emulated, often slower than fp32, "
                 "some ops unsupported); on a CPU use bfloat16 (AVX512-BF16/AMX) or float32",
+            )
+        elif c in s.loads and _fp16(s, value) and _cpu_fallback(s, c):
+            yield (
+                value,
+                "float16 weights whatever the device: where there is no GPU the script falls back to the CPU "
+                "('cuda' if torch.cuda.is_available() else 'cpu') and runs them there (emulated, slow, some ops "
+                "missing); choose the dtype with the device",
             )
         elif c in s.loads and _fp16_with_cuda(s, value) and stays_on_cpu(s, c):
             yield (
