@@ -123,6 +123,7 @@ COVERED = {
     "other:wrong-auto-class": "IT049",
     "other:inference-outside-button": "IT050",
     "other:removed-conversational-pipeline": "IT051",
+    "other:removed-pipeline-task": "IT051",
     "other:invalid-device-string": "IT052",
     "other:invalid-fallback-device": "IT052",
 }
