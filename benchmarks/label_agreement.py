@@ -26,9 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from doctor_real import _kind, findings, judge, statement_ends
-
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # doctor_real.py beside it, run as a script or imported
+from doctor_real import _kind, findings, judge, statement_ends  # noqa: E402
 
 
 def _cases(paths: list[Path]) -> dict[str, dict[str, Any]]:
