@@ -109,6 +109,10 @@ class Target(Record):
         """Could the script run on a transformers older than `version`? (False when unknown.)"""
         return self.transformers_max is not None and self.transformers_max < version
 
+    def at_least(self, version: tuple[int, ...]) -> bool:
+        """Do the pins say `version` or later? (False when unknown.)"""
+        return self.transformers_min is not None and self.transformers_min >= version
+
 
 MODEL_CLASS = lazy_compile(r"^(Auto\w*Model\w*|\w+For\w+|\w+LMHeadModel|\w+Model)$")
 NOT_MODELS = {"AutoConfig", "GenerationConfig", "AutoTokenizer", "AutoProcessor", "PretrainedConfig"}

@@ -4,7 +4,7 @@ the model, IT021 on the tokenizer)."""
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import IGNORECASE, const, dotted, has_star_kwargs, kw, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, const, dotted, has_star_kwargs, kw, lazy_compile, receiver
 from infertune.doctor.rules.loading import dtype_keywords
 from infertune.doctor.script import Script
 
@@ -102,12 +102,8 @@ def flash_attention(s: Script):
 def attn_on_tokenizer(s: Script):
     """At the tokenizer's load, or on one of its calls (`tok.apply_chat_template(..., attn_implementation=...)`:
     doctor-real-18 d01): the tokenizer has no attention; the model keeps its default."""
-    calls = s.tokenizers + [c for c in s.calls if s.is_tokenizer_call(c) or _on_tok(s, c)]
+    calls = s.tokenizers + [c for c in s.calls if s.is_tokenizer_call(c) or s.is_tokenizer(receiver(c))]
     for c in dict.fromkeys(calls):
         v = kw(c, "attn_implementation")
         if v is not None:
             yield (v, "attn_implementation given to the tokenizer: it is ignored there; the model keeps its default")
-
-
-def _on_tok(s: Script, c: ast.Call) -> bool:
-    return isinstance(c.func, ast.Attribute) and s.is_tokenizer(c.func.value)

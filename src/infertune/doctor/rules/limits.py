@@ -19,7 +19,13 @@ from infertune.doctor.nodes import (
     receiver,
     task_of,
 )
-from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
+from infertune.doctor.rules.generation import (
+    PIPELINE_DEFAULT,
+    encoder_decoder_call,
+    generation_calls,
+    pipe_of,
+    unprompted,
+)
 from infertune.doctor.rules.prompts import generation_prompts, literal_texts, prompts_of
 from infertune.doctor.script import Script
 
@@ -254,11 +260,6 @@ def _t5_unbounded(s: Script):
             yield c
 
 
-# transformers 4.52 gave the pipelines that generate a default of their own, max_new_tokens=256 (PR 38129, read in
-# the 4.51.3 and 4.52.4 wheels); before it a text-generation pipeline took the checkpoint's max_length, 20 unless
-# its generation_config.json says otherwise, counting the prompt (doctor-real-12 d11, doctor-real-13 d09: both
-# labelled so)
-PIPELINE_DEFAULT = (4, 52)
 # checkpoints whose config.json sets `task_specific_params: {"text-generation": {"max_length": 50, ...}}`, which the
 # pipeline applies (transformers PR 4295: GPT-2, OpenAI GPT, XLNet, Transformer-XL, CTRL, Reformer)
 TASK_LENGTH = lazy_compile(
@@ -270,8 +271,7 @@ def _pipeline_unbounded(s: Script):
     """A text-generation pipeline given no length, where the pins allow transformers before 4.52 (or say nothing): one
     finding per pipeline, naming both outcomes. Silent for GPT-2, whose config.json sets max_length 50 for this task,
     and for an encoder-decoder's checkpoint."""
-    lo = s.target.transformers_min
-    if lo is not None and lo >= PIPELINE_DEFAULT:
+    if s.target.at_least(PIPELINE_DEFAULT):
         return
     seen: set[ast.Call] = set()
     for c, kws, _, opaque in generation_calls(s):

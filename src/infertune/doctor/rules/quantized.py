@@ -12,11 +12,11 @@ SPEED = lazy_compile(r"speed|fast|latency|throughput")  # a comment saying why b
 def _bf16_inputs(s: Script, load: ast.Call) -> bool:
     """The load's other layers are bf16 (`dtype=torch.bfloat16`), or unsloth builds the config from its dtype: bnb's
     Linear4bit then computes in bf16, switching its compute dtype to its input's on the first forward when that input
-    is bf16 or fp32 (`set_compute_type`, read in the bitsandbytes 0.41.1 to 0.43.1 wheels); fp16 inputs keep the fp32
+    is bf16 or fp32 (`set_compute_type`, read in the bitsandbytes 0.41.1 to 0.45.0 wheels); fp16 inputs keep the fp32
     default (doctor-real-19 d09: unsloth's FastLanguageModel with dtype=torch.bfloat16)."""
     if dotted(load.func).split(".")[0] == "FastLanguageModel":
         return True
-    values = [o for k in ("dtype", "torch_dtype") if (v := kw(load, k)) is not None for o in s.origins(v) or [v]]
+    values = [o for k in ("dtype", "torch_dtype") if (v := kw(load, k)) is not None for o in s.origins(v)]
     return bool(values) and all(dotted(o).endswith("bfloat16") or const(o) == "bfloat16" for o in values)
 
 
