@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -45,21 +46,34 @@ def load(corpus: Path, split: str) -> list[dict[str, Any]]:
     return cases
 
 
-def findings(path: Path, select: list[str] | None) -> tuple[list[tuple[int, str, str]], str | None]:
+def findings(
+    path: Path, select: list[str] | None, name: str | None = None
+) -> tuple[list[tuple[int, str, str]], str | None]:
     from infertune import doctor
 
     # checked from a folder of its own: the doctor reads version pins beside or above a script, and this
-    # repository's pyproject.toml (transformers 5) is not the script's
+    # repository's pyproject.toml (transformers 5) is not the script's; under its own file name (`name`, from the
+    # labels' path), which is what a user runs the doctor on
     with tempfile.TemporaryDirectory() as tmp:
-        alone = Path(tmp) / path.name
+        alone = Path(tmp) / (name or path.name)
         shutil.copyfile(path, alone)
         try:
             report = doctor.check([alone], select=select)
         except ValueError as e:  # a doctor that refuses unreadable input instead of reporting it
-            return [], str(e)
+            return _syntax_error(str(e))
     if report.errors:
-        return [], "; ".join(report.errors)
+        return _syntax_error("; ".join(report.errors))
     return [(f.line, f.rule, f.message) for f in report.findings], None
+
+
+SYNTAX_ERROR = re.compile(r":(\d+):\d+: syntax error: ")
+
+
+def _syntax_error(error: str) -> tuple[list[tuple[int, str, str]], str | None]:
+    """The doctor's refusal of a file Python cannot parse names the line: the user is told the labelled problem
+    there, so it counts as a finding of `other:syntax-error` (any other refusal stays an error of the run)."""
+    m = SYNTAX_ERROR.search(error)
+    return ([(int(m.group(1)), "other:syntax-error", error)], None) if m else ([], error)
 
 
 def statement_ends(source: str) -> dict[int, int]:
@@ -126,6 +140,11 @@ COVERED = {
     "other:removed-pipeline-task": "IT051",
     "other:invalid-device-string": "IT052",
     "other:invalid-fallback-device": "IT052",
+    "other:wrong-sample-rate": "IT053",
+    "other:whisper-30s-truncation": "IT054",
+    "other:audio-truncated-30s": "IT054",
+    "other:long-audio-no-chunking": "IT054",
+    "other:long-audio-truncated": "IT054",
 }
 
 
@@ -163,7 +182,8 @@ def report(
         if not path.exists():
             missing.append(case["id"])
             continue
-        found, error = findings(path, select)
+        own = Path(case.get("path", "")).name
+        found, error = findings(path, select, own if own.endswith(".py") else None)
         if error:
             errors.append(f"{case['id']}: {error}")
         n_cases += 1

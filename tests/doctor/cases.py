@@ -155,6 +155,27 @@ CASES = {
         'device = "CPU"\nmodel = AutoModelForCausalLM.from_pretrained("gpt2").to(device)\n',
         'device = "cpu"\nmodel = AutoModelForCausalLM.from_pretrained("gpt2").to(device)\n',
     ),
+    "IT053": (
+        "import librosa\nfrom transformers import WhisperProcessor\n"
+        'proc = WhisperProcessor.from_pretrained("openai/whisper-small")\n'
+        "audio, sr = librosa.load(path)\nfeats = proc(audio, sampling_rate=16000, return_tensors='pt')\n",
+        "import librosa\nfrom transformers import WhisperProcessor\n"
+        'proc = WhisperProcessor.from_pretrained("openai/whisper-small")\n'
+        "audio, sr = librosa.load(path, sr=16000)\nfeats = proc(audio, sampling_rate=16000, return_tensors='pt')\n",
+    ),
+    "IT054": (
+        "from transformers import WhisperForConditionalGeneration, WhisperProcessor\n"
+        'proc = WhisperProcessor.from_pretrained("openai/whisper-small")\n'
+        'model = WhisperForConditionalGeneration.from_pretrained("openai/whisper-small")\n'
+        "def transcribe(audio):\n    feats = proc(audio, sampling_rate=16000, return_tensors='pt').input_features\n"
+        "    return proc.batch_decode(model.generate(feats), skip_special_tokens=True)[0]\n",
+        "from transformers import WhisperForConditionalGeneration, WhisperProcessor\n"
+        'proc = WhisperProcessor.from_pretrained("openai/whisper-small")\n'
+        'model = WhisperForConditionalGeneration.from_pretrained("openai/whisper-small")\n'
+        "def transcribe(audio):\n    feats = proc(audio, sampling_rate=16000, return_tensors='pt', truncation=False, "
+        "padding='longest', return_attention_mask=True)\n"
+        "    return proc.batch_decode(model.generate(**feats), skip_special_tokens=True)[0]\n",
+    ),
     "IT045": (
         LOAD + "def run(enc):\n    out = model.generate(**enc, max_new_tokens=32)\n"
         "    return tok.batch_decode(out[0], skip_special_tokens=True)\n",

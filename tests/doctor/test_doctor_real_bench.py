@@ -68,3 +68,16 @@ def test_a_finding_inside_the_labelled_statement_matches_it():
     assert b.judge(case, [(6, "IT014", "m")], ends)["right"] == [(6, "IT014")]
     assert b.judge(case, [(6, "IT014", "m")])["right"] == []  # 4 lines away, without the statement's span
     assert b.judge(case, [(8, "IT014", "m")], ends)["right"] == []  # after the statement
+
+
+def test_a_file_python_cannot_parse_counts_as_found_at_the_line_the_doctor_names(tmp_path):
+    """The doctor refuses a file with a syntax error and names its line: that is the labelled problem, told to the
+    user, so it is scored as an `other:syntax-error` finding there; a file that parses has no such finding."""
+    b = bench()
+    broken = tmp_path / "broken.py"
+    broken.write_text("from transformers import pipeline\n\npipe = pipeline('text-generation'))\n")
+    found, error = b.findings(broken, None)
+    assert error is None and [(line, rule) for line, rule, _ in found] == [(3, "other:syntax-error")]
+    fine = tmp_path / "fine.py"
+    fine.write_text("from transformers import pipeline\n\npipe = pipeline('text-generation')\n")
+    assert all(rule != "other:syntax-error" for _, rule, _ in b.findings(fine, None)[0])

@@ -4,6 +4,7 @@ form of catalog.py's, which lists them after its own."""
 from __future__ import annotations
 
 from infertune.doctor.rules import (
+    audio,
     batches,
     decoding,
     device_strings,
@@ -156,5 +157,20 @@ EXTRA: list[Rule] = [
         "a device string torch rejects ('CPU', 'gpu', 'cudo'): the move raises before anything runs",
         "write a device torch knows: 'cuda', 'cuda:0', 'cpu' or 'mps' (lower case)",
         device_strings.invalid_device,
+    ),
+    Rule(
+        "IT053",
+        "audio-at-22khz",
+        "librosa.load without sr= (22050 Hz) feeding a speech model built for 16 kHz audio",
+        "librosa.load(path, sr=16000)",
+        audio.librosa_default_rate,
+    ),
+    Rule(
+        "IT054",
+        "whisper-30s-window",
+        "a Whisper generate given one 30-second window of a recording of any length",
+        "processor(audio, truncation=False, padding='longest', return_attention_mask=True), or the ASR pipeline "
+        "with chunk_length_s=30",
+        audio.whisper_window,
     ),
 ]

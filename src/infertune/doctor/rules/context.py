@@ -3,6 +3,8 @@ count in a model id, a data set looped over. Read by the placement rules (IT001,
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
     IGNORECASE,
@@ -79,6 +81,15 @@ def gpu_intent(s: Script) -> bool:
     if "_gpu_intent" not in s.__dict__:
         s.__dict__["_gpu_intent"] = any(GPU_INTENT.search(line.split("#", 1)[0]) for line in s.lines)
     return s.__dict__["_gpu_intent"]
+
+
+CPU_IN_NAME = lazy_compile(r"(^|[-_.])cpu([-_.]|$)", IGNORECASE)
+
+
+def cpu_named(s: Script) -> bool:
+    """The file's own name says it is the CPU run (`run_qwen_cpu.py`, `infer-cpu.py`; doctor-real-20 b02 and
+    doctor-real-18 b01, a 7B chat model run so, labelled fine; doctor-real-4 f08's folder says the same)."""
+    return bool(CPU_IN_NAME.search(PurePath(s.path).stem))
 
 
 def params_in_id(model: str | None) -> float | None:

@@ -19,7 +19,7 @@ from infertune.doctor.nodes import (
     receiver,
     task_of,
 )
-from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE, cpu_loads, gpu_intent, params_in_id
+from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE, cpu_loads, cpu_named, gpu_intent, params_in_id
 from infertune.doctor.rules.loading import moved, pipeline_stays_on_cpu, pipeline_typed, placed_at_load, stays_on_cpu
 from infertune.doctor.script import Script
 
@@ -205,7 +205,7 @@ def pipeline_on_cpu(s: Script):
             continue
         model = s.pipeline_model_id(p)
         n = params_in_id(model)
-        if model and n is not None and n >= (CPU_SIZED if gpu_intent(s) else CPU_WORKABLE):
+        if model and n is not None and n >= (CPU_SIZED if gpu_intent(s) else CPU_WORKABLE) and not cpu_named(s):
             where = (
                 "the pinned transformers (before 4.47) loads and runs it on the CPU (seconds per token)"
                 if pipeline_stays_on_cpu(s)

@@ -26,6 +26,7 @@ from infertune.doctor.rules.context import (
     CPU_SIZED,
     CPU_WORKABLE,
     PLACERS,
+    cpu_named,
     data_set_job,
     gpu_intent,
     helper_places,
@@ -353,7 +354,7 @@ def _cpu_on_purpose(s: Script, model: str | None) -> bool:
         n = max((p for t in s.tokenizers if (p := params_in_id(s.model_id(t))) is not None), default=None)
     if data_set_job(s):  # a job over a whole data set is no toy demo: on a CPU it runs for hours, unless the model is
         return n is not None and n < CPU_SIZED  # known to be small (doctor-real-18 b12: BLIP-base over a folder)
-    return n is None or n < CPU_WORKABLE
+    return n is None or n < CPU_WORKABLE or cpu_named(s)
 
 
 def stays_on_cpu(s: Script, c: ast.Call) -> bool:

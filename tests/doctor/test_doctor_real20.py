@@ -1,0 +1,78 @@
+"""infertune doctor, what doctor-real-20's development part taught (its cases are named in docs/doctor.md). Each
+test runs the real rules on a snippet, the silent shape beside the one that must fire."""
+
+from tests.doctor.cases import check_code
+
+
+def rules(tmp_path, code: str) -> set[str]:
+    return {f.rule for f in check_code(tmp_path, code).findings}
+
+
+ASR = (
+    "import librosa\nfrom transformers import Wav2Vec2ForCTC, Wav2Vec2Processor\n"
+    'proc = Wav2Vec2Processor.from_pretrained("facebook/wav2vec2-base-960h")\n'
+    'model = Wav2Vec2ForCTC.from_pretrained("facebook/wav2vec2-base-960h")\n'
+    "{load}\n"
+    "values = proc(audio, sampling_rate=16000, return_tensors='pt').input_values\n"
+    "print(proc.batch_decode(model(values).logits.argmax(-1)))\n"
+)
+
+
+def test_librosa_default_rate_for_a_16khz_speech_model(tmp_path):
+    """IT053: librosa.load without sr resamples to 22050 Hz; a wav2vec2 model hears 16 kHz. Silent with sr given,
+    with a resample after the load, for a pipeline given the rate in a dict, and in a file with no speech model."""
+    assert "IT053" in rules(tmp_path, ASR.format(load="audio, rate = librosa.load('talk.mp3')"))
+    assert "IT053" not in rules(tmp_path, ASR.format(load="audio, rate = librosa.load('talk.mp3', sr=16000)"))
+    resampled = "audio, rate = librosa.load('talk.mp3')\naudio = librosa.resample(audio, orig_sr=rate, target_sr=16000)"
+    assert "IT053" not in rules(tmp_path, ASR.format(load=resampled))
+    piped = (
+        "import librosa\nfrom transformers import pipeline\n"
+        'asr = pipeline("automatic-speech-recognition", model="openai/whisper-small")\n'
+        "audio, rate = librosa.load(path)\n{call}\n"
+    )
+    assert "IT053" in rules(tmp_path, piped.format(call="print(asr(audio))"))
+    assert "IT053" not in rules(tmp_path, piped.format(call='print(asr({"raw": audio, "sampling_rate": rate}))'))
+    music = "import librosa\nfrom transformers import pipeline\ny, sr = librosa.load(path)\nprint(y.mean())\n"
+    assert "IT053" not in rules(tmp_path, music)
+
+
+WHISPER = (
+    "import sys\nimport librosa\nfrom transformers import WhisperForConditionalGeneration, WhisperProcessor\n"
+    'proc = WhisperProcessor.from_pretrained("openai/whisper-small")\n'
+    'model = WhisperForConditionalGeneration.from_pretrained("openai/whisper-small")\n'
+    "{load}\n"
+    "feats = proc(speech, sampling_rate=16000, return_tensors='pt').input_features\n"
+    "print(proc.batch_decode(model.generate(feats), skip_special_tokens=True))\n"
+)
+
+
+def test_whisper_generate_on_one_30_second_window_of_a_recording_of_any_length(tmp_path):
+    """IT054: a Whisper processor cuts audio to 30 s by default and generate decodes that window. Reported for a
+    file named on the command line; silent for a fixed sample file, a load with a duration, a cut, a datasets
+    sample, and features asked for untruncated (long-form)."""
+    assert "IT054" in rules(tmp_path, WHISPER.format(load="speech, _ = librosa.load(sys.argv[1], sr=16000)"))
+    for bounded in (
+        "speech, _ = librosa.load('sample.wav', sr=16000)",
+        "speech, _ = librosa.load(sys.argv[1], sr=16000, duration=30)",
+        "speech, _ = librosa.load(sys.argv[1], sr=16000)\nspeech = speech[: 30 * 16000]",
+        "from datasets import load_dataset\nspeech = load_dataset('x', split='validation')[0]['audio']['array']",
+    ):
+        assert "IT054" not in rules(tmp_path, WHISPER.format(load=bounded)), bounded
+    long_form = WHISPER.format(load="speech, _ = librosa.load(sys.argv[1], sr=16000)").replace(
+        "return_tensors='pt')", "return_tensors='pt', truncation=False, padding='longest')"
+    )
+    assert "IT054" not in rules(tmp_path, long_form)
+
+
+def test_a_file_named_for_the_cpu_runs_there_on_purpose(tmp_path):
+    """IT002: a 7B chat model loaded with no device is reported, unless the file's own name says it is the CPU run
+    (`run_qwen_cpu.py`); a name that only contains the letters (`cpupower.py`... `scpu.py`) says nothing."""
+    code = (
+        'tok = AutoTokenizer.from_pretrained("Qwen/Qwen-7B-Chat")\n'
+        'model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen-7B-Chat", dtype="auto")\n'
+        'ids = tok("hello", return_tensors="pt").input_ids\nprint(model.generate(ids, max_new_tokens=50))\n'
+    )
+    assert "IT002" in {f.rule for f in check_code(tmp_path, code, name="run_qwen.py").findings}
+    assert "IT002" in {f.rule for f in check_code(tmp_path, code, name="scpu.py").findings}
+    assert "IT002" not in {f.rule for f in check_code(tmp_path, code, name="run_qwen_cpu.py").findings}
+    assert "IT002" not in {f.rule for f in check_code(tmp_path, code, name="cpu-infer.py").findings}
