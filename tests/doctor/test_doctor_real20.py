@@ -66,7 +66,7 @@ def test_whisper_generate_on_one_30_second_window_of_a_recording_of_any_length(t
 
 def test_a_file_named_for_the_cpu_runs_there_on_purpose(tmp_path):
     """IT002: a 7B chat model loaded with no device is reported, unless the file's own name says it is the CPU run
-    (`run_qwen_cpu.py`); a name that only contains the letters (`cpupower.py`... `scpu.py`) says nothing."""
+    (`run_qwen_cpu.py`, `cpu-infer.py`); a name that only contains the letters (`scpu.py`), or names it in passing (`miss_cpu_model.py`), says nothing."""
     code = (
         'tok = AutoTokenizer.from_pretrained("Qwen/Qwen-7B-Chat")\n'
         'model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen-7B-Chat", dtype="auto")\n'
@@ -74,5 +74,6 @@ def test_a_file_named_for_the_cpu_runs_there_on_purpose(tmp_path):
     )
     assert "IT002" in {f.rule for f in check_code(tmp_path, code, name="run_qwen.py").findings}
     assert "IT002" in {f.rule for f in check_code(tmp_path, code, name="scpu.py").findings}
+    assert "IT002" in {f.rule for f in check_code(tmp_path, code, name="miss_cpu_model.py").findings}
     assert "IT002" not in {f.rule for f in check_code(tmp_path, code, name="run_qwen_cpu.py").findings}
     assert "IT002" not in {f.rule for f in check_code(tmp_path, code, name="cpu-infer.py").findings}

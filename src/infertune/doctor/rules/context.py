@@ -3,7 +3,7 @@ count in a model id, a data set looped over. Read by the placement rules (IT001,
 
 from __future__ import annotations
 
-from pathlib import PurePath
+import os
 
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import (
@@ -83,13 +83,13 @@ def gpu_intent(s: Script) -> bool:
     return s.__dict__["_gpu_intent"]
 
 
-CPU_IN_NAME = lazy_compile(r"(^|[-_.])cpu([-_.]|$)", IGNORECASE)
-
-
 def cpu_named(s: Script) -> bool:
-    """The file's own name says it is the CPU run (`run_qwen_cpu.py`, `infer-cpu.py`; doctor-real-20 b02 and
-    doctor-real-18 b01, a 7B chat model run so, labelled fine; doctor-real-4 f08's folder says the same)."""
-    return bool(CPU_IN_NAME.search(PurePath(s.path).stem))
+    """The file's own name starts or ends with the word cpu (`run_qwen_cpu.py`, `cpu-infer.py`): it is the CPU run
+    of a project that has others (doctor-real-20 b02 and doctor-real-18 b01, a 7B chat model run so, labelled fine).
+    Read with string operations: the doctor's start-up path does not import `re`."""
+    stem = os.path.splitext(os.path.basename(s.path))[0].lower()
+    parts = stem.replace("-", "_").replace(".", "_").split("_")
+    return "cpu" in (parts[0], parts[-1])
 
 
 def params_in_id(model: str | None) -> float | None:
