@@ -1,4 +1,4 @@
-"""infertune doctor, what doctor-real-20's development part taught (its cases are named in docs/doctor.md). Each
+"""infertune doctor, what doctor-real-20 and -21's development parts taught (cases named in docs/doctor.md). Each
 test runs the real rules on a snippet, the silent shape beside the one that must fire."""
 
 from tests.doctor.cases import check_code
@@ -77,3 +77,16 @@ def test_a_file_named_for_the_cpu_runs_there_on_purpose(tmp_path):
     assert "IT002" in {f.rule for f in check_code(tmp_path, code, name="miss_cpu_model.py").findings}
     assert "IT002" not in {f.rule for f in check_code(tmp_path, code, name="run_qwen_cpu.py").findings}
     assert "IT002" not in {f.rule for f in check_code(tmp_path, code, name="cpu-infer.py").findings}
+
+
+def test_trust_remote_code_on_a_pipeline_given_no_task_may_load_the_checkpoints_own_pipeline(tmp_path):
+    """IT012: with no task, pipeline() takes the task and its class from the checkpoint's `custom_pipelines` when
+    trust_remote_code allows it (kotoba-whisper v2.2's diarizing ASR): silent there; a task given makes the flag
+    run nothing transformers needs, so it is reported."""
+    code = (
+        "from transformers import pipeline\n"
+        'pipe = pipeline({task}model="kotoba-tech/kotoba-whisper-v2.2", trust_remote_code=True)\n'
+        'print(pipe("talk.mp3", chunk_length_s=15))\n'
+    )
+    assert "IT012" not in rules(tmp_path, code.format(task=""))
+    assert "IT012" in rules(tmp_path, code.format(task='"automatic-speech-recognition", '))

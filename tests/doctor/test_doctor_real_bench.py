@@ -81,3 +81,22 @@ def test_a_file_python_cannot_parse_counts_as_found_at_the_line_the_doctor_names
     fine = tmp_path / "fine.py"
     fine.write_text("from transformers import pipeline\n\npipe = pipeline('text-generation')\n")
     assert all(rule != "other:syntax-error" for _, rule, _ in b.findings(fine, None)[0])
+
+
+def test_a_handler_finding_matches_a_label_at_its_functions_def_line():
+    """IT022 names the async handler it is in: labelled at that handler's `def` (or its decorator), the finding at
+    the generate call inside matches; another rule's finding there, or one outside the function, does not."""
+    source = (
+        "app = 1\n\n@app.post('/x')\nasync def handler(req):\n    a = 1\n    b = 2\n    c = 3\n"
+        "    out = model.generate(req)\n    return out\n\nz = 1\n"
+    )
+    b = bench()
+    ends, bodies = b.statement_ends(source), b.function_bodies(source)
+    assert bodies[3] == bodies[4] == 9
+    for labelled in (3, 4):
+        case = {"problems": [{"line": labelled, "kind": "IT022", "what": "blocks the loop"}], "silent": []}
+        assert b.judge(case, [(8, "IT022", "m")], ends, bodies)["right"] == [(8, "IT022")]
+        assert b.judge(case, [(8, "IT022", "m")], ends)["right"] == []  # without the bodies: 4+ lines away
+        assert b.judge(case, [(11, "IT022", "m")], ends, bodies)["right"] == []  # after the function
+    other = {"problems": [{"line": 4, "kind": "IT004", "what": "prompt echoed"}], "silent": []}
+    assert b.judge(other, [(8, "IT004", "m")], ends, bodies)["right"] == []

@@ -16,6 +16,7 @@ from infertune.doctor.nodes import (
     method,
     pipeline_model,
     receiver,
+    task_given,
 )
 from infertune.doctor.script import Script
 
@@ -49,7 +50,10 @@ def _native_checkpoint(model: str | None) -> bool:
 
 
 def trust_remote_code(s: Script):
-    """Only on transformers' loaders (not datasets.load_dataset), for a checkpoint transformers runs natively."""
+    """Only on transformers' loaders (not datasets.load_dataset), for a checkpoint transformers runs natively. Not on
+    a pipeline given no task: with the flag, `pipeline()` takes the task and its class from the checkpoint's
+    config.json `custom_pipelines` when it has one (read in 4.4x and 5.x: kotoba-whisper v2.2's diarizing ASR,
+    doctor-real-21 c07, labelled fine)."""
     for c in s.calls:
         v = kw(c, "trust_remote_code")
         if v is None or not (origins := s.origins(v)) or not all(const(o) is True for o in origins):
@@ -57,6 +61,8 @@ def trust_remote_code(s: Script):
         if method(c) == "from_pretrained":
             model = s.model_id(c)
         elif c in s.pipelines and (m := pipeline_model(c)) is not None:
+            if task_given(c) is None:
+                continue  # no task: a checkpoint's config.json `custom_pipelines` picks its own pipeline code
             loads = s.models_of(m)
             model = s.model_id(loads[0]) if loads else next((t for _, t in s.strings(m)), None)
         else:
