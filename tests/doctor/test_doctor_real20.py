@@ -90,3 +90,28 @@ def test_trust_remote_code_on_a_pipeline_given_no_task_may_load_the_checkpoints_
     )
     assert "IT012" not in rules(tmp_path, code.format(task=""))
     assert "IT012" in rules(tmp_path, code.format(task='"automatic-speech-recognition", '))
+
+
+def test_deepseek_coder_is_llama_and_needs_no_repository_code(tmp_path):
+    """IT012: DeepSeek-Coder checkpoints are LlamaForCausalLM (native), so the flag is reported; DeepSeek-Coder-V2
+    ships its own modelling code, so the flag is needed there."""
+    code = (
+        "from transformers import AutoModelForCausalLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("deepseek-ai/{}", dtype="auto", device_map="auto", '
+        "trust_remote_code=True)\n"
+    )
+    assert "IT012" in rules(tmp_path, code.format("deepseek-coder-6.7b-instruct"))
+    assert "IT012" not in rules(tmp_path, code.format("DeepSeek-Coder-V2-Lite-Instruct"))
+
+
+def test_qwen_vl_code_picks_half_precision_itself(tmp_path):
+    """IT001: Qwen-VL's own modelling code (trust_remote_code) sets bf16 or fp16 when no precision is given, as
+    Qwen (v1)'s does, a local copy named after it included; a native checkpoint loaded so is reported."""
+    code = (
+        "from transformers import AutoModelForCausalLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("{}", device_map="cuda", trust_remote_code=True).eval()\n'
+        "print(model.generate(**inputs, max_new_tokens=20))\n"
+    )
+    assert "IT001" not in rules(tmp_path, code.format("../Qwen-VL-Chat-7B"))
+    assert "IT001" not in rules(tmp_path, code.format("Qwen/Qwen-VL-Chat"))
+    assert "IT001" in rules(tmp_path, code.format("meta-llama/Llama-2-7b-chat-hf"))

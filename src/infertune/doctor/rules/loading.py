@@ -93,8 +93,8 @@ FP32_CLASS = lazy_compile(r"^GPT2(LMHeadModel|Model|DoubleHeadsModel)$")
 HALF_SEQ2SEQ = lazy_compile(r"whisper-large-v3|distil-large-v3", IGNORECASE)
 # checkpoints whose own modelling code (trust_remote_code) picks half precision when none is given: Qwen (v1)'s
 # QWenLMHeadModel sets bf16, else fp16, on a card that supports it and casts itself (`autoset_precision`); by the
-# id's last part, so a local copy named so counts too (doctor-real-16 d12: ".../qwen/Qwen-7B-Chat")
-CASTS_ITSELF = lazy_compile(r"^qwen-(1_8b|7b|14b|72b)(-chat)?(-int[48])?$", IGNORECASE)
+# id's last part, so a local copy counts too (doctor-real-16 d12 ".../qwen/Qwen-7B-Chat"; Qwen-VL's code, -22 a04)
+CASTS_ITSELF = lazy_compile(r"^qwen-((1_8b|7b|14b|72b)(-chat)?(-int[48])?|vl(-chat)?(-int4)?(-7b)?)$", IGNORECASE)
 
 
 def _half_pipelines_in_fp32(s: Script) -> list[ast.Call]:

@@ -25,15 +25,16 @@ from infertune.doctor.script import Script
 # -1.5 and -2 shipped their own code in 2023 and are native since transformers 4.37, their repositories converted
 # (doctor-real-4 f03 and doctor-real-7 t17, labelled so). RLHFlow's ArmoRM names Llama 3 but ships its own gated
 # reward head (doctor-real-8 w10). Microsoft's CodeGPT checkpoints are GPT-2 (GPT2LMHeadModel; doctor-real-14 b01's
-# fine-tune of one).
+# fine-tune of one). DeepSeek-Coder (1.3B to 33B) is Llama (LlamaForCausalLM, a 32256-token vocabulary and linear
+# RoPE scaling, all native; doctor-real-22 d02, d03, d01: labelled so); DeepSeek-Coder-V2 ships its own code.
 NATIVE_ID = lazy_compile(
     r"llama|mistral|mixtral|qwen1\.5|qwen2|qwen3|gemma|phi-?[1-4]|gpt2|codegpt|gpt-neo|gpt-j|pythia|opt-\d|bloom|starcoder2|"
     r"codellama|tinyllama|zephyr|vicuna|smollm|smolvlm|olmo|granite|stablelm|llava|idefics|whisper|"
-    r"^t5|flan-t5|^bart|m2m100|nllb|opus-mt|bert|roberta|deepseek-r1-distill",
+    r"^t5|flan-t5|^bart|m2m100|nllb|opus-mt|bert|roberta|deepseek-r1-distill|deepseek-coder",
     IGNORECASE,
 )
 NEEDS_CODE_ID = lazy_compile(
-    r"qwen-|chatglm|glm-4|baichuan|internlm|internvl|minicpm|florence|indictrans|deepseek-v[23]|jina|nomic|mpt-|"
+    r"qwen-|chatglm|glm-4|baichuan|internlm|internvl|minicpm|florence|indictrans|deepseek-(coder-)?v[23]|jina|nomic|mpt-|"
     r"xgen|moss|cogvlm|molmo|kimi|aquila|telechat|openelm|falcon|yi-vl|mplug|blip-3|sfr-|armorm",
     IGNORECASE,
 )
