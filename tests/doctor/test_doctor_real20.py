@@ -115,3 +115,17 @@ def test_qwen_vl_code_picks_half_precision_itself(tmp_path):
     assert "IT001" not in rules(tmp_path, code.format("../Qwen-VL-Chat-7B"))
     assert "IT001" not in rules(tmp_path, code.format("Qwen/Qwen-VL-Chat"))
     assert "IT001" in rules(tmp_path, code.format("meta-llama/Llama-2-7b-chat-hf"))
+
+
+def test_a_folder_joined_with_os_path_join_names_its_checkpoint(tmp_path):
+    """A tokenizer loaded from os.path.join(os.getcwd(), "models", "<folder>") is known by the folder's name: a
+    Mistral-Instruct chat template's text encoded again gets a second BOS (IT025); the same with the special tokens
+    left out is silent."""
+    code = (
+        "import os\n"
+        'tok = AutoTokenizer.from_pretrained(os.path.join(os.getcwd(), "models", "mistral-7b-instruct-hf"))\n'
+        'text = tok.apply_chat_template([{{"role": "user", "content": q}}], tokenize=False)\n'
+        'ids = tok.encode(text{}, return_tensors="pt")\n'
+    )
+    assert "IT025" in rules(tmp_path, code.format(""))
+    assert "IT025" not in rules(tmp_path, code.format(", add_special_tokens=False"))
