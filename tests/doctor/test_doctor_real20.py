@@ -129,3 +129,17 @@ def test_a_folder_joined_with_os_path_join_names_its_checkpoint(tmp_path):
     )
     assert "IT025" in rules(tmp_path, code.format(""))
     assert "IT025" not in rules(tmp_path, code.format(", add_special_tokens=False"))
+
+
+def test_an_async_route_running_a_remote_code_chat_blocks_its_event_loop(tmp_path):
+    """IT022: `model.chat(...)` of a remote-code checkpoint (Qwen-VL, ChatGLM, InternLM) runs generate inside it:
+    an async route calling it (through a helper of the file) blocks the loop; handed to a thread it does not."""
+    code = (
+        "from fastapi import FastAPI\nfrom transformers import AutoModelForCausalLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen-VL-Chat", device_map="cuda", '
+        "trust_remote_code=True).eval()\napp = FastAPI()\n\n"
+        "def answer(query):\n    response, _ = model.chat(tok, query=query, history=None)\n    return response\n\n"
+        '@app.post("/chat")\nasync def chat(q: str):\n    return {{"text": {}}}\n'
+    )
+    assert "IT022" in rules(tmp_path, code.format("answer(q)"))
+    assert "IT022" not in rules(tmp_path, code.format("await asyncio.to_thread(answer, q)"))

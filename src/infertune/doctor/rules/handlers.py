@@ -4,7 +4,7 @@ helpers, or handed to a thread (serving.py's IT011/IT022 read these)."""
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import callee, kw
+from infertune.doctor.nodes import callee, kw, method, receiver
 from infertune.doctor.script import Script
 
 OFFLOAD = {"to_thread", "run_in_executor", "run_in_threadpool", "submit", "run_sync", "Thread", "Process"}
@@ -35,6 +35,11 @@ def _wrapper_call(s: Script, c: ast.Call) -> bool:
     )
 
 
+# the generation helpers remote-code checkpoints add to their model (Qwen (v1) and Qwen-VL, ChatGLM, InternLM,
+# Baichuan, MiniCPM: `model.chat(tokenizer, query, history)`): each runs generate inside, as long as it takes
+REMOTE_CHAT = {"chat", "stream_chat", "chat_stream"}
+
+
 def generation_in(s: Script, fn: ast.AST) -> list[ast.Call]:
     """generate / pipeline calls, calls of a wrapper built on the model, and Thread(target=model.generate),
     directly in this function's body."""
@@ -46,6 +51,7 @@ def generation_in(s: Script, fn: ast.AST) -> list[ast.Call]:
             c in s.generates
             or s.is_pipeline_call(c)
             or _wrapper_call(s, c)
+            or (method(c) in REMOTE_CHAT and bool(s.models_of(receiver(c))))
             or (
                 callee(c) in ("Thread", "submit", "run_in_executor", "to_thread")
                 and any(isinstance(a, ast.Attribute) and a.attr == "generate" for a in [kw(c, "target"), *c.args])
