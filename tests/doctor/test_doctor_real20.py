@@ -143,3 +143,15 @@ def test_an_async_route_running_a_remote_code_chat_blocks_its_event_loop(tmp_pat
     )
     assert "IT022" in rules(tmp_path, code.format("answer(q)"))
     assert "IT022" not in rules(tmp_path, code.format("await asyncio.to_thread(answer, q)"))
+
+
+def test_a_qwen2_5_fine_tune_spelled_with_a_hyphen_is_not_qwen_1(tmp_path):
+    """IT035: Qwen (v1) ids (Qwen-7B, Qwen-1_8B, Qwen-VL) need their repository's code; a fine-tune named
+    "Qwen-2.5-0.5B-..." is Qwen2.5, which transformers implements, so loading it without the flag is fine."""
+    code = (
+        "from transformers import AutoModelForCausalLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("{}", dtype="auto", device_map="auto")\n'
+    )
+    assert "IT035" not in rules(tmp_path, code.format("tadkt/Qwen-2.5-0.5B-VN"))
+    assert "IT035" in rules(tmp_path, code.format("Qwen/Qwen-7B-Chat"))
+    assert "IT035" in rules(tmp_path, code.format("Qwen/Qwen-1_8B-Chat"))

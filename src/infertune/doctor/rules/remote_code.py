@@ -34,7 +34,7 @@ NATIVE_ID = lazy_compile(
     IGNORECASE,
 )
 NEEDS_CODE_ID = lazy_compile(
-    r"qwen-|chatglm|glm-4|baichuan|internlm|internvl|minicpm|florence|indictrans|deepseek-(coder-)?v[23]|jina|nomic|mpt-|"
+    r"qwen-(1_8b|\d+b|vl|audio)|chatglm|glm-4|baichuan|internlm|internvl|minicpm|florence|indictrans|deepseek-(coder-)?v[23]|jina|nomic|mpt-|"
     r"xgen|moss|cogvlm|molmo|kimi|aquila|telechat|openelm|falcon|yi-vl|mplug|blip-3|sfr-|armorm",
     IGNORECASE,
 )
@@ -89,7 +89,7 @@ def trust_remote_code(s: Script):
 # architectures transformers does not ship (by the id's last part): their repositories hold the modelling (and often
 # tokenizer) code, and an Auto class refuses them without trust_remote_code=True. Native conversions end in -hf.
 OWN_CODE_ID = lazy_compile(
-    r"^(chatglm\d?|internlm\d?(\.5)?|baichuan\d?|indictrans2|qwen-(\d|vl|audio)|minicpm|cogvlm|molmo|moss-|"
+    r"^(chatglm\d?|internlm\d?(\.5)?|baichuan\d?|indictrans2|qwen-(1_8b|\d+b|vl|audio)|minicpm|cogvlm|molmo|moss-|"
     r"telechat|openelm|internvl\d?)",
     IGNORECASE,
 )
