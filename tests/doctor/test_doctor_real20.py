@@ -155,3 +155,16 @@ def test_a_qwen2_5_fine_tune_spelled_with_a_hyphen_is_not_qwen_1(tmp_path):
     assert "IT035" not in rules(tmp_path, code.format("tadkt/Qwen-2.5-0.5B-VN"))
     assert "IT035" in rules(tmp_path, code.format("Qwen/Qwen-7B-Chat"))
     assert "IT035" in rules(tmp_path, code.format("Qwen/Qwen-1_8B-Chat"))
+
+
+def test_a_gguf_only_repository_needs_its_gguf_file(tmp_path):
+    """IT046: a `...-GGUF` repository holds .gguf files only: from_pretrained fails without gguf_file=; with it the
+    load works; ctransformers' own AutoModelForCausalLM (model_file=) reads such repositories."""
+    code = (
+        "from transformers import AutoModelForCausalLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("TheBloke/TinyLlama-1.1B-Chat-v1.0-GGUF"{})\n'
+    )
+    assert "IT046" in rules(tmp_path, code.format(""))
+    assert "IT046" not in rules(tmp_path, code.format(', gguf_file="tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf"'))
+    other = code.replace("from transformers import", "from ctransformers import")
+    assert "IT046" not in rules(tmp_path, other.format(', model_file="tinyllama.Q4_K_M.gguf", model_type="llama"'))

@@ -1,5 +1,5 @@
 """IT046: a model id the Hub cannot resolve, by its shape: a GGUF file name given as the repository (the file goes to
-gguf_file=), a revision glued to it with '@', or an organisation one slip away from the publisher's
+gguf_file=), a GGUF-only repository (`...-GGUF`) loaded with no gguf_file=, a revision glued to it with '@', or an organisation one slip away from the publisher's
 (`meta/llama-3.2-1b` for meta-llama's). The load fails before anything runs (doctor-real-1 b18, labelled
 `other:invalid-model-id`).
 
@@ -27,6 +27,11 @@ def _problem(model: str, load: ast.Call) -> str | None:
             f"{model} names a GGUF file, not a repository: the load fails; pass the repository as the id and the "
             "file as gguf_file="
         )
+    if name.lower().endswith("-gguf") and not any(kw(load, k) is not None for k in ("gguf_file", "model_file")):
+        return (  # (doctor-real-23 a02: TheBloke's TinyLlama GGUF export behind a Flask route)
+            f"{model} is a repository of GGUF files only (no safetensors, no tokenizer files): from_pretrained "
+            "fails without gguf_file=<one of its .gguf files>; or load the original repository"
+        )
     if "@" in name:  # (doctor-real-15 c15: "jinaai/jina-embeddings-v3@<hash>")
         repo, _, rev = name.partition("@")
         return (
@@ -42,6 +47,8 @@ def _problem(model: str, load: ast.Call) -> str | None:
 def invalid_model_id(s: Script):
     """One finding per id, at the string that spells it (where the fix goes), else at the load."""
     seen: set[str] = set()
+    if s.imports("ctransformers"):
+        return  # (its AutoModelForCausalLM reads GGUF repositories with model_file=: another library's ids)
     for c in [*s.loads, *s.tokenizers, *s.pipelines]:
         model = s.pipeline_model_id(c) if c in s.pipelines else s.model_id(c)
         if model is None or model in seen or (message := _problem(model, c)) is None:
