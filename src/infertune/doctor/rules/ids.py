@@ -1,5 +1,6 @@
 """IT046: a model id the Hub cannot resolve, by its shape: a GGUF file name given as the repository (the file goes to
-gguf_file=), a GGUF-only repository (`...-GGUF`) loaded with no gguf_file=, a revision glued to it with '@', or an organisation one slip away from the publisher's
+gguf_file=), a GGUF-only repository (`...-GGUF`) loaded with no gguf_file=, a revision glued to it with '@', or an
+organisation one slip away from the publisher's
 (`meta/llama-3.2-1b` for meta-llama's). The load fails before anything runs (doctor-real-1 b18, labelled
 `other:invalid-model-id`).
 
