@@ -36,7 +36,7 @@ def _rate_handed_on(s: Script) -> bool:
 
 
 def librosa_default_rate(s: Script):
-    if not _speech_16k(s) or RESAMPLES.search(s.source) or _rate_handed_on(s):
+    if "librosa" not in s.source or not _speech_16k(s) or RESAMPLES.search(s.source) or _rate_handed_on(s):
         return
     for c in s.calls:
         if dotted(c.func) == "librosa.load" and len(c.args) < 2 and kw(c, "sr") is None and not has_star_kwargs(c):
