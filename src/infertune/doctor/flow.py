@@ -359,8 +359,8 @@ class Flow:
                 out += self.strings(o.elt, depth + 1)
             elif isinstance(o, ast.BinOp):
                 out += self.strings(o.left, depth + 1) + self.strings(o.right, depth + 1)
-            elif isinstance(o, ast.Call) and dotted(o.func) in ("os.path.join", "path.join"):  # a folder's path: one
-                out.append((o, "/".join(t for a in o.args for _, t in self.strings(a, depth + 1))))  # text, parts kept
+            elif isinstance(o, ast.Call) and method(o) == "join" and dotted(o.func) in ("os.path.join", "path.join"):
+                out.append((o, "/".join(t for a in o.args for _, t in self.strings(a, depth + 1))))  # a path: one text
             elif isinstance(o, ast.Call) and method(o) in ("format", "strip", "join", "replace", "lstrip", "rstrip"):
                 out += self.strings(receiver(o), depth + 1)  # never replace()'s arguments: they are removed
                 if method(o) == "join":

@@ -345,7 +345,7 @@ def model_on_cpu(s: Script):
 def _cpu_on_purpose(s: Script, model: str | None) -> bool:
     """A script that never mentions a GPU, on a model a CPU can run (no size in its id: gpt2, distilgpt2,
     opus-mt, bart-large...; or under 5B by its id or KNOWN_PARAMS; an id naming no size takes the size its
-    tokenizer's checkpoint names): running on the CPU is the author's choice.
+    tokenizer's checkpoint names), or in a file named as the CPU run (cpu_named): the CPU is the author's choice.
     Real scripts run that way on purpose (toy demos, data-preparation helpers); a 7B or an 8x7B is not."""
     if gpu_intent(s):
         return False

@@ -53,8 +53,8 @@ def _native_checkpoint(model: str | None) -> bool:
 def trust_remote_code(s: Script):
     """Only on transformers' loaders (not datasets.load_dataset), for a checkpoint transformers runs natively. Not on
     a pipeline given no task: with the flag, `pipeline()` takes the task and its class from the checkpoint's
-    config.json `custom_pipelines` when it has one (read in 4.4x and 5.x: kotoba-whisper v2.2's diarizing ASR,
-    doctor-real-21 c07, labelled fine)."""
+    config.json `custom_pipelines` when it has one (read in 5.x's pipelines/__init__.py, the same in vendored 4.x
+    copies: kotoba-whisper v2.2's diarizing ASR, doctor-real-21 c07, labelled fine)."""
     for c in s.calls:
         v = kw(c, "trust_remote_code")
         if v is None or not (origins := s.origins(v)) or not all(const(o) is True for o in origins):
