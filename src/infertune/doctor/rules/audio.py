@@ -59,14 +59,12 @@ def _feature_calls(s: Script, g: ast.Call) -> list[ast.Call]:
     whose features reach the generate call g."""
     out = []
     for c in s.calls:
-        if not c.args or g not in s.sinks_of(c):
-            continue
         holder = c.func.value if isinstance(c.func, ast.Attribute) and c.func.attr == "feature_extractor" else c.func
-        if not isinstance(holder, ast.Name | ast.Attribute):
+        if not c.args or not isinstance(holder, ast.Name | ast.Attribute):
             continue
         loads = [o for o in s.origins(holder) if isinstance(o, ast.Call) and method(o) == "from_pretrained"]
-        if any(PROCESSORS.search(dotted(receiver(o))) for o in loads):
-            out.append(c)
+        if any(PROCESSORS.search(dotted(receiver(o))) for o in loads) and g in s.sinks_of(c):
+            out.append(c)  # (where its features flow, the costlier question, asked of processor calls only)
     return out
 
 

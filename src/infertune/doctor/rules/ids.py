@@ -47,9 +47,9 @@ def _problem(model: str, load: ast.Call) -> str | None:
 
 def invalid_model_id(s: Script):
     """One finding per id, at the string that spells it (where the fix goes), else at the load."""
-    seen: set[str] = set()
     if s.imports("ctransformers"):
         return  # (its AutoModelForCausalLM reads GGUF repositories with model_file=: another library's ids)
+    seen: set[str] = set()
     for c in [*s.loads, *s.tokenizers, *s.pipelines]:
         model = s.pipeline_model_id(c) if c in s.pipelines else s.model_id(c)
         if model is None or model in seen or (message := _problem(model, c)) is None:

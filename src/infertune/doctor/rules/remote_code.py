@@ -34,7 +34,8 @@ NATIVE_ID = lazy_compile(
     IGNORECASE,
 )
 NEEDS_CODE_ID = lazy_compile(
-    r"qwen-(1_8b|\d+b|vl|audio)|chatglm|glm-4|baichuan|internlm|internvl|minicpm|florence|indictrans|deepseek-(coder-)?v[23]|jina|nomic|mpt-|"
+    r"qwen-(1_8b|\d+b|vl|audio)|chatglm|glm-4|baichuan|internlm|internvl|minicpm|florence|indictrans|"
+    r"deepseek-(coder-)?v[23]|jina|nomic|mpt-|"
     r"xgen|moss|cogvlm|molmo|kimi|aquila|telechat|openelm|falcon|yi-vl|mplug|blip-3|sfr-|armorm",
     IGNORECASE,
 )
