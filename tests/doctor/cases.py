@@ -176,6 +176,14 @@ CASES = {
         "padding='longest', return_attention_mask=True)\n"
         "    return proc.batch_decode(model.generate(**feats), skip_special_tokens=True)[0]\n",
     ),
+    "IT055": (
+        "from transformers import AutoModelForSeq2SeqLM\n"
+        'model = AutoModelForSeq2SeqLM.from_pretrained("google/pegasus-xsum")\n'
+        "def summarize(enc):\n    return tok.decode(model.generate(**enc)[0])\n",
+        "from transformers import AutoModelForSeq2SeqLM\n"
+        'model = AutoModelForSeq2SeqLM.from_pretrained("google/pegasus-xsum")\n'
+        "def summarize(enc):\n    return tok.decode(model.generate(**enc)[0], skip_special_tokens=True)\n",
+    ),
     "IT045": (
         LOAD + "def run(enc):\n    out = model.generate(**enc, max_new_tokens=32)\n"
         "    return tok.batch_decode(out[0], skip_special_tokens=True)\n",

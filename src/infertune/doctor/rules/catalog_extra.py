@@ -173,4 +173,11 @@ EXTRA: list[Rule] = [
         "with chunk_length_s=30",
         audio.whisper_window,
     ),
+    Rule(
+        "IT055",
+        "special-tokens-shown",
+        "an encoder-decoder's generated ids decoded without skip_special_tokens (the text keeps <pad> and </s>)",
+        "tok.decode(ids, skip_special_tokens=True)",
+        decoding.special_tokens_shown,
+    ),
 ]

@@ -1,0 +1,43 @@
+"""infertune doctor, what the seventh session's development material taught (cases named in docs/doctor.md). Each
+test runs the real rules on a snippet, the silent shape beside the one that must fire."""
+
+from tests.doctor.cases import check_code
+
+
+def rules(tmp_path, code: str) -> set[str]:
+    return {f.rule for f in check_code(tmp_path, code).findings}
+
+
+SUMMARIZER = (
+    "from transformers import PegasusForConditionalGeneration, PegasusTokenizer\n"
+    'tok = PegasusTokenizer.from_pretrained("google/pegasus-xsum")\n'
+    'model = PegasusForConditionalGeneration.from_pretrained("google/pegasus-xsum")\n'
+    "def summarize(text):\n"
+    "    enc = tok(text, truncation=True, return_tensors='pt')\n"
+    "    summary = model.generate(**enc)\n"
+    "{use}\n"
+)
+
+
+def test_encoder_decoder_output_decoded_with_its_special_tokens(tmp_path):
+    """IT055: a seq2seq model's ids start with the decoder's start token and end with </s>; decode keeps them.
+    Reported for a decode whose text is returned or printed; silent with skip_special_tokens given (either way),
+    for a text cleaned afterwards (a replace, a normalizer), for a decode never read, and for a decoder-only model
+    (its prompt in the output is IT004's)."""
+    assert "IT055" in rules(tmp_path, SUMMARIZER.format(use="    return tok.decode(summary[0])"))
+    assert "IT055" in rules(tmp_path, SUMMARIZER.format(use="    print(tok.batch_decode(summary.sequences)[0])"))
+    for silent in (
+        "    return tok.decode(summary[0], skip_special_tokens=True)",
+        "    return tok.batch_decode(summary, skip_special_tokens=False)",
+        "    text = tok.decode(summary[0])\n    return text.replace('<pad>', '').replace('</s>', '')",
+        "    text = tok.batch_decode(summary)[0]\n    return normalizer(text)",
+        "    first = tok.decode(summary[0])\n    return tok.decode(summary[0], skip_special_tokens=True)",
+    ):
+        assert "IT055" not in rules(tmp_path, SUMMARIZER.format(use=silent)), silent
+    causal = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        'tok = AutoTokenizer.from_pretrained("gpt2")\n'
+        'model = AutoModelForCausalLM.from_pretrained("gpt2")\n'
+        "ids = model.generate(**tok('Once', return_tensors='pt'), max_new_tokens=20)\nprint(tok.decode(ids[0]))\n"
+    )
+    assert "IT055" not in rules(tmp_path, causal)
