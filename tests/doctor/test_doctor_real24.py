@@ -41,3 +41,31 @@ def test_encoder_decoder_output_decoded_with_its_special_tokens(tmp_path):
         "ids = model.generate(**tok('Once', return_tensors='pt'), max_new_tokens=20)\nprint(tok.decode(ids[0]))\n"
     )
     assert "IT055" not in rules(tmp_path, causal)
+
+
+VIEW = (
+    "from transformers import AutoModelForSequenceClassification, AutoTokenizer\n"
+    "def review_view(request):\n"
+    "    text = request.POST.get('review', '')\n"
+    "    {check}\n"
+    "        tok = AutoTokenizer.from_pretrained('org/roberta-intent')\n"
+    "        model = AutoModelForSequenceClassification.from_pretrained('org/roberta-intent')\n"
+    "    return model(**tok(text, truncation=True, return_tensors='pt')).logits.argmax(-1).item()\n"
+)
+
+
+def test_model_loaded_behind_a_request_check_reloads_per_request(tmp_path):
+    """IT023: an `if` on the request (a form's validity, the model picked by a value) still loads on every call,
+    and a classifier's own forward pass on the request's text counts as running it. Silent behind a real load
+    guard (loaded yet? a cache? a switch) and under the main guard."""
+    for check in ("if request.method == 'POST':", "if choice == 'roberta':", "if form.is_valid():"):
+        assert "IT023" in rules(tmp_path, VIEW.format(check=check)), check
+    for guard in ("if model is None:", "if 'model' not in CACHE:", "if not loaded:", "if LOAD_MODEL:"):
+        assert "IT023" not in rules(tmp_path, VIEW.format(check=guard)), guard
+    main = (
+        "from transformers import AutoModelForCausalLM\nimport sys\n"
+        "if __name__ == '__main__':\n"
+        "    model = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+        "    print(model.generate(max_new_tokens=5))\n"
+    )
+    assert "IT023" not in rules(tmp_path, main)

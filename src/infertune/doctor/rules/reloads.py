@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import IGNORECASE, callee, dotted, kw, lazy_compile, method, pipeline_model, receiver
+from infertune.doctor.rules.forward import forward_calls
 from infertune.doctor.rules.serving import routes
 from infertune.doctor.script import Script
 
@@ -86,11 +87,34 @@ def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def _behind_a_check(s: Script, up: list[ast.AST]) -> bool:
-    """Loaded once behind an `if`, or one of two loads of a try/except fallback (a `try` around a whole function
-    body that only reports its error is no check)."""
+GUARD_CALLS = {"hasattr", "getattr", "exists", "isfile", "isdir", "is_available", "isinstance"}
+
+
+def _load_guard(s: Script, test: ast.expr, c: ast.Call) -> bool:
+    """A test of whether the weights are loaded yet (`model is None`, `not model`, `name not in cache`, `hasattr`),
+    of a file or device, or one naming what the load is stored in; not a request's own checks
+    (`form.is_valid()`, `request.method == "POST"`) nor a choice of model (`choice == "roberta"`)."""
+    stmt = s.statement(c)
+    stored = {dotted(t) for t in stmt.targets} if isinstance(stmt, ast.Assign) else set()
+    for n in ast.walk(test):
+        if isinstance(n, ast.Compare) and any(isinstance(op, ast.Is | ast.IsNot | ast.In | ast.NotIn) for op in n.ops):
+            return True
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            return True
+        if isinstance(n, ast.Call) and callee(n) in GUARD_CALLS:
+            return True
+        if isinstance(n, ast.Name | ast.Attribute) and dotted(n) in (stored | {"__name__"}):
+            return True  # (the main guard: what it holds runs once)
+    return isinstance(test, ast.Name | ast.Attribute | ast.Constant)  # a switch (`if LOAD_MODEL:`)
+
+
+def _behind_a_check(s: Script, up: list[ast.AST], c: ast.Call) -> bool:
+    """Loaded once behind an `if` that is a load guard (`_load_guard`), or one of two loads of a try/except
+    fallback (a `try` around a whole function body that only reports its error is no check). A request's own
+    checks are not guards: a Django view's `if form.is_valid():` then `if choice == "roberta":` loads on every
+    post (doctor-real-25 a06)."""
     for n in up:
-        if isinstance(n, ast.If):
+        if isinstance(n, ast.If) and _load_guard(s, n.test, c):
             return True
         if isinstance(n, ast.Try) and any(
             x in s.loads or x in s.pipelines for h in n.handlers for x in ast.walk(h) if isinstance(x, ast.Call)
@@ -114,6 +138,7 @@ def _runs_on_argument(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, c: 
     derived |= {n for f in ast.walk(fn) if isinstance(f, ast.For | ast.comprehension) for n in _names(f.target)}
     if set().union(*(_names(a) for a in [*c.args, *(k.value for k in c.keywords)])) & derived:
         return False  # which model depends on the call (one per model name): not the same weights again
+    forwards = forward_calls(s)
     for x in ast.walk(fn):
         if not isinstance(x, ast.Call) or s.enclosing_function(x) is not fn:
             continue
@@ -122,6 +147,7 @@ def _runs_on_argument(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, c: 
             c in pipes  # (or the pipeline built around what c loads: doctor-real-14 c01)
             or any(p in s.pipelines and (m := pipeline_model(p)) is not None and c in s.models_of(m) for p in pipes)
             or (x in s.generates and c in s.models_of(receiver(x)))
+            or (x, c) in forwards  # a classifier's or encoder's own forward pass (doctor-real-25 a06)
         )
         if runs and set().union(*(_names(a) for a in [*x.args, *(k.value for k in x.keywords)])) & derived:
             return True
@@ -158,7 +184,7 @@ def _reload(s: Script, c: ast.Call, handlers: set[int], callbacks: set[str]) -> 
     """(the scope that reloads, its message) for a load that runs again per request, event, pass or rerun."""
     up = _enclosing(s, c)
     fn = up[-1] if up and isinstance(up[-1], ast.FunctionDef | ast.AsyncFunctionDef) else None
-    if _behind_a_check(s, up) or (fn is not None and any(_decorator(d) in CACHED for d in fn.decorator_list)):
+    if _behind_a_check(s, up, c) or (fn is not None and any(_decorator(d) in CACHED for d in fn.decorator_list)):
         return None
     args = set().union(*(_names(a) for a in [*c.args, *(k.value for k in c.keywords)]))
     loop = next((n for n in up if _repeats(n, args)), None)
