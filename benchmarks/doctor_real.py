@@ -169,6 +169,7 @@ COVERED = {
     "other:long-audio-truncated": "IT054",
     "other:sample-rate-mismatch": "IT053",
     "other:empty-main-block": "other:syntax-error",
+    "other:return-outside-function": "other:syntax-error",
     "other:special-tokens-in-output": "IT055",
     "other:special-tokens-in-decoded-output": "IT055",
     "other:special-tokens-in-decoded-text": "IT055",

@@ -103,6 +103,7 @@ def test_a_checkpoint_arriving_here_is_a_miss(tmp_path, env):
     ("name", "content", "says"),
     [
         ("a.py", b"def broken(:\n", "a.py:1:12: syntax error"),
+        ("a.py", b"for x in y:\n    pass\nbreak\n", "a.py:3:1: syntax error: 'break' outside loop"),
         ("a.py", b"\xff\xfe\x00", "a.py: not a UTF-8 text file"),
         ("a.py", None, "a.py: no such file or directory"),
         ("a", "dir", "a: no Python files to check"),

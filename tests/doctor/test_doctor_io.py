@@ -38,6 +38,7 @@ def one_line_refusal(r, needle):
     ("name", "content", "needle"),
     [
         ("broken.py", b"def f(:\n", "broken.py:1:7: syntax error"),
+        ("dedent.py", b"def f():\n    x = 1\nreturn x\n", "dedent.py:3:1: syntax error: 'return' outside function"),
         ("latin.py", b"\xff\xfe\x00", "latin.py: not a UTF-8 text file"),
         ("nope.py", None, "nope.py: no such file or directory"),
         ("empty_dir", "dir", "no Python files to check"),
