@@ -69,3 +69,20 @@ def test_model_loaded_behind_a_request_check_reloads_per_request(tmp_path):
         "    print(model.generate(max_new_tokens=5))\n"
     )
     assert "IT023" not in rules(tmp_path, main)
+
+
+def test_a_hand_built_prompt_of_several_pieces_is_one_finding(tmp_path):
+    """IT003: a transcript built piece by piece (the history's turns in a loop, then the new message) is one
+    prompt and one problem (doctor-real-25 a15: reported twice before)."""
+    code = (
+        "from transformers import pipeline\n"
+        'pipe = pipeline("text-generation", model="Qwen/Qwen2.5-0.5B-Instruct")\n'
+        "def chat(message, history):\n"
+        '    prompt = ""\n'
+        "    for user, bot in history:\n"
+        '        prompt += f"User: {user}\\nAssistant: {bot}\\n"\n'
+        '    prompt += f"User: {message}\\nAssistant:"\n'
+        "    return pipe(prompt, max_new_tokens=64, return_full_text=False)[0]['generated_text']\n"
+    )
+    found = [f.rule for f in check_code(tmp_path, code).findings]
+    assert found.count("IT003") == 1, found

@@ -273,8 +273,9 @@ def hand_built_chat_prompt(s: Script):
                 if node in seen or _bos_by_hand(s, text):
                     continue
                 if markers.search(text) and not _template_source(s, node, text, node is arg):
-                    seen.add(node)
+                    seen.update(n for n, _ in s.strings(arg))  # (one prompt, however many pieces: one finding)
                     yield node, "a chat prompt built by hand: the model was trained on its own chat template"
+                    break
 
 
 # vision-language chat checkpoints with no chat word in their ids (llava-hf/llava-1.5-7b-hf, llava-v1.6-mistral-...):
