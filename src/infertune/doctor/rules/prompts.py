@@ -265,7 +265,7 @@ def hand_built_chat_prompt(s: Script):
         return
     if _documented_by_hand(s) or _own_fine_tune(s) or adapter_loaded(s):
         return  # (an adapter's prompt is its training format: doctor-real-8 v06, y01, -9 q03, -11 b04, d02)
-    seen = set()
+    seen: set[ast.AST] = set()
     markers = CHAT_MARKERS if _chat_ids(s) else TEMPLATE_TOKENS
     for c in _prompt_sinks(s):
         for arg in _text_args(c):
