@@ -86,3 +86,17 @@ def test_a_hand_built_prompt_of_several_pieces_is_one_finding(tmp_path):
     )
     found = [f.rule for f in check_code(tmp_path, code).findings]
     assert found.count("IT003") == 1, found
+
+
+def test_auto_class_picked_per_model_in_a_branch_is_not_a_wrong_class(tmp_path):
+    """IT049: a T5 branch that loads through AutoModelForSeq2SeqLM an id whose default is decoder-only is the
+    file's dispatch per model; unconditionally (or under the main guard) the same load raises."""
+    load = "model = AutoModelForSeq2SeqLM.from_pretrained(NAME)\n"
+    head = (
+        "import os\nfrom transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM\n"
+        'NAME = os.getenv("MODEL", "EleutherAI/gpt-neo-1.3B")\n'
+    )
+    assert "IT049" in rules(tmp_path, head + load)
+    assert "IT049" in rules(tmp_path, head + "if __name__ == '__main__':\n    " + load)
+    branch = head + "if 't5' in NAME:\n    " + load + "else:\n    model = AutoModelForCausalLM.from_pretrained(NAME)\n"
+    assert "IT049" not in rules(tmp_path, branch)

@@ -12,7 +12,7 @@ configuration class" (doctor-real-13 d03: Flan-T5 through AutoModelForCausalLM, 
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import IGNORECASE, id_name, kw, lazy_compile
+from infertune.doctor.nodes import IGNORECASE, dotted, id_name, kw, lazy_compile
 from infertune.doctor.script import Script
 
 # organisations a script means and misspells: the short forms people write for the publishers' own
@@ -68,11 +68,22 @@ DECODER_ONLY = lazy_compile(
 )
 
 
+def _in_branch(s: Script, c: ast.Call) -> bool:
+    """The load sits in one branch of an `if`/`elif`: the file picks the class per model (doctor-real-25 d11, a
+    T5 branch that only an id other than the default reaches)."""
+    node: ast.AST = c
+    while node in s.parents:
+        node = s.parents[node]
+        if isinstance(node, ast.If | ast.IfExp) and "__name__" not in {dotted(n) for n in ast.walk(node.test)}:
+            return True  # (not the main guard: what it holds runs for every id)
+    return False
+
+
 def wrong_auto_class(s: Script):
     for c in s.loads:
         cls, model = s.model_class(c), s.model_id(c)
         name = id_name(model)
-        if not model or model.startswith((".", "/", "~")):
+        if not model or model.startswith((".", "/", "~")) or _in_branch(s, c):
             continue
         if cls == "AutoModelForCausalLM" and T5_FAMILY.search(name):
             yield (

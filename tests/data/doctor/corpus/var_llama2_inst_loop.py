@@ -8,7 +8,7 @@ def chat(user_msg, turns):
     text = ""
     for q, a in turns:
         text += f"[INST] {q} [/INST] {a} "  # expect: IT003
-    text += f"[INST] {user_msg} [/INST]"  # expect: IT003
+    text += f"[INST] {user_msg} [/INST]"  # (the same prompt: one finding)
     enc = tk(text, return_tensors="pt").to("cuda")
     out = lm.generate(**enc, max_new_tokens=256, do_sample=True, temperature=0.6)  # expect: IT010
     return tk.decode(out[0], skip_special_tokens=True).split("[/INST]")[-1].strip()
