@@ -100,3 +100,18 @@ def test_auto_class_picked_per_model_in_a_branch_is_not_a_wrong_class(tmp_path):
     assert "IT049" in rules(tmp_path, head + "if __name__ == '__main__':\n    " + load)
     branch = head + "if 't5' in NAME:\n    " + load + "else:\n    model = AutoModelForCausalLM.from_pretrained(NAME)\n"
     assert "IT049" not in rules(tmp_path, branch)
+
+
+def test_language_specific_bare_encoder_under_a_sentiment_head(tmp_path):
+    """IT041: a pre-trained encoder named by family, size and vocabulary only (IndoBERT, a Portuguese BERT, KcBERT)
+    has no task head; a name with a task word is a fine-tune. A publisher named `...benchmark` is no benchmark."""
+    code = 'from transformers import pipeline\nclf = pipeline("sentiment-analysis", model="{m}")\nprint(clf(text))\n'
+    for bare in ("indobenchmark/indobert-base-p1", "neuralmind/bert-base-portuguese-cased", "beomi/kcbert-base"):
+        assert "IT041" in rules(tmp_path, code.format(m=bare)), bare
+    for tuned in (
+        "mdhugol/indonesia-bert-sentiment-classification",
+        "w11wo/indonesian-roberta-base-sentiment-classifier",
+    ):
+        assert "IT041" not in rules(tmp_path, code.format(m=tuned)), tuned
+    timed = code.format(m="beomi/kcbert-base") + "import time\nt0 = time.perf_counter()\n"
+    assert "IT041" not in rules(tmp_path, timed)

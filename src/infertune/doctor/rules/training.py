@@ -13,7 +13,9 @@ TRAINS = lazy_compile(
 )
 # steps that only make sense before a backward pass, or that restore trained weights (a fine-tuned head)
 TRAINING_CALLS = {"get_peft_model", "fit", "train", "load_state_dict", "load_adapter", "from_pretrained_keras"}
-# pre-trained encoders published without any task head: the masked-language-model checkpoints themselves
+# pre-trained encoders published without any task head: the masked-language-model checkpoints themselves, by an id
+# made of nothing but a family, a size and what describes its vocabulary (a language, casing, whole-word masking,
+# a version): bert-base-uncased, roberta-base, indobert-base-p1, bert-base-portuguese-cased, kcbert-base, phobert-base
 BASE_ENCODER = lazy_compile(
     r"^((distil)?(bert|roberta)|xlm-roberta|albert|electra|camembert|flaubert|m?deberta(-v[23])?|modernbert)"
     r"(-v\d)?-(tiny|mini|small|medium|base|large|xlarge|xxlarge|xsmall)(-v\d)?"
@@ -21,6 +23,30 @@ BASE_ENCODER = lazy_compile(
     r"|^bert_uncased_L-\d+_H-\d+_A-\d+$",
     IGNORECASE,
 )
+FAMILY = lazy_compile(r"^(\w*bert|\w*roberta|electra|albert|ernie|\w*deberta)$", IGNORECASE)
+SIZE = {"tiny", "mini", "small", "medium", "base", "large", "xlarge", "xxlarge", "xsmall"}
+VOCABULARY = {
+    *("cased", "uncased", "multilingual", "wwm", "ext", "whole", "word", "masking", "char", "discriminator"),
+    *("chinese", "japanese", "korean", "vietnamese", "indonesian", "arabic", "turkish", "russian", "german"),
+    *("spanish", "portuguese", "french", "italian", "dutch", "polish", "greek", "hindi", "persian", "swedish"),
+    *("p1", "p2", "v1", "v2", "v3", "v4", "uncased"),
+}
+
+
+def bare_encoder(name: str) -> bool:
+    """The id names a pre-trained encoder and nothing it was fine-tuned for: BASE_ENCODER's, or a family word, a size
+    and vocabulary words only (doctor-real-25 b05: indobert-base-p1 as a sentiment pipeline's model)."""
+    if BASE_ENCODER.match(name):
+        return True
+    words = name.lower().replace("_", "-").split("-")
+    return (
+        bool(words)
+        and bool(FAMILY.match(words[0]))
+        and any(w in SIZE for w in words[1:])
+        and all(w in SIZE or w in VOCABULARY for w in words[1:])
+    )
+
+
 HEADED = lazy_compile(r"For(Sequence|Token)Classification$|ForQuestionAnswering$|ForMultipleChoice$")
 HEAD_TASKS = {
     "text-classification",
@@ -58,7 +84,8 @@ def training_step_at_inference(s: Script):
 # a file that measures the model's cost (a profiler, a latency or memory benchmark): what the head predicts is not
 # its output (doctor-real-13 b14: a layer profiler run on bert-base-uncased, not labelled a problem)
 MEASURES_COST = lazy_compile(
-    r"profil|latency|throughput|benchmark|perf_counter|timeit|cuda\.Event|max_memory_allocated", IGNORECASE
+    r"(?<![a-z])(profil|latency|throughput|benchmark|perf_counter|timeit|cuda\.Event|max_memory_allocated)",
+    IGNORECASE,  # (a word's start: `run_benchmark`, not the publisher `indobenchmark`: doctor-real-25 b05)
 )
 
 
@@ -70,13 +97,13 @@ def untrained_head(s: Script):
         return
     for load in s.loads:
         model = s.model_id(load)
-        if model and HEADED.search(s.model_class(load)) and BASE_ENCODER.match(id_name(model)):
+        if model and HEADED.search(s.model_class(load)) and bare_encoder(id_name(model)):
             yield load, _message(model)
     for p in s.pipelines:
         if task_of(p) not in HEAD_TASKS or pipeline_model(p) is None:
             continue
         model = s.pipeline_model_id(p)
-        if model and BASE_ENCODER.match(id_name(model)):
+        if model and bare_encoder(id_name(model)):
             yield p, _message(model)
 
 
