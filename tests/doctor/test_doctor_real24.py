@@ -115,3 +115,22 @@ def test_language_specific_bare_encoder_under_a_sentiment_head(tmp_path):
         assert "IT041" not in rules(tmp_path, code.format(m=tuned)), tuned
     timed = code.format(m="beomi/kcbert-base") + "import time\nt0 = time.perf_counter()\n"
     assert "IT041" not in rules(tmp_path, timed)
+
+
+def test_quantization_config_built_and_never_passed(tmp_path):
+    """IT057: a BitsAndBytesConfig nothing reads, and the load beside it takes the full-size weights. Silent once
+    the config is passed (directly, or through a dict of options), and when the load quantizes by itself."""
+    head = (
+        "import torch\nfrom transformers import AutoModelForCausalLM, BitsAndBytesConfig\n"
+        "def load(name):\n"
+        "    bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)\n"
+    )
+    assert "IT057" in rules(
+        tmp_path, head + "    return AutoModelForCausalLM.from_pretrained(name, device_map='auto')\n"
+    )
+    for used in (
+        "    return AutoModelForCausalLM.from_pretrained(name, device_map='auto', quantization_config=bnb)\n",
+        "    opts = {'quantization_config': bnb}\n    return AutoModelForCausalLM.from_pretrained(name, **opts)\n",
+        "    return AutoModelForCausalLM.from_pretrained(name, load_in_8bit=True)\n",
+    ):
+        assert "IT057" not in rules(tmp_path, head + used), used

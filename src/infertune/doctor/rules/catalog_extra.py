@@ -12,6 +12,7 @@ from infertune.doctor.rules import (
     limits,
     names,
     pages,
+    quantized,
     remote_code,
     removed,
     repeats,
@@ -179,5 +180,12 @@ EXTRA: list[Rule] = [
         "an encoder-decoder's generated ids decoded without skip_special_tokens (the text keeps <pad> and </s>)",
         "tok.decode(ids, skip_special_tokens=True)",
         decoding.special_tokens_shown,
+    ),
+    Rule(
+        "IT057",
+        "quantization-config-unused",
+        "a quantization config (BitsAndBytesConfig, GPTQConfig, ...) built and never passed to the model's load",
+        "pass it: from_pretrained(..., quantization_config=config)",
+        quantized.unused_quantization_config,
     ),
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import const, dotted, has_star_kwargs, kw, lazy_compile
+from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, kw, lazy_compile
 from infertune.doctor.script import Script
 
 SPEED = lazy_compile(r"speed|fast|latency|throughput")  # a comment saying why bitsandbytes was chosen
@@ -54,3 +54,41 @@ def bnb_4bit(s: Script):
             yield c, "4-bit bitsandbytes without bnb_4bit_compute_dtype computes in fp32: slow"
         elif SPEED.search(s.comment_near(c.lineno)):
             yield (c, "bitsandbytes 4-bit chosen for speed: it saves memory but dequantizes every matmul (slower)")
+
+
+# --- IT057: a quantization config built and never passed ---------------------------------------------------------
+
+QUANT_CONFIGS = {"BitsAndBytesConfig", "GPTQConfig", "AwqConfig", "HqqConfig", "QuantoConfig", "TorchAoConfig"}
+
+
+def _never_read(s: Script, config: ast.Call) -> bool:
+    """The config is stored under a name (or attribute) that nothing in the file reads."""
+    stmt = s.parents.get(config)
+    if not isinstance(stmt, ast.Assign):
+        return False
+    names = {dotted(t) for t in stmt.targets if isinstance(t, ast.Name | ast.Attribute)}
+    return bool(names) and not any(
+        isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load) and dotted(n) in names for n in s.nodes
+    )
+
+
+def _unquantized(s: Script, load: ast.Call) -> bool:
+    return not has_star_kwargs(load) and not s.quantized(load) and s.model_class(load) != "PeftModel"
+
+
+def unused_quantization_config(s: Script):
+    """A BitsAndBytesConfig (or GPTQ, AWQ, HQQ, Quanto, torchao config) stored and never read, beside a model load
+    without quantization_config: the model loads at full size, not quantized as the file means (doctor-real-4 f13,
+    -24 a15: both labelled at the load)."""
+    for q in s.calls:
+        if callee(q) not in QUANT_CONFIGS or not _never_read(s, q):
+            continue
+        scope = s.enclosing_function(q)
+        loads = [c for c in s.loads if s.enclosing_function(c) is scope and _unquantized(s, c)]
+        load = next((c for c in loads if c.lineno > q.lineno), None) or next(iter(loads), None)
+        if load is not None:
+            yield (
+                load,
+                f"the {callee(q)} built at line {q.lineno} is never passed (quantization_config=...): this "
+                "model loads at full size, not quantized",
+            )
