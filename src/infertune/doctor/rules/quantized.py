@@ -47,8 +47,8 @@ def bnb_4bit(s: Script):
     for v in _plain_4bit_requests(s):
         yield v, "4-bit bitsandbytes asked for as load_in_4bit=True: its compute dtype stays fp32 (slow)"
     for c in s.calls_named("BitsAndBytesConfig"):
-        if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c):
-            continue
+        if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c) or _never_read(s, c):
+            continue  # (a config nothing reads is IT057's finding)
         users = [load for load in s.loads if c in s.origins(kw(load, "quantization_config"))]
         if kw(c, "bnb_4bit_compute_dtype") is None and not (users and all(_bf16_inputs(s, u) for u in users)):
             yield c, "4-bit bitsandbytes without bnb_4bit_compute_dtype computes in fp32: slow"
