@@ -128,6 +128,9 @@ def test_quantization_config_built_and_never_passed(tmp_path):
     assert "IT057" in rules(
         tmp_path, head + "    return AutoModelForCausalLM.from_pretrained(name, device_map='auto')\n"
     )
+    no_dtype = head.replace(", bnb_4bit_compute_dtype=torch.bfloat16", "")
+    found = rules(tmp_path, no_dtype + "    return AutoModelForCausalLM.from_pretrained(name)\n")
+    assert "IT057" in found and "IT008" not in found  # (one finding: the unpassed config's dtype is moot)
     for used in (
         "    return AutoModelForCausalLM.from_pretrained(name, device_map='auto', quantization_config=bnb)\n",
         "    opts = {'quantization_config': bnb}\n    return AutoModelForCausalLM.from_pretrained(name, **opts)\n",

@@ -47,8 +47,8 @@ def bnb_4bit(s: Script):
     for v in _plain_4bit_requests(s):
         yield v, "4-bit bitsandbytes asked for as load_in_4bit=True: its compute dtype stays fp32 (slow)"
     for c in s.calls_named("BitsAndBytesConfig"):
-        if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c) or _never_read(s, c):
-            continue  # (a config nothing reads is IT057's finding)
+        if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c) or c in _unused_configs(s):
+            continue  # (a config never passed to the load beside it is IT057's finding)
         users = [load for load in s.loads if c in s.origins(kw(load, "quantization_config"))]
         if kw(c, "bnb_4bit_compute_dtype") is None and not (users and all(_bf16_inputs(s, u) for u in users)):
             yield c, "4-bit bitsandbytes without bnb_4bit_compute_dtype computes in fp32: slow"
@@ -76,10 +76,9 @@ def _unquantized(s: Script, load: ast.Call) -> bool:
     return not has_star_kwargs(load) and not s.quantized(load) and s.model_class(load) != "PeftModel"
 
 
-def unused_quantization_config(s: Script):
-    """A BitsAndBytesConfig (or GPTQ, AWQ, HQQ, Quanto, torchao config) stored and never read, beside a model load
-    without quantization_config: the model loads at full size, not quantized as the file means (doctor-real-4 f13,
-    -24 a15: both labelled at the load)."""
+def _unused_configs(s: Script) -> dict[ast.Call, ast.Call]:
+    """Each quantization config nothing reads, with the unquantized load of its scope it was meant for."""
+    out = {}
     for q in s.calls:
         if callee(q) not in QUANT_CONFIGS or not _never_read(s, q):
             continue
@@ -87,8 +86,17 @@ def unused_quantization_config(s: Script):
         loads = [c for c in s.loads if s.enclosing_function(c) is scope and _unquantized(s, c)]
         load = next((c for c in loads if c.lineno > q.lineno), None) or next(iter(loads), None)
         if load is not None:
-            yield (
-                load,
-                f"the {callee(q)} built at line {q.lineno} is never passed (quantization_config=...): this "
-                "model loads at full size, not quantized",
-            )
+            out[q] = load
+    return out
+
+
+def unused_quantization_config(s: Script):
+    """A BitsAndBytesConfig (or GPTQ, AWQ, HQQ, Quanto, torchao config) stored and never read, beside a model load
+    without quantization_config: the model loads at full size, not quantized as the file means (doctor-real-4 f13,
+    -24 a15: both labelled at the load)."""
+    for q, load in _unused_configs(s).items():
+        yield (
+            load,
+            f"the {callee(q)} built at line {q.lineno} is never passed (quantization_config=...): this model "
+            "loads at full size, not quantized",
+        )
