@@ -137,3 +137,20 @@ def test_quantization_config_built_and_never_passed(tmp_path):
         "    return AutoModelForCausalLM.from_pretrained(name, load_in_8bit=True)\n",
     ):
         assert "IT057" not in rules(tmp_path, head + used), used
+
+
+def test_embedding_model_of_another_library_reloaded_by_streamlit(tmp_path):
+    """IT023: sentence-transformers' and LangChain's embedding constructors read a checkpoint's weights, so a
+    Streamlit page that builds one at its top level reloads it on every rerun (doctor-real-24 a06). Silent in a
+    function cached with st.cache_resource."""
+    page = (
+        "import streamlit as st\nfrom langchain_huggingface import HuggingFaceEmbeddings\n"
+        "{load}\nq = st.text_input('Ask')\nst.write(emb.embed_query(q))\n"
+    )
+    plain = "emb = HuggingFaceEmbeddings(model_name='intfloat/multilingual-e5-small')"
+    assert "IT023" in rules(tmp_path, page.format(load=plain))
+    cached = (
+        "@st.cache_resource\ndef embeddings():\n"
+        "    return HuggingFaceEmbeddings(model_name='intfloat/multilingual-e5-small')\nemb = embeddings()"
+    )
+    assert "IT023" not in rules(tmp_path, page.format(load=cached))

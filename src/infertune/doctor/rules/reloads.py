@@ -38,6 +38,18 @@ def _callbacks(s: Script) -> set[str]:
     return out
 
 
+# constructors of other libraries that read a transformers checkpoint's weights: sentence-transformers' models,
+# LangChain's Hugging Face embeddings (a SentenceTransformer inside), openai-whisper's loader
+WRAPPED_LOADS = {
+    "SentenceTransformer",
+    "CrossEncoder",
+    "HuggingFaceEmbeddings",
+    "HuggingFaceBgeEmbeddings",
+    "HuggingFaceInstructEmbeddings",
+    "whisper.load_model",
+}
+
+
 def _loaded_weights(s: Script, c: ast.Call) -> bool:
     """A model load, or a pipeline given a checkpoint name (a pipeline around a model object is cheap)."""
     if c in s.loads:
@@ -213,7 +225,8 @@ def model_load_per_request(s: Script):
     where no model load of the same scope is reported (one problem per scope: doctor-real-10 a07, a tokenizer read
     in a route whose model is global; doctor-real-7 a12, a Streamlit page whose model is cached and tokenizer not)."""
     handlers, callbacks, page, scopes = {id(f) for f in routes(s)}, _callbacks(s), [], set()
-    models = [c for c in [*s.loads, *s.pipelines] if _loaded_weights(s, c)]
+    wrapped = [c for c in s.calls if callee(c) in WRAPPED_LOADS or dotted(c.func) in WRAPPED_LOADS]
+    models = [c for c in [*s.loads, *s.pipelines] if _loaded_weights(s, c)] + wrapped
     for c in [*models, *s.tokenizers]:
         if (found := _reload(s, c, handlers, callbacks)) is None:
             continue
