@@ -154,3 +154,17 @@ def test_embedding_model_of_another_library_reloaded_by_streamlit(tmp_path):
         "    return HuggingFaceEmbeddings(model_name='intfloat/multilingual-e5-small')\nemb = embeddings()"
     )
     assert "IT023" not in rules(tmp_path, page.format(load=cached))
+
+
+def test_deepseek_flagships_are_large_chat_models(tmp_path):
+    """IT002 and IT013: DeepSeek-V3 names no size and no chat word, yet it is a 671B chat model; its -Base release
+    is no chat model."""
+    code = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        'tok = AutoTokenizer.from_pretrained("deepseek-ai/{m}")\n'
+        'model = AutoModelForCausalLM.from_pretrained("deepseek-ai/{m}", dtype="auto")\n'
+        "out = model.generate(**tok(question, return_tensors='pt'), max_new_tokens=64)\n"
+        "print(tok.decode(out[0][len(question):], skip_special_tokens=True))\n"
+    )
+    assert {"IT002", "IT013"} <= rules(tmp_path, code.format(m="DeepSeek-V3"))
+    assert "IT013" not in rules(tmp_path, code.format(m="DeepSeek-V3-Base"))

@@ -33,7 +33,9 @@ TRANSCRIPT = lazy_compile(
 CHAT_MARKERS = lazy_compile(f"{TEMPLATE_TOKENS.pattern}|{TRANSCRIPT.pattern}")
 SINGLE_TOKEN = lazy_compile(r"\s*(<\|?[^<>\s]+\|?>|\[/?INST\])\s*")
 CHAT_MODEL = lazy_compile(
-    r"instruct|(?<![a-z])chat(?![a-z])|chatglm|chatml|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu", IGNORECASE
+    r"instruct|(?<![a-z])chat(?![a-z])|chatglm|chatml|[-_]it(\b|[-_])|zephyr|vicuna|hermes|openchat|tulu|"
+    r"deepseek-(v3|r1|v2\.5)(?!-base|-zero)",  # (DeepSeek's chat releases carry no chat word)
+    IGNORECASE,
 )
 
 # small base (completion) language models: their output is a continuation of the prompt by design, and they are
