@@ -177,6 +177,7 @@ COVERED = {
     "other:special-tokens-in-transcript": "IT055",
     "other:special-tokens-kept": "IT055",
     "other:quantization-config-unused": "IT057",
+    "other:dialogpt-missing-eos": "IT013",
     "other:unused-quant-config": "IT057",
 }
 

@@ -168,3 +168,25 @@ def test_deepseek_flagships_are_large_chat_models(tmp_path):
     )
     assert {"IT002", "IT013"} <= rules(tmp_path, code.format(m="DeepSeek-V3"))
     assert "IT013" not in rules(tmp_path, code.format(m="DeepSeek-V3-Base"))
+
+
+def test_dialogpt_turn_without_its_eos_token(tmp_path):
+    """IT013: DialoGPT's turns end with its EOS token; a user's text encoded without it is continued, not answered.
+    Silent with the token appended, and for the conversational pipeline, which ends turns itself."""
+    code = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        'tok = AutoTokenizer.from_pretrained("microsoft/DialoGPT-small")\n'
+        'model = AutoModelForCausalLM.from_pretrained("microsoft/DialoGPT-small")\n'
+        "def reply(text):\n"
+        "    ids = tok.encode({text}, return_tensors='pt')\n"
+        "    out = model.generate(ids, max_new_tokens=40, pad_token_id=tok.eos_token_id)\n"
+        "    return tok.decode(out[0, ids.shape[-1]:], skip_special_tokens=True)\n"
+    )
+    assert "IT013" in rules(tmp_path, code.format(text="text"))
+    assert "IT013" not in rules(tmp_path, code.format(text="text + tok.eos_token"))
+    conv = (
+        "from transformers import Conversation, pipeline\n"
+        'chat = pipeline("conversational", model="microsoft/DialoGPT-medium")\n'
+        "def respond(text):\n    c = Conversation(text)\n    chat(c)\n    return c.generated_responses[-1]\n"
+    )
+    assert "IT013" not in rules(tmp_path, conv)

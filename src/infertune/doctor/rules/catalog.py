@@ -122,7 +122,7 @@ RULES: list[Rule] = [
         "chat-model-raw-text",
         "a chat/instruct model fed raw text without its template",
         "wrap the text as messages and use tok.apply_chat_template(messages, add_generation_prompt=True)",
-        lambda s: chain(prompts.chat_model_raw_text(s), chains.wrapped_raw_text(s)),
+        lambda s: chain(prompts.chat_model_raw_text(s), chains.wrapped_raw_text(s), turns.dialogpt_turn_unended(s)),
     ),
     Rule(
         "IT014",

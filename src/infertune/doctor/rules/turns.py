@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from infertune.doctor import syntax as ast
 from infertune.doctor.checkpoint import chat_template
-from infertune.doctor.nodes import IGNORECASE, const, kw, lazy_compile, receiver
+from infertune.doctor.nodes import IGNORECASE, callee, const, kw, lazy_compile, method, receiver
 from infertune.doctor.script import Script
 
 # chat templates that never read add_generation_prompt: the user turn ends with [/INST], itself the cue for the
@@ -58,3 +58,40 @@ def no_generation_prompt(s: Script):
                     "assistant's turn, so the model may continue the user's message"
                 ),
             )
+
+
+# --- IT013's DialoGPT half: a turn not ended with the EOS token --------------------------------------------------
+
+DIALOGPT = lazy_compile(r"dialogpt", IGNORECASE)
+
+
+def _ends_turn(s: Script, text: ast.AST) -> bool:
+    """The text (or what it is built from) appends the EOS token: `+ tok.eos_token`, or `<|endoftext|>` written."""
+    return any(
+        (isinstance(n, ast.Attribute) and n.attr in ("eos_token", "eos_token_id"))
+        or (isinstance(n, ast.Constant) and isinstance(n.value, str) and "<|endoftext|>" in n.value)
+        for o in [text, *s.origins(text)]
+        for n in ast.walk(o)
+    )
+
+
+def dialogpt_turn_unended(s: Script):
+    """DialoGPT reads a dialogue as turns each ended by its EOS token (`tok.encode(text + tok.eos_token)`, its model
+    card); a user's text without it is a sentence to continue, not a turn to answer: the model extends it instead
+    of replying (doctor-real-24 a11, a Flask chatbot; -1 b05, a pipeline given the bare input)."""
+    ids = s.model_ids()
+    if not ids or not all(DIALOGPT.search(i) for i in ids):
+        return
+    for c in s.calls:
+        feeds = (s.is_tokenizer_call(c) or (method(c) == "encode" and s.is_tokenizer(receiver(c)))) and any(
+            g in s.generates for g in s.sinks_of(c)
+        )
+        if not (feeds or s.is_pipeline_call(c)) or not c.args or _ends_turn(s, c.args[0]):
+            continue
+        if any(isinstance(o, ast.Call) and callee(o) == "Conversation" for o in s.origins(c.args[0])):
+            continue  # (the conversational pipeline ends each turn itself)
+        yield (
+            c,
+            "DialoGPT's turns end with its EOS token, and this text has none: the model continues the user's "
+            "sentence instead of replying; encode `text + tok.eos_token`",
+        )
