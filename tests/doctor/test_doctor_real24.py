@@ -190,3 +190,18 @@ def test_dialogpt_turn_without_its_eos_token(tmp_path):
         "def respond(text):\n    c = Conversation(text)\n    chat(c)\n    return c.generated_responses[-1]\n"
     )
     assert "IT013" not in rules(tmp_path, conv)
+
+
+def test_assistant_turn_opened_by_hand_after_the_template(tmp_path):
+    """IT018: the templated text extended by hand with the assistant's marker has its turn open (doctor-real-24 d05);
+    without the extension the flag is missing."""
+    code = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        'tok = AutoTokenizer.from_pretrained("allenai/tulu-2-dpo-7b")\n'
+        'model = AutoModelForCausalLM.from_pretrained("allenai/tulu-2-dpo-7b", dtype="auto", device_map="auto")\n'
+        "prompt = tok.apply_chat_template([{{'role': 'user', 'content': q}}], tokenize=False)\n{extra}"
+        "ids = tok(prompt, add_special_tokens=False, return_tensors='pt').input_ids.to(model.device)\n"
+        "print(tok.decode(model.generate(ids, max_new_tokens=50)[0][ids.shape[1]:], skip_special_tokens=True))\n"
+    )
+    assert "IT018" in rules(tmp_path, code.format(extra=""))
+    assert "IT018" not in rules(tmp_path, code.format(extra='prompt += "<|assistant|>\\n"\n'))

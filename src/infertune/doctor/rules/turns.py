@@ -37,6 +37,20 @@ def _keys(s: Script, node: ast.AST | None) -> list[str]:
     return out
 
 
+def _opened_by_hand(s: Script, c: ast.Call) -> bool:
+    """The templated text is stored and then extended with the assistant's turn by hand (`prompt +=
+    "<|assistant|>\n"`, doctor-real-24 d05): the turn is open."""
+    stmt = s.parents.get(c)
+    names = {t.id for t in stmt.targets if isinstance(t, ast.Name)} if isinstance(stmt, ast.Assign) else set()
+    return any(
+        isinstance(n, ast.AugAssign)
+        and isinstance(n.target, ast.Name)
+        and n.target.id in names
+        and any(isinstance(x, ast.Constant) and "assistant" in str(x.value).lower() for x in ast.walk(n.value))
+        for n in s.nodes
+    )
+
+
 def no_generation_prompt(s: Script):
     if s.trains or _flag_ignored(s):
         return  # (doctor-real-5 q21: Mistral v0.1's template, labelled so)
@@ -46,7 +60,7 @@ def no_generation_prompt(s: Script):
         agp, cont = kw(c, "add_generation_prompt"), kw(c, "continue_final_message")
         if (agp is not None and const(agp) is not False) or (cont is not None and const(cont) is not False):
             continue
-        if any(k.arg is None for k in c.keywords):
+        if any(k.arg is None for k in c.keywords) or _opened_by_hand(s, c):
             continue
         sinks = s.sinks_of(c)
         runs = {*s.generates, *s.thread_generates}  # Thread(target=model.generate, kwargs=...) too
