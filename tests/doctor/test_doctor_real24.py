@@ -205,3 +205,19 @@ def test_assistant_turn_opened_by_hand_after_the_template(tmp_path):
     )
     assert "IT018" in rules(tmp_path, code.format(extra=""))
     assert "IT018" not in rules(tmp_path, code.format(extra='prompt += "<|assistant|>\\n"\n'))
+
+
+def test_instructblip_takes_its_instruction_as_plain_text(tmp_path):
+    """IT013: InstructBLIP (Vicuna or Flan-T5 inside) has no chat template; its processor takes the instruction as
+    plain text beside the image (doctor-real-26 c12). A LLaVA chat checkpoint given a bare prompt stays reported."""
+    code = (
+        "from transformers import {cls}, AutoProcessor\n"
+        'proc = AutoProcessor.from_pretrained("{m}")\n'
+        'model = {cls}.from_pretrained("{m}", dtype="auto", device_map="auto")\n'
+        "inputs = proc(images=image, text='Describe this frame.', return_tensors='pt').to(model.device)\n"
+        "print(proc.batch_decode(model.generate(**inputs, max_new_tokens=64), skip_special_tokens=True))\n"
+    )
+    blip = code.format(cls="InstructBlipForConditionalGeneration", m="Salesforce/instructblip-vicuna-7b")
+    assert "IT013" not in rules(tmp_path, blip)
+    llava = code.format(cls="LlavaForConditionalGeneration", m="llava-hf/llava-1.5-7b-hf")
+    assert "IT013" in rules(tmp_path, llava)

@@ -211,13 +211,14 @@ def _no_template(s: Script) -> bool:
 # hand-built prompt is their format
 TEMPLATELESS = lazy_compile(
     r"vicuna-\d+b-v1\.[135]|alpaca|dolly-v2|falcon-(7b|40b)-instruct|mpt-\d+b-(instruct|chat)|^phi-(1_5|2)$|"
-    r"^chatglm2?-6b",
+    r"^chatglm2?-6b|instructblip",
     IGNORECASE,
 )
 
 
-# of those, the ones whose model card prompts with plain text: no template, no transcript (doctor-real-17 b02, d13)
-RAW_FORMAT = lazy_compile(r"falcon-(7b|40b)-instruct", IGNORECASE)
+# of those, the ones whose model card prompts with plain text: no template, no transcript (doctor-real-17 b02, d13;
+# InstructBLIP's processor takes the instruction as plain text beside the image: doctor-real-26 c12)
+RAW_FORMAT = lazy_compile(r"falcon-(7b|40b)-instruct|instructblip", IGNORECASE)
 
 
 def _documented_by_hand(s: Script) -> bool:
