@@ -221,3 +221,17 @@ def test_instructblip_takes_its_instruction_as_plain_text(tmp_path):
     assert "IT013" not in rules(tmp_path, blip)
     llava = code.format(cls="LlavaForConditionalGeneration", m="llava-hf/llava-1.5-7b-hf")
     assert "IT013" in rules(tmp_path, llava)
+
+
+def test_argparse_options_added_by_a_helper_are_unknown(tmp_path):
+    """IT038: a parser handed to a helper (`add_model_arg(parser)`, imported) gains options the file does not show,
+    so reading `args.model` is no AttributeError (doctor-real-26 b14); with every option spelled out it is."""
+    code = (
+        "import argparse\nfrom common import add_model_arg\n"
+        "parser = argparse.ArgumentParser()\n{helper}parser.add_argument('--quant')\n"
+        "args = parser.parse_args()\nprint(args.model, args.quant)\n"
+    )
+    found = check_code(tmp_path, code.format(helper="add_model_arg(parser)\n"), names=True).findings
+    assert "IT038" not in {f.rule for f in found}
+    found = check_code(tmp_path, code.format(helper=""), names=True).findings
+    assert "IT038" in {f.rule for f in found}

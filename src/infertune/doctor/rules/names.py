@@ -154,6 +154,12 @@ def _dests(s: Script) -> set[str] | None:
             return None  # a namespace that arrives with attributes of its own
         if callee(c) == "ArgumentParser" and kw(c, "parents") is not None:
             return None
+        if any(
+            isinstance(o, ast.Call) and callee(o) == "ArgumentParser"
+            for a in [*c.args, *(k.value for k in c.keywords)]
+            for o in s.origins(a)
+        ):
+            return None  # the parser handed to a helper (`add_model_arg(parser)`: doctor-real-26 b14) gains options
         if m != "add_argument":
             continue
         flags = [a.value for a in c.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
