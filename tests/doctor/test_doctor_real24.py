@@ -235,3 +235,21 @@ def test_argparse_options_added_by_a_helper_are_unknown(tmp_path):
     assert "IT038" not in {f.rule for f in found}
     found = check_code(tmp_path, code.format(helper=""), names=True).findings
     assert "IT038" in {f.rule for f in found}
+
+
+def test_helper_that_samples_called_n_times_with_the_same_input(tmp_path):
+    """IT029: a helper that samples from a fixed prompt, called with nothing (or literals) on every pass of a range
+    loop, is the same input generated N times: reported at the call in the loop (doctor-real-26 b05). Silent when
+    the loop hands the helper its variable."""
+    code = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        'tok = AutoTokenizer.from_pretrained("gpt2")\nmodel = AutoModelForCausalLM.from_pretrained("gpt2")\n'
+        "def describe(prompt='A product description:'):\n"
+        "    ids = tok(prompt, return_tensors='pt')\n"
+        "    out = model.generate(**ids, max_new_tokens=40, do_sample=True)\n"
+        "    return tok.decode(out[0][ids['input_ids'].shape[1]:], skip_special_tokens=True)\n"
+        "for i in range(10):\n    print({call})\n"
+    )
+    found = check_code(tmp_path, code.format(call="describe()")).findings
+    assert [f.line for f in found if f.rule == "IT029"] == [code.count("\n", 0, code.index("{call}")) + 3]
+    assert "IT029" not in rules(tmp_path, code.format(call="describe(f'Product {i}:')"))

@@ -53,7 +53,10 @@ def repeated_sampling_calls(s: Script):
     for c, kws, hf, _ in generation_calls(s):
         if not hf or "num_return_sequences" in kws:
             continue
+        at_call: ast.AST = c
         loop = next((p for p in _ancestors(s, c) if _range_count(p) is not None), None)
+        if loop is None and (caller := _caller_loop(s, c)) is not None:
+            at_call, loop = caller  # (reported at the helper's call, in the loop)
         if loop is None or MEASURES.search(ast.unparse(loop)):
             continue
         count = _range_count(loop)
@@ -64,10 +67,23 @@ def repeated_sampling_calls(s: Script):
             continue  # the input changes between passes (the loop variable, a growing text, a new batch)
         at = getattr(loop, "lineno", 0)
         yield (
-            c,
+            at_call,
             f"the same input generated {count} times, one call per pass of the loop at line {at}: one "
             f"call with num_return_sequences={count} (and do_sample=True) returns them all in one batch",
         )
+
+
+def _caller_loop(s: Script, c: ast.Call) -> tuple[ast.Call, ast.AST] | None:
+    """The generate is in a helper called, with nothing or only literals, on every pass of a `range` loop: the
+    same input each time (doctor-real-26 b05: `for i in range(10): generar_descripcion()`)."""
+    fn = s.enclosing_function(c)
+    sites = [x for x in s.calls if fn is not None and fn in s.defined(x)]
+    for site in sites:
+        if all(isinstance(a, ast.Constant) for a in [*site.args, *(k.value for k in site.keywords)]):
+            loop = next((p for p in _ancestors(s, site) if _range_count(p) is not None), None)
+            if loop is not None:
+                return site, loop
+    return None
 
 
 def _ancestors(s: Script, node: ast.AST) -> list[ast.AST]:
