@@ -55,7 +55,8 @@ def repeated_sampling_calls(s: Script):
             continue
         at_call: ast.AST = c
         loop = next((p for p in _ancestors(s, c) if _range_count(p) is not None), None)
-        if loop is None and (caller := _caller_loop(s, c)) is not None:
+        sampled = const(kws.get("do_sample")) is True
+        if loop is None and sampled and (caller := _caller_loop(s, c)) is not None:
             at_call, loop = caller  # (reported at the helper's call, in the loop)
         if loop is None or MEASURES.search(ast.unparse(loop)):
             continue
@@ -74,8 +75,9 @@ def repeated_sampling_calls(s: Script):
 
 
 def _caller_loop(s: Script, c: ast.Call) -> tuple[ast.Call, ast.AST] | None:
-    """The generate is in a helper called, with nothing or only literals, on every pass of a `range` loop: the
-    same input each time (doctor-real-26 b05: `for i in range(10): generar_descripcion()`)."""
+    """The generate (sampling) is in a helper called, with nothing or only literals, on every pass of a `range`
+    loop: the same input each time (doctor-real-26 b05: `for i in range(10): generar_descripcion()`; a greedy
+    helper repeated is a probe printing its one answer, doctor-real-3's shape)."""
     fn = s.enclosing_function(c)
     sites = [x for x in s.calls if fn is not None and fn in s.defined(x)]
     for site in sites:
