@@ -106,11 +106,17 @@ def test_language_specific_bare_encoder_under_a_sentiment_head(tmp_path):
     """IT041: a pre-trained encoder named by family, size and vocabulary only (IndoBERT, a Portuguese BERT, KcBERT)
     has no task head; a name with a task word is a fine-tune. A publisher named `...benchmark` is no benchmark."""
     code = 'from transformers import pipeline\nclf = pipeline("sentiment-analysis", model="{m}")\nprint(clf(text))\n'
-    for bare in ("indobenchmark/indobert-base-p1", "neuralmind/bert-base-portuguese-cased", "beomi/kcbert-base"):
+    for bare in (
+        "indobenchmark/indobert-base-p1",
+        "neuralmind/bert-base-portuguese-cased",
+        "beomi/kcbert-base",
+        "line-corporation/line-distilbert-base-japanese",  # (a publisher's word first: doctor-real-26 a11)
+    ):
         assert "IT041" in rules(tmp_path, code.format(m=bare)), bare
     for tuned in (
         "mdhugol/indonesia-bert-sentiment-classification",
         "w11wo/indonesian-roberta-base-sentiment-classifier",
+        "siebert/sentiment-roberta-large-english",
     ):
         assert "IT041" not in rules(tmp_path, code.format(m=tuned)), tuned
     timed = code.format(m="beomi/kcbert-base") + "import time\nt0 = time.perf_counter()\n"

@@ -33,12 +33,18 @@ VOCABULARY = {
 }
 
 
+# words that name what a checkpoint was fine-tuned for, when they lead its name (siebert's sentiment-roberta-large)
+TASK_WORDS = {"sentiment", "emotion", "toxic", "hate", "offensive", "nli", "mnli", "xnli", "ner", "pos", "squad", "qa"}
+
+
 def bare_encoder(name: str) -> bool:
     """The id names a pre-trained encoder and nothing it was fine-tuned for: BASE_ENCODER's, or a family word, a size
     and vocabulary words only (doctor-real-25 b05: indobert-base-p1 as a sentiment pipeline's model)."""
     if BASE_ENCODER.match(name):
         return True
     words = name.lower().replace("_", "-").split("-")
+    if len(words) > 2 and not FAMILY.match(words[0]) and FAMILY.match(words[1]) and words[0] not in TASK_WORDS:
+        words = words[1:]  # a publisher's or domain's word first: line-distilbert-base-japanese, legal-bert-base
     return (
         bool(words)
         and bool(FAMILY.match(words[0]))
