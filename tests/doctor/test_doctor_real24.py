@@ -259,3 +259,24 @@ def test_helper_that_samples_called_n_times_with_the_same_input(tmp_path):
     found = check_code(tmp_path, code.format(call="describe()")).findings
     assert [f.line for f in found if f.rule == "IT029"] == [code.count("\n", 0, code.index("{call}")) + 3]
     assert "IT029" not in rules(tmp_path, code.format(call="describe(f'Product {i}:')"))
+
+
+def test_function_reading_flasks_request_loads_per_request(tmp_path):
+    """IT023: a function that reads Flask's `request` and loads a model runs per request, decorated or not
+    (doctor-real-26 a14: its route decorator lost). Silent when the load is at module level."""
+    code = (
+        "from flask import Flask, jsonify, request\n"
+        "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer\n"
+        "app = Flask(__name__)\n{top}"
+        "def translate():\n{inner}"
+        "    ids = tok(request.get_json()['text'], return_tensors='pt')\n"
+        "    out = model.generate(**ids, max_new_tokens=200)\n"
+        "    return jsonify(tok.batch_decode(out, skip_special_tokens=True))\n"
+    )
+    load = (
+        "tok = AutoTokenizer.from_pretrained('facebook/nllb-200-distilled-600M')\n"
+        "model = AutoModelForSeq2SeqLM.from_pretrained('facebook/nllb-200-distilled-600M')\n"
+    )
+    inner = "".join("    " + line + "\n" for line in load.splitlines())
+    assert "IT023" in rules(tmp_path, code.format(top="", inner=inner))
+    assert "IT023" not in rules(tmp_path, code.format(top=load, inner=""))

@@ -138,9 +138,18 @@ def _behind_a_check(s: Script, up: list[ast.AST], c: ast.Call) -> bool:
 SETUP = lazy_compile(r"^(_*(main|init|setup|load|get|build|create|make|download|prepare)|__\w+__$)", IGNORECASE)
 
 
+def _flask_request(s: Script) -> bool:
+    return any(
+        isinstance(n, ast.ImportFrom) and n.module == "flask" and any(a.name == "request" for a in n.names)
+        for n in s.nodes
+    )
+
+
 def _runs_on_argument(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, c: ast.Call) -> bool:
     """Does fn run what c loads on (something built from) one of its own parameters?"""
     derived = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} - {"self", "cls"}
+    if _flask_request(s):
+        derived.add("request")  # Flask's request proxy: what the function reads from it is the request's
     if not derived:
         return False
     body = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Assign)), key=lambda n: n.lineno)
