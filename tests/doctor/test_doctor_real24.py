@@ -280,3 +280,20 @@ def test_function_reading_flasks_request_loads_per_request(tmp_path):
     inner = "".join("    " + line + "\n" for line in load.splitlines())
     assert "IT023" in rules(tmp_path, code.format(top="", inner=inner))
     assert "IT023" not in rules(tmp_path, code.format(top=load, inner=""))
+
+
+def test_caption_generated_from_the_image_alone_holds_no_prompt(tmp_path):
+    """IT004: generate(pixel_values=...) with no text ids returns the caption alone, so decoding all of it is right
+    (doctor-real-26 c09); a captioner given a text prompt too gets it back in front of the caption."""
+    code = (
+        "from transformers import AutoProcessor, AutoModelForCausalLM\n"
+        'proc = AutoProcessor.from_pretrained("microsoft/git-base-coco")\n'
+        'model = AutoModelForCausalLM.from_pretrained("microsoft/git-base-coco")\n'
+        "def caption(image, opts):\n"
+        "    pixels = proc(images=image, return_tensors='pt').pixel_values\n"
+        "    out = model.generate({inputs}, max_new_tokens=30, **opts)\n"
+        "    return proc.batch_decode(out, skip_special_tokens=True)[0]\n"
+    )
+    assert "IT004" not in rules(tmp_path, code.format(inputs="pixel_values=pixels"))
+    prompted = "pixel_values=pixels, input_ids=proc(text='a photo of', return_tensors='pt').input_ids"
+    assert "IT004" in rules(tmp_path, code.format(inputs=prompted))

@@ -184,6 +184,18 @@ def unprompted(s: Script, c: ast.Call) -> bool:
     return c in s.generates and not c.args and not any(k.arg is None or k.arg in inputs for k in c.keywords)
 
 
+def no_text_input(s: Script, c: ast.Call) -> bool:
+    """model.generate(pixel_values=...) (or input_features/input_values) with no text ids: a caption or a transcript
+    from the image or audio alone, whose output holds no prompt (doctor-real-26 c09: BLIP, ViT-GPT2, GIT captions)."""
+    text = ("input_ids", "inputs", "inputs_embeds")
+    return (
+        c in s.generates
+        and not c.args
+        and any(k.arg in ("pixel_values", "input_features", "input_values") for k in c.keywords)
+        and not any(k.arg in text or (k.arg is None and not s.star_options_value(k.value)) for k in c.keywords)
+    )
+
+
 # published checkpoints whose generation_config.json says do_sample: true, so a temperature given without
 # do_sample is used (docs/doctor.md#it015 lists the files): Llama 2 and 3.x, the Qwen2/2.5 instruct and Qwen3
 # releases, the DeepSeek-R1 distills; by the id's last part

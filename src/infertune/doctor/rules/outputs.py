@@ -19,7 +19,7 @@ from infertune.doctor.nodes import (
     receiver,
     task_of,
 )
-from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, pipe_of, unprompted
+from infertune.doctor.rules.generation import encoder_decoder_call, generation_calls, no_text_input, pipe_of, unprompted
 from infertune.doctor.rules.prompts import (
     CHAT_MARKERS,
     CHAT_MODEL,
@@ -364,6 +364,7 @@ def prompt_in_output(s: Script):
             and not _unknown_completion(s, c)
             and not smoke_probe(s, gen)
             and not _unconditional(s, gen)
+            and not no_text_input(s, gen)
         ):
             by_gen.setdefault(gen, []).append(c)
     for gen, decodes in by_gen.items():  # one finding per generate: the copy kept (stored, returned) over a print
