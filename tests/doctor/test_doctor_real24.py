@@ -297,3 +297,23 @@ def test_caption_generated_from_the_image_alone_holds_no_prompt(tmp_path):
     assert "IT004" not in rules(tmp_path, code.format(inputs="pixel_values=pixels"))
     prompted = "pixel_values=pixels, input_ids=proc(text='a photo of', return_tensors='pt').input_ids"
     assert "IT004" in rules(tmp_path, code.format(inputs=prompted))
+
+
+def test_vllm_generate_behind_a_transformers_fallback_is_not_transformers(tmp_path):
+    """IT036 (and every generate rule): `self.model.generate([prompt], self.sampling_params, use_tqdm=False)` is
+    vLLM's, even where the attribute may also hold a transformers model after a fallback (doctor-real-26 b11)."""
+    code = (
+        "from transformers import AutoModelForCausalLM\nfrom vllm import LLM, SamplingParams\n"
+        "class Runner:\n"
+        "    def __init__(self, path, use_vllm):\n"
+        "        self.use_vllm = use_vllm\n"
+        "        self.sampling_params = SamplingParams(max_tokens=512)\n"
+        "        if use_vllm:\n            self.model = LLM(model=path)\n"
+        "        else:\n            self.model = AutoModelForCausalLM.from_pretrained(path, dtype='auto')\n"
+        "    def run(self, prompt):\n"
+        "        return self.model.generate([prompt], self.sampling_params, use_tqdm=False)[0].outputs[0].text\n"
+    )
+    assert "IT036" not in rules(tmp_path, code)
+    assert "IT036" in rules(
+        tmp_path, code.replace("[prompt], self.sampling_params, use_tqdm=False", "input_ids=prompt")
+    )

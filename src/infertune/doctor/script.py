@@ -28,6 +28,15 @@ TASK_DEFAULTS = {"text-generation": "openai-community/gpt2"}
 INPUTISH = lazy_compile(r"input|encod|batch|token", IGNORECASE)  # a tokenizer's output, by its name
 
 
+def _vllm_call(c: ast.Call) -> bool:
+    """vLLM's `LLM.generate(prompts, sampling_params, use_tqdm=...)`, whichever object the name may hold (doctor-real-26
+    b11: one attribute, a vLLM engine or a transformers model after a fallback): not transformers' generate."""
+    return any(k.arg in ("sampling_params", "use_tqdm", "lora_request") for k in c.keywords) or any(
+        "sampling_params" in dotted(a).lower() or (isinstance(a, ast.Call) and callee(a) == "SamplingParams")
+        for a in c.args[1:2]
+    )
+
+
 class Script(Flow):
     def __init__(
         self,
@@ -41,7 +50,9 @@ class Script(Flow):
         self.generation_defaults = generation_defaults
         super().__init__(tree)
         self.lines = self.source.splitlines()
-        self.generates = [c for c in self.calls if method(c) == "generate" and not self.foreign(receiver(c))]
+        self.generates = [
+            c for c in self.calls if method(c) == "generate" and not self.foreign(receiver(c)) and not _vllm_call(c)
+        ]
         self.thread_generates = [
             c
             for c in self.calls
