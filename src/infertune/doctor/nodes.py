@@ -266,3 +266,7 @@ def parameter_of(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, arg
         params = params[1:]
     i = call.args.index(arg)
     return params[i] if i < len(params) else None
+
+
+def dtype_keywords(c: ast.Call) -> tuple[ast.expr | None, ast.expr | None]:
+    return kw(c, "dtype"), kw(c, "torch_dtype")

@@ -18,6 +18,7 @@ from infertune.doctor.rules import (
     limits,
     loading,
     outputs,
+    placement,
     prompts,
     quantized,
     reloads,
@@ -42,7 +43,7 @@ RULES: list[Rule] = [
         "model-on-cpu",
         "a generative model never placed on an accelerator",
         "pass device_map='auto' (or call .to('cuda')) and check model.device",
-        lambda s: chain(loading.model_on_cpu(s), devices.pipeline_on_cpu(s)),
+        lambda s: chain(placement.model_on_cpu(s), devices.pipeline_on_cpu(s)),
     ),
     Rule(
         "IT003",

@@ -20,7 +20,8 @@ from infertune.doctor.nodes import (
     task_of,
 )
 from infertune.doctor.rules.context import CPU_SIZED, CPU_WORKABLE, cpu_loads, cpu_named, gpu_intent, params_in_id
-from infertune.doctor.rules.loading import moved, pipeline_stays_on_cpu, pipeline_typed, placed_at_load, stays_on_cpu
+from infertune.doctor.rules.loading import pipeline_typed
+from infertune.doctor.rules.placement import moved, pipeline_stays_on_cpu, placed_at_load, stays_on_cpu
 from infertune.doctor.script import Script
 
 FP16 = {"torch.float16", "torch.half", "float16", "fp16", "half"}

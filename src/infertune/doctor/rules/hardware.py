@@ -4,8 +4,16 @@ the model, IT021 on the tokenizer)."""
 from __future__ import annotations
 
 from infertune.doctor import syntax as ast
-from infertune.doctor.nodes import IGNORECASE, const, dotted, has_star_kwargs, kw, lazy_compile, receiver
-from infertune.doctor.rules.loading import dtype_keywords
+from infertune.doctor.nodes import (
+    IGNORECASE,
+    const,
+    dotted,
+    dtype_keywords,
+    has_star_kwargs,
+    kw,
+    lazy_compile,
+    receiver,
+)
 from infertune.doctor.script import Script
 
 # Memory sizes of common cards, GB as sold (a max_memory equal to one of them is "the whole card").
