@@ -176,9 +176,9 @@ COVERED = {
     "other:special-tokens-in-decode": "IT055",
     "other:special-tokens-in-transcript": "IT055",
     "other:special-tokens-kept": "IT055",
-    "other:quantization-config-unused": "IT057",
+    "other:quantization-config-unused": "IT056",
     "other:dialogpt-missing-eos": "IT013",
-    "other:unused-quant-config": "IT057",
+    "other:unused-quant-config": "IT056",
 }
 
 

@@ -184,7 +184,7 @@ CASES = {
         'model = AutoModelForSeq2SeqLM.from_pretrained("google/pegasus-xsum")\n'
         "def summarize(enc):\n    return tok.decode(model.generate(**enc)[0], skip_special_tokens=True)\n",
     ),
-    "IT057": (
+    "IT056": (
         "from transformers import BitsAndBytesConfig\nbnb = BitsAndBytesConfig(load_in_8bit=True)\n"
         'model = AutoModelForCausalLM.from_pretrained("m", dtype="auto", device_map="auto")\n',
         "from transformers import BitsAndBytesConfig\nbnb = BitsAndBytesConfig(load_in_8bit=True)\n"

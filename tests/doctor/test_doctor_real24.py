@@ -124,25 +124,25 @@ def test_language_specific_bare_encoder_under_a_sentiment_head(tmp_path):
 
 
 def test_quantization_config_built_and_never_passed(tmp_path):
-    """IT057: a BitsAndBytesConfig nothing reads, and the load beside it takes the full-size weights. Silent once
+    """IT056: a BitsAndBytesConfig nothing reads, and the load beside it takes the full-size weights. Silent once
     the config is passed (directly, or through a dict of options), and when the load quantizes by itself."""
     head = (
         "import torch\nfrom transformers import AutoModelForCausalLM, BitsAndBytesConfig\n"
         "def load(name):\n"
         "    bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)\n"
     )
-    assert "IT057" in rules(
+    assert "IT056" in rules(
         tmp_path, head + "    return AutoModelForCausalLM.from_pretrained(name, device_map='auto')\n"
     )
     no_dtype = head.replace(", bnb_4bit_compute_dtype=torch.bfloat16", "")
     found = rules(tmp_path, no_dtype + "    return AutoModelForCausalLM.from_pretrained(name)\n")
-    assert "IT057" in found and "IT008" not in found  # (one finding: the unpassed config's dtype is moot)
+    assert "IT056" in found and "IT008" not in found  # (one finding: the unpassed config's dtype is moot)
     for used in (
         "    return AutoModelForCausalLM.from_pretrained(name, device_map='auto', quantization_config=bnb)\n",
         "    opts = {'quantization_config': bnb}\n    return AutoModelForCausalLM.from_pretrained(name, **opts)\n",
         "    return AutoModelForCausalLM.from_pretrained(name, load_in_8bit=True)\n",
     ):
-        assert "IT057" not in rules(tmp_path, head + used), used
+        assert "IT056" not in rules(tmp_path, head + used), used
 
 
 def test_embedding_model_of_another_library_reloaded_by_streamlit(tmp_path):

@@ -182,7 +182,7 @@ EXTRA: list[Rule] = [
         decoding.special_tokens_shown,
     ),
     Rule(
-        "IT057",
+        "IT056",
         "quantization-config-unused",
         "a quantization config (BitsAndBytesConfig, GPTQConfig, ...) built and never passed to the model's load",
         "pass it: from_pretrained(..., quantization_config=config)",

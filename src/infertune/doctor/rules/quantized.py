@@ -48,7 +48,7 @@ def bnb_4bit(s: Script):
         yield v, "4-bit bitsandbytes asked for as load_in_4bit=True: its compute dtype stays fp32 (slow)"
     for c in s.calls_named("BitsAndBytesConfig"):
         if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c) or c in _unused_configs(s):
-            continue  # (a config never passed to the load beside it is IT057's finding)
+            continue  # (a config never passed to the load beside it is IT056's finding)
         users = [load for load in s.loads if c in s.origins(kw(load, "quantization_config"))]
         if kw(c, "bnb_4bit_compute_dtype") is None and not (users and all(_bf16_inputs(s, u) for u in users)):
             yield c, "4-bit bitsandbytes without bnb_4bit_compute_dtype computes in fp32: slow"
@@ -56,7 +56,7 @@ def bnb_4bit(s: Script):
             yield (c, "bitsandbytes 4-bit chosen for speed: it saves memory but dequantizes every matmul (slower)")
 
 
-# --- IT057: a quantization config built and never passed ---------------------------------------------------------
+# --- IT056: a quantization config built and never passed ---------------------------------------------------------
 
 QUANT_CONFIGS = {"BitsAndBytesConfig", "GPTQConfig", "AwqConfig", "HqqConfig", "QuantoConfig", "TorchAoConfig"}
 
