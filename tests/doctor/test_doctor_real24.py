@@ -317,3 +317,22 @@ def test_vllm_generate_behind_a_transformers_fallback_is_not_transformers(tmp_pa
     assert "IT036" in rules(
         tmp_path, code.replace("[prompt], self.sampling_params, use_tqdm=False", "input_ids=prompt")
     )
+
+
+def test_namespace_parameter_given_something_else_is_not_argparses(tmp_path):
+    """IT038: a helper's `args` parameter that every call fills with a SimpleNamespace of its own is no argparse
+    namespace, though `args = parser.parse_args()` exists elsewhere (doctor-real-27 b05)."""
+    code = (
+        "import argparse\nfrom types import SimpleNamespace\n"
+        "def load(args):\n    return args.model_name, args.device\n"
+        "def main():\n"
+        "    parser = argparse.ArgumentParser()\n    parser.add_argument('--model-dir')\n"
+        "    args = parser.parse_args()\n"
+        "    return load({given})\n"
+    )
+    found = check_code(
+        tmp_path, code.format(given="SimpleNamespace(model_name=args.model_dir, device='cuda')"), names=True
+    )
+    assert "IT038" not in {f.rule for f in found.findings}
+    found = check_code(tmp_path, code.format(given="args"), names=True)
+    assert "IT038" in {f.rule for f in found.findings}
