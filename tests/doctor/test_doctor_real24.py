@@ -336,3 +336,18 @@ def test_namespace_parameter_given_something_else_is_not_argparses(tmp_path):
     assert "IT038" not in {f.rule for f in found.findings}
     found = check_code(tmp_path, code.format(given="args"), names=True)
     assert "IT038" in {f.rule for f in found.findings}
+
+
+def test_forced_bos_token_marks_a_multilingual_encoder_decoder(tmp_path):
+    """IT004: a helper handed its model, generating with forced_bos_token_id (NLLB's, M2M100's, mBART-50's target
+    language), runs an encoder-decoder: its output holds no source text (doctor-real-27 c11)."""
+    code = (
+        "def translate(text, model, tokenizer, tgt):\n"
+        "    enc = tokenizer(text, return_tensors='pt', truncation=True).to(model.device)\n"
+        "    out = model.generate(**enc, {extra}max_new_tokens=200)\n"
+        "    return tokenizer.batch_decode(out, skip_special_tokens=True)\n"
+    )
+    assert "IT004" not in rules(
+        tmp_path, code.format(extra="forced_bos_token_id=tokenizer.convert_tokens_to_ids(tgt), ")
+    )
+    assert "IT004" in rules(tmp_path, code.format(extra=""))

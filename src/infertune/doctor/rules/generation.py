@@ -108,7 +108,9 @@ def encoder_decoder_call(s: Script, g: ast.Call) -> bool:
     models = s.models_of(receiver(g)) if method(g) == "generate" else []
     if models:
         return any(ENCODER_DECODER.search(s.model_class(m)) for m in models)
-    return s.encoder_decoder()
+    # forced_bos_token_id picks the target language of NLLB, M2M100 and mBART-50, multilingual encoder-decoders
+    # (doctor-real-27 c11: a translate helper handed its model)
+    return s.encoder_decoder() or kw(g, "forced_bos_token_id") is not None
 
 
 # transformers 4.52 gave the pipelines that generate a default of their own (PR 38129, read in the 4.51.3 and 4.52.4
