@@ -142,6 +142,10 @@ class Flow(Literals):
             ]
         return []
 
+    def call_sites(self, fn: ast.AST | None) -> list[ast.Call]:
+        """The calls of this file that run function fn (none for None)."""
+        return [c for c in self.calls if fn is not None and fn in self.defined(c)]
+
     def _bind(self, target: ast.expr, value: ast.expr | Unpack) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
             for i, t in enumerate(target.elts):
@@ -278,8 +282,12 @@ class Flow(Literals):
         return out
 
     def _parsed_args(self, node: ast.AST, depth: int) -> bool:
-        """Is this value argparse's namespace (parser.parse_args(), or the first of parse_known_args())?"""
+        """Is this value argparse's namespace (parser.parse_args(), or the first of parse_known_args())? A parameter
+        is what its function's calls pass, when the file shows them: a helper's `args` that every call fills with a
+        `SimpleNamespace` is none, whatever `args` holds elsewhere (doctor-real-27 b05)."""
         parse = ("parse_args", "parse_known_args")
+        if isinstance(node, ast.Name) and depth < 6 and (passed := self._parameter_values(node)):
+            return any(self._parsed_args(v, depth + 1) for v in passed)
         for v in self.assigns.get(dotted(node), []) if isinstance(node, ast.Name | ast.Attribute) else []:
             if isinstance(v, Unpack) and v.index == 0 and isinstance(v.value, ast.Call) and method(v.value) in parse:
                 return True  # args, rest = parser.parse_known_args()

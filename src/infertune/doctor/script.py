@@ -216,6 +216,14 @@ class Script(Flow):
             for n in self.nodes
         )
 
+    def reads(self, names: set[str]) -> list[ast.AST]:
+        """Every read of these names or attributes in the file (`x`, `self.config`: dotted as stored)."""
+        return [
+            n
+            for n in self.nodes
+            if isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load) and dotted(n) in names
+        ]
+
     def calls_named(self, name: str) -> list[ast.Call]:
         return [c for c in self.calls if callee(c) == name]
 

@@ -29,7 +29,7 @@ def batch_decode_one_sequence(s: Script):
 
 
 # calls that clean a decoded text of its markers (Whisper's normalizer, a replace of `<pad>`, a regex, a split)
-CLEANUPS = ("replace", "strip", "split", "sub", "normalize", "normaliz", "clean", "postprocess", "token2json")
+CLEANUPS = ("replace", "strip", "split", "sub", "normaliz", "clean", "postprocess", "token2json")
 
 
 PEELED = ("tolist", "cpu", "numpy", "detach", "squeeze")
@@ -59,7 +59,7 @@ def _cleaned_or_unread(s: Script, decode: ast.Call) -> bool:
     parent = s.parents.get(node)
     targets = parent.targets if isinstance(parent, ast.Assign) else []
     names = {t.id for t in targets if isinstance(t, ast.Name)}
-    reads = [n for n in s.nodes if isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)]
+    reads = s.reads(names)
     if names and not reads:
         return True
     for spot in [*spots, *reads]:
@@ -80,7 +80,7 @@ def special_tokens_shown(s: Script):
     for c in [*s.calls_method("decode"), *s.calls_method("batch_decode")]:
         if not c.args or not s.is_tokenizer(receiver(c)) or kw(c, "skip_special_tokens") is not None:
             continue
-        if has_star_kwargs(c):
+        if has_star_kwargs(c):  # (a **dict may hold skip_special_tokens)
             continue
         root = _ids_root(c.args[0])
         gens = [o for o in [root, *s.origins(root)] if o in s.generates]

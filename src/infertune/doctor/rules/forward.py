@@ -15,8 +15,12 @@ TRAINS = lazy_compile(
 
 
 def forward_calls(s: Script) -> list[tuple[ast.Call, ast.Call]]:
-    """`model(...)` / `model.forward(...)` on a model loaded in this file: (call, the load)."""
-    out = []
+    """`model(...)` / `model.forward(...)` on a model loaded in this file: (call, the load). Computed once per script
+    (IT030 reads them, and IT023 for every load in a function)."""
+    if "_forward_calls" in s.__dict__:
+        return s.__dict__["_forward_calls"]
+    out: list[tuple[ast.Call, ast.Call]] = []
+    s.__dict__["_forward_calls"] = out
     for c in s.calls:
         f = c.func
         target = f.value if isinstance(f, ast.Attribute) and f.attr == "forward" else f

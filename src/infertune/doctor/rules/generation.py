@@ -244,7 +244,7 @@ def _unfilled_kwargs(s: Script, c: ast.Call) -> bool:
     if any(k.arg is None and dotted(k.value) != rest.arg for k in c.keywords):
         return False
     named = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
-    return all(k.arg in named for x in s.calls if fn in s.defined(x) for k in x.keywords)
+    return all(k.arg in named for x in s.call_sites(fn) for k in x.keywords)
 
 
 def sampling_ignored(s: Script):

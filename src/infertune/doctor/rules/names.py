@@ -193,9 +193,6 @@ def undefined_option(s: Script):
     ):
         if n.attr.startswith("_") or n.attr in dests | stored | seen or not isinstance(n.value, ast.Name):
             continue
-        passed = s._parameter_values(n.value) if isinstance(n.value, ast.Name) else []
-        if passed and not any(s._parsed_args(v, 0) for v in passed):
-            continue  # a parameter every call of which passes something else (a SimpleNamespace: doctor-real-27 b05)
         if s._parsed_args(n.value, 0):
             seen.add(n.attr)  # one finding per option, at its first read; per statement, one for all
             stmt: ast.AST = n

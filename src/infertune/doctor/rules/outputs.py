@@ -179,7 +179,7 @@ def prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = Fal
     if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.comprehension)):
         return prompt_removed(s, parent, depth + 1, skipped)
     if isinstance(parent, ast.Return) and (fn := s.enclosing_function(node)) is not None:
-        sites = [c for c in s.calls if fn in s.defined(c)]  # returned: cut where the helper's result is used?
+        sites = s.call_sites(fn)  # returned: cut where the helper's result is used?
         return any(prompt_removed(s, c, depth + 1, skipped) for c in sites)
     return False
 

@@ -46,8 +46,9 @@ def _plain_4bit_requests(s: Script) -> list[ast.AST]:
 def bnb_4bit(s: Script):
     for v in _plain_4bit_requests(s):
         yield v, "4-bit bitsandbytes asked for as load_in_4bit=True: its compute dtype stays fp32 (slow)"
+    unused = _unused_configs(s)
     for c in s.calls_named("BitsAndBytesConfig"):
-        if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c) or c in _unused_configs(s):
+        if const(kw(c, "load_in_4bit")) is not True or has_star_kwargs(c) or c in unused:
             continue  # (a config never passed to the load beside it is IT056's finding)
         users = [load for load in s.loads if c in s.origins(kw(load, "quantization_config"))]
         if kw(c, "bnb_4bit_compute_dtype") is None and not (users and all(_bf16_inputs(s, u) for u in users)):
@@ -67,9 +68,7 @@ def _never_read(s: Script, config: ast.Call) -> bool:
     if not isinstance(stmt, ast.Assign):
         return False
     names = {dotted(t) for t in stmt.targets if isinstance(t, ast.Name | ast.Attribute)}
-    return bool(names) and not any(
-        isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load) and dotted(n) in names for n in s.nodes
-    )
+    return bool(names) and not s.reads(names)
 
 
 def _unquantized(s: Script, load: ast.Call) -> bool:

@@ -159,7 +159,6 @@ def _runs_on_argument(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, c: 
     derived |= {n for f in ast.walk(fn) if isinstance(f, ast.For | ast.comprehension) for n in _names(f.target)}
     if set().union(*(_names(a) for a in [*c.args, *(k.value for k in c.keywords)])) & derived:
         return False  # which model depends on the call (one per model name): not the same weights again
-    forwards = forward_calls(s)
     for x in ast.walk(fn):
         if not isinstance(x, ast.Call) or s.enclosing_function(x) is not fn:
             continue
@@ -168,7 +167,7 @@ def _runs_on_argument(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef, c: 
             c in pipes  # (or the pipeline built around what c loads: doctor-real-14 c01)
             or any(p in s.pipelines and (m := pipeline_model(p)) is not None and c in s.models_of(m) for p in pipes)
             or (x in s.generates and c in s.models_of(receiver(x)))
-            or (x, c) in forwards  # a classifier's or encoder's own forward pass (doctor-real-25 a06)
+            or (x, c) in forward_calls(s)  # a classifier's or encoder's own forward pass (doctor-real-25 a06)
         )
         if runs and set().union(*(_names(a) for a in [*x.args, *(k.value for k in x.keywords)])) & derived:
             return True
@@ -180,7 +179,7 @@ def _called_per_use(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bo
     server or UI calls it per request), or from a loop."""
     if SETUP.match(fn.name):
         return False
-    sites = [x for x in s.calls if fn in s.defined(x)]
+    sites = s.call_sites(fn)
     return not sites or any(
         isinstance(n, ast.For | ast.AsyncFor | ast.While | ast.comprehension) for x in sites for n in _enclosing(s, x)
     )
@@ -198,7 +197,7 @@ def _reruns(s: Script, fn: ast.FunctionDef | ast.AsyncFunctionDef | None, depth:
         return True
     if _cached(fn) or depth > 3:
         return False
-    return any(_reruns(s, s.enclosing_function(x), depth + 1) for x in s.calls if fn in s.defined(x))
+    return any(_reruns(s, s.enclosing_function(x), depth + 1) for x in s.call_sites(fn))
 
 
 def _reload(s: Script, c: ast.Call, handlers: set[int], callbacks: set[str]) -> tuple[ast.AST, str] | None:

@@ -79,8 +79,7 @@ def _caller_loop(s: Script, c: ast.Call) -> tuple[ast.Call, ast.AST] | None:
     loop: the same input each time (doctor-real-26 b05: `for i in range(10): generar_descripcion()`; a greedy
     helper repeated is a probe printing its one answer, doctor-real-3's shape)."""
     fn = s.enclosing_function(c)
-    sites = [x for x in s.calls if fn is not None and fn in s.defined(x)]
-    for site in sites:
+    for site in s.call_sites(fn):
         if all(isinstance(a, ast.Constant) for a in [*site.args, *(k.value for k in site.keywords)]):
             loop = next((p for p in _ancestors(s, site) if _range_count(p) is not None), None)
             if loop is not None:

@@ -51,7 +51,7 @@ def cold_timing(s: Script):
         if load.lineno > run.lineno or (_in_loop(s, run, s.statement(load)) and not _in_loop(s, load, None)):
             continue  # a timed call repeated in a loop of its own: only its first pass is cold
         fn = s.enclosing_function(run)
-        if fn is not None and (is_route(fn) or not any(fn in s.defined(c) for c in s.calls)):
+        if fn is not None and (is_route(fn) or not s.call_sites(fn)):
             continue  # a handler timing each request (only the first is cold), or called from elsewhere
         warm = [
             r
