@@ -348,3 +348,8 @@ def check_code(tmp_path, code: str, name: str = "s.py", target: Target | None = 
     f = tmp_path / name
     f.write_text(HEAD + textwrap.dedent(code) + "\n")
     return doctor.check([f], target, select=["ALL"], ignore=[] if names else ["IT038"])
+
+
+def rules(tmp_path, code: str, target: Target | None = None) -> list[str]:
+    """The rules that fire on a snippet, in the order check_code reports them (the real-corpus tests' helper)."""
+    return [f.rule for f in check_code(tmp_path, code, target=target).findings]

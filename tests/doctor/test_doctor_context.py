@@ -2,11 +2,7 @@
 development parts): how often a pass runs, what a checkpoint is, what a folder or helper holds. Each test runs the
 real rules on a snippet, the silent shape beside the one that must still fire."""
 
-from tests.doctor.cases import check_code
-
-
-def rules(tmp_path, code: str) -> list[str]:
-    return [f.rule for f in check_code(tmp_path, code).findings]
+from tests.doctor.cases import check_code, rules
 
 
 def test_a_single_forward_pass_at_module_level_keeps_autograd_quietly(tmp_path):

@@ -3,12 +3,7 @@ ban that reads the prompt, a bot's shared history, LangChain's full text, a max_
 ids and numbers bound by name, BLIP's VQA head. Each test runs the real rules on a snippet, the silent shape beside
 the one that must fire."""
 
-from tests.doctor.cases import check_code
-
-
-def rules(tmp_path, code: str) -> list[str]:
-    return [f.rule for f in check_code(tmp_path, code).findings]
-
+from tests.doctor.cases import check_code, rules
 
 LOAD = 'model = AutoModelForCausalLM.from_pretrained("{}", dtype="auto", device_map="auto")\n'
 GEN = "out = model.generate(**enc, do_sample=True, max_new_tokens=200{})\nprint(tok.decode(out[0, n:]))\n"

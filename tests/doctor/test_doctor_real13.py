@@ -4,12 +4,7 @@ conversation handed to a pipeline. Each test runs the real rules on
 a snippet, the silent shape beside the one that must fire."""
 
 from infertune.doctor.nodes import Target
-from tests.doctor.cases import check_code
-
-
-def rules(tmp_path, code: str, target: Target | None = None) -> list[str]:
-    return [f.rule for f in check_code(tmp_path, code, target=target).findings]
-
+from tests.doctor.cases import rules
 
 ROUTE = (
     "from fastapi import FastAPI\nfrom transformers import AutoModelForSequenceClassification\napp = FastAPI()\n"

@@ -1,13 +1,7 @@
 """infertune doctor, what doctor-real-14's development part taught (its cases are named in docs/doctor.md). Each
 test runs the real rules on a snippet, the silent shape beside the one that must fire."""
 
-from infertune.doctor.nodes import Target
-from tests.doctor.cases import check_code
-
-
-def rules(tmp_path, code: str, target: Target | None = None) -> list[str]:
-    return [f.rule for f in check_code(tmp_path, code, target=target).findings]
-
+from tests.doctor.cases import rules
 
 PAGE = (
     "import streamlit as st\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"

@@ -2,11 +2,7 @@
 test runs the real rules on a snippet, the silent shape beside the one that must fire."""
 
 from infertune.doctor.nodes import Target
-from tests.doctor.cases import check_code
-
-
-def rules(tmp_path, code: str, target: Target | None = None) -> list[str]:
-    return [f.rule for f in check_code(tmp_path, code, target=target).findings]
+from tests.doctor.cases import check_code, rules
 
 
 def test_a_pipeline_before_4_43_adds_no_bos_to_templated_text(tmp_path):

@@ -1,11 +1,7 @@
 """infertune doctor, what doctor-real-17's development part taught (its cases are named in docs/doctor.md). Each
 test runs the real rules on a snippet, the silent shape beside the one that must fire."""
 
-from tests.doctor.cases import check_code
-
-
-def rules(tmp_path, code: str) -> list[str]:
-    return [f.rule for f in check_code(tmp_path, code).findings]
+from tests.doctor.cases import rules
 
 
 def test_a_fresh_model_per_variant_of_a_benchmark_is_no_reload(tmp_path):

@@ -1,12 +1,7 @@
 """infertune doctor, what doctor-real-20 and -21's development parts taught (cases named in docs/doctor.md). Each
 test runs the real rules on a snippet, the silent shape beside the one that must fire."""
 
-from tests.doctor.cases import check_code
-
-
-def rules(tmp_path, code: str) -> set[str]:
-    return {f.rule for f in check_code(tmp_path, code).findings}
-
+from tests.doctor.cases import check_code, rules
 
 ASR = (
     "import librosa\nfrom transformers import Wav2Vec2ForCTC, Wav2Vec2Processor\n"

@@ -1,12 +1,7 @@
 """infertune doctor, what the seventh session's development material taught (cases named in docs/doctor.md). Each
 test runs the real rules on a snippet, the silent shape beside the one that must fire."""
 
-from tests.doctor.cases import check_code
-
-
-def rules(tmp_path, code: str) -> set[str]:
-    return {f.rule for f in check_code(tmp_path, code).findings}
-
+from tests.doctor.cases import check_code, rules
 
 SUMMARIZER = (
     "from transformers import PegasusForConditionalGeneration, PegasusTokenizer\n"
@@ -172,7 +167,7 @@ def test_deepseek_flagships_are_large_chat_models(tmp_path):
         "out = model.generate(**tok(question, return_tensors='pt'), max_new_tokens=64)\n"
         "print(tok.decode(out[0][len(question):], skip_special_tokens=True))\n"
     )
-    assert {"IT002", "IT013"} <= rules(tmp_path, code.format(m="DeepSeek-V3"))
+    assert {"IT002", "IT013"} <= set(rules(tmp_path, code.format(m="DeepSeek-V3")))
     assert "IT013" not in rules(tmp_path, code.format(m="DeepSeek-V3-Base"))
 
 
