@@ -82,8 +82,10 @@ class Flow(Literals):
                     self._bind(t, node.value)
             elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
                 self._bind(node.target, node.value)
-            elif isinstance(node, (ast.For, ast.AsyncFor)) and dotted(node.target):  # for row in out: out[i]
-                row = ast.copy_location(ast.Subscript(value=node.iter, slice=ast.Constant(0), ctx=ast.Load()), node)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and dotted(node.target):
+                # for row in out, [... for row in out]: a row of out (out[i])
+                at = node if not isinstance(node, ast.comprehension) else node.iter
+                row = ast.copy_location(ast.Subscript(value=node.iter, slice=ast.Constant(0), ctx=ast.Load()), at)
                 self.parents[row] = node
                 self._bind(node.target, row)
             elif isinstance(node, ast.AugAssign) and dotted(node.target):  # x += v is x = x + v

@@ -186,14 +186,29 @@ def unprompted(s: Script, c: ast.Call) -> bool:
     return c in s.generates and not c.args and not any(k.arg is None or k.arg in inputs for k in c.keywords)
 
 
+FEATURES = ("pixel_values", "input_features", "input_values")
+
+
+def _features(s: Script, e: ast.expr) -> bool:
+    """An image's or a sound's features: `pixel_values`, `inputs.pixel_values`, `inputs["input_features"]`, or a
+    name bound to one of those."""
+    for o in [e, *s.origins(e)]:
+        if isinstance(o, ast.Subscript) and const(o.slice) in FEATURES:
+            return True
+        if isinstance(o, (ast.Name, ast.Attribute)) and dotted(o).rsplit(".", 1)[-1] in FEATURES:
+            return True
+    return False
+
+
 def no_text_input(s: Script, c: ast.Call) -> bool:
-    """model.generate(pixel_values=...) (or input_features/input_values) with no text ids: a caption or a transcript
-    from the image or audio alone, whose output holds no prompt (doctor-real-26 c09: BLIP, ViT-GPT2, GIT captions)."""
+    """model.generate(pixel_values=...) (or input_features/input_values, by keyword or as its one positional input)
+    with no text ids: a caption or a transcript from the image or audio alone, whose output holds no prompt
+    (doctor-real-26 c09: BLIP, ViT-GPT2, GIT captions; doctor-real-28 c10: TrOCR's `generate(pixel_values, ...)`)."""
     text = ("input_ids", "inputs", "inputs_embeds")
+    given = [k.arg for k in c.keywords if k.arg in FEATURES]
     return (
         c in s.generates
-        and not c.args
-        and any(k.arg in ("pixel_values", "input_features", "input_values") for k in c.keywords)
+        and (len(c.args) == 1 and _features(s, c.args[0]) if c.args else bool(given))
         and not any(k.arg in text or (k.arg is None and not s.star_options_value(k.value)) for k in c.keywords)
     )
 

@@ -23,6 +23,7 @@ from infertune.doctor.rules.generation import (
     PIPELINE_DEFAULT,
     encoder_decoder_call,
     generation_calls,
+    no_text_input,
     pipe_of,
     unprompted,
 )
@@ -186,8 +187,8 @@ def _filled_by_context(s: Script, c: ast.Call) -> bool:
 def max_length_budget(s: Script):
     handed = [(p, kws, False, False) for p, kws in _handed_off(s)]
     for c, kws, _, opaque in generation_calls(s) + handed:
-        if unprompted(s, c):
-            continue
+        if unprompted(s, c) or no_text_input(s, c):
+            continue  # (no prompt: max_length counts the caption's or the transcript's tokens alone)
         if "max_length" in kws and (
             _sized_to_input(s, kws["max_length"])
             or _tiny_prompt(s, c, kws["max_length"])

@@ -1,0 +1,52 @@
+"""infertune doctor, what the eighth session's development material taught (cases named in docs/doctor.md). Each
+test runs the real rules on a snippet, the silent shape beside the one that must fire."""
+
+from tests.doctor.cases import rules
+
+OCR = (
+    "from transformers import VisionEncoderDecoderModel, TrOCRProcessor\n"
+    "from PIL import Image\n"
+    "from app.model import processor, model\n"
+    "def read_text(path):\n"
+    "    image = Image.open(path).convert('RGB')\n"
+    "{features}\n"
+    "    ids = model.generate({given}, max_length=128, num_beams=5)\n"
+    "    return processor.batch_decode(ids, skip_special_tokens=True)[0]\n"
+)
+
+
+def test_generate_given_an_images_features_alone_holds_no_prompt(tmp_path):
+    """IT004 and IT014: a generate whose one input is an image's features (`generate(pixel_values, ...)`, the
+    positional form, or by keyword) writes a caption or a transcript: no prompt comes back in front of it and
+    max_length counts its tokens alone, whichever model the imported `model` is (doctor-real-28 c10). Text ids
+    given to the same call are a prompt again."""
+    features = {
+        "pixel_values": "    pixel_values = processor(images=image, return_tensors='pt').pixel_values",
+        "pixel_values=pixel_values": "    pixel_values = processor(images=image, return_tensors='pt').pixel_values",
+        "inputs.pixel_values": "    inputs = processor(images=image, return_tensors='pt')",
+        "inputs['pixel_values']": "    inputs = processor(images=image, return_tensors='pt')",
+    }
+    for given, line in features.items():
+        found = rules(tmp_path, OCR.format(features=line, given=given))
+        assert "IT004" not in found and "IT014" not in found, given
+    asked = "    ids_in = processor.tokenizer(question, return_tensors='pt').input_ids"
+    found = rules(tmp_path, OCR.format(features=asked, given="ids_in").replace("(path)", "(path, question)"))
+    assert "IT004" in found and "IT014" in found
+
+
+def test_rows_decoded_in_a_comprehension_are_the_generate_output(tmp_path):
+    """IT004: `[tok.decode(row) for row in out]` decodes each full row of generate's output, prompt included, as a
+    `for row in out:` loop does (doctor-real-28 b13); silent where each row is sliced past the prompt first."""
+    code = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "class Runner:\n"
+        "    def __init__(self, path):\n"
+        "        self.tok = AutoTokenizer.from_pretrained(path)\n"
+        "        self.model = AutoModelForCausalLM.from_pretrained(path)\n"
+        "    def answer(self, questions):\n"
+        "        enc = self.tok(questions, return_tensors='pt', padding=True)\n"
+        "        out = self.model.generate(**enc, max_new_tokens=64)\n"
+        "        return [self.tok.decode({row}, skip_special_tokens=True) for r in out]\n"
+    )
+    assert "IT004" in rules(tmp_path, code.format(row="r"))
+    assert "IT004" not in rules(tmp_path, code.format(row="r[enc.input_ids.shape[1]:]"))
