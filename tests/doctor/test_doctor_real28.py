@@ -50,3 +50,34 @@ def test_rows_decoded_in_a_comprehension_are_the_generate_output(tmp_path):
     )
     assert "IT004" in rules(tmp_path, code.format(row="r"))
     assert "IT004" not in rules(tmp_path, code.format(row="r[enc.input_ids.shape[1]:]"))
+
+
+def test_a_streamlit_page_reloads_once_per_loader_function(tmp_path):
+    """IT023: a Streamlit page reruns on every interaction; each function of it that loads a model (one per model
+    the page offers) is one problem, and the loads of one function (or of its module level) are one (doctor-real-23
+    a07: three loaders, labelled three times; doctor-real-9 k15: a model and its tokenizer, labelled once)."""
+    loader = (
+        "def {name}(text):\n"
+        "    tok = AutoTokenizer.from_pretrained('{id}')\n"
+        "    model = AutoModelForCausalLM.from_pretrained('{id}')\n"
+        "    return tok.decode(model.generate(**tok(text, return_tensors='pt'), max_new_tokens=40)[0])\n"
+    )
+    page = (
+        "import streamlit as st\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        + loader.format(name="calm", id="cyberagent/open-calm-small")
+        + loader.format(name="rinna", id="rinna/japanese-gpt-neox-small")
+        + "text = st.text_input('input:')\n"
+        "if text:\n"
+        "    st.write(calm(text) if st.checkbox('calm') else rinna(text))\n"
+    )
+    assert rules(tmp_path, page).count("IT023") == 2
+    one = (
+        "import streamlit as st\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        + loader.format(name="calm", id="cyberagent/open-calm-small")
+        + "text = st.text_input('input:')\n"
+        "if text:\n"
+        "    st.write(calm(text))\n"
+    )
+    assert rules(tmp_path, one).count("IT023") == 1

@@ -246,10 +246,14 @@ def model_load_per_request(s: Script):
             page.append(c)
         else:
             yield c, message
-    if page:  # (one problem per page: its loads rerun together; doctor-real-9 k15, labelled once; at a model's)
-        more = f" (and {len(page) - 1} more)" if len(page) > 1 else ""
+    groups: dict[int, list[ast.Call]] = {}  # (one problem per function of the page, or its module level: its
+    for c in page:  # loads rerun together; doctor-real-9 k15, labelled once; doctor-real-23 a07, three loaders)
+        fn = s.enclosing_function(c)
+        groups.setdefault(id(fn) if fn is not None else 0, []).append(c)
+    for loads in groups.values():
+        more = f" (and {len(loads) - 1} more)" if len(loads) > 1 else ""
         yield (
-            min(page, key=lambda x: (x not in models, x.lineno)),
+            min(loads, key=lambda x: (x not in models, x.lineno)),
             f"Streamlit reruns the whole script on every interaction, and this load{more} with it: load the "
             "model in a function decorated with @st.cache_resource",
         )
