@@ -54,8 +54,9 @@ def test_rows_decoded_in_a_comprehension_are_the_generate_output(tmp_path):
 
 def test_a_streamlit_page_reloads_once_per_loader_function(tmp_path):
     """IT023: a Streamlit page reruns on every interaction; each function of it that loads a model (one per model
-    the page offers) is one problem, and the loads of one function (or of its module level) are one (doctor-real-23
-    a07: three loaders, labelled three times; doctor-real-9 k15: a model and its tokenizer, labelled once)."""
+    the page offers) is one problem, and the loads of one function, of one class's methods or of its module level
+    are one (doctor-real-23 a07: three loaders, labelled three times; doctor-real-9 k15: a model and its tokenizer,
+    labelled once; doctor-real-5 p17: six methods of one class, labelled once)."""
     loader = (
         "def {name}(text):\n"
         "    tok = AutoTokenizer.from_pretrained('{id}')\n"
@@ -81,3 +82,6 @@ def test_a_streamlit_page_reloads_once_per_loader_function(tmp_path):
         "    st.write(calm(text))\n"
     )
     assert rules(tmp_path, one).count("IT023") == 1
+    methods = page.replace("def calm(", "class Pick:\n  def calm(self, ").replace("def rinna(", "  def rinna(self, ")
+    methods = methods.replace("calm(text) if", "Pick().calm(text) if").replace("else rinna(", "else Pick().rinna(")
+    assert rules(tmp_path, methods).count("IT023") == 1

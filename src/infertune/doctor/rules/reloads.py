@@ -246,10 +246,11 @@ def model_load_per_request(s: Script):
             page.append(c)
         else:
             yield c, message
-    groups: dict[int, list[ast.Call]] = {}  # (one problem per function of the page, or its module level: its
-    for c in page:  # loads rerun together; doctor-real-9 k15, labelled once; doctor-real-23 a07, three loaders)
+    groups: dict[int, list[ast.Call]] = {}  # one problem per loader of the page (a function, a class's methods
+    for c in page:  # together) or for its module level: doctor-real-9 k15, -5 p17 labelled once; -23 a07 three times
         fn = s.enclosing_function(c)
-        groups.setdefault(id(fn) if fn is not None else 0, []).append(c)
+        owner = s.parents.get(fn) if fn is not None else None
+        groups.setdefault(id(owner if isinstance(owner, ast.ClassDef) else fn), []).append(c)
     for loads in groups.values():
         more = f" (and {len(loads) - 1} more)" if len(loads) > 1 else ""
         yield (

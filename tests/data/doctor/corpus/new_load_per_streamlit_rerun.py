@@ -1,7 +1,8 @@
 # modelled on: Streamlit chat apps that load the model at the top of the script, which Streamlit reruns on every input
 # (a minimal shape written for infertune's doctor corpus; not copied code)
-# One finding per page, at its first load (the summarizer's below reruns with it): real labels count a page's
-# uncached loads as one problem (doctor-real-5 p17, doctor-real-9 k15).
+# One finding per loader of the page, at its first load: real labels count the loads of the module level, or of
+# one class, as one problem (doctor-real-5 p17, doctor-real-9 k15), and each function that loads another model as
+# one more (doctor-real-23 a07): the summarizer's below is the second.
 import streamlit as st
 from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
 
@@ -10,7 +11,7 @@ model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-1.5B-Instruct", dtype
 
 
 def summarizer():
-    return pipeline("summarization", model="facebook/bart-large-cnn", device=0)
+    return pipeline("summarization", model="facebook/bart-large-cnn", device=0)  # expect: IT023
 
 
 @st.cache_resource
