@@ -85,3 +85,19 @@ def test_a_streamlit_page_reloads_once_per_loader_function(tmp_path):
     methods = page.replace("def calm(", "class Pick:\n  def calm(self, ").replace("def rinna(", "  def rinna(self, ")
     methods = methods.replace("calm(text) if", "Pick().calm(text) if").replace("else rinna(", "else Pick().rinna(")
     assert rules(tmp_path, methods).count("IT023") == 1
+
+
+def test_weights_named_by_a_quantized_config_entry_load_quantized(tmp_path):
+    """IT001: a load with no dtype whose weights come from an expression that says GPTQ or AWQ
+    (`gptq_cfg["model_name"]`, `args.awq_model`) loads a pre-quantized checkpoint, whose quantizer picks fp16
+    (doctor-real-28 b10: a benchmark's GPTQ and AWQ branches, labelled silent); a plain name still loads fp32."""
+    code = (
+        "import torch\n"
+        "from transformers import AutoModelForCausalLM\n"
+        "def load(cfg, args):\n"
+        "    model = AutoModelForCausalLM.from_pretrained({weights}, device_map='cuda')\n"
+        "    return model.generate(max_new_tokens=8)\n"
+    )
+    for weights in ('cfg["gptq"]["model_name"]', "args.awq_model", "gptq_cfg['model_name']"):
+        assert "IT001" not in rules(tmp_path, code.format(weights=weights)), weights
+    assert "IT001" in rules(tmp_path, code.format(weights="args.model_name"))

@@ -13,6 +13,7 @@ from infertune.doctor.nodes import (
     QUANTIZED_ID,
     Target,
     callee,
+    const,
     dotted,
     has_star_kwargs,
     kw,
@@ -149,7 +150,18 @@ class Script(Flow):
                 isinstance(o, ast.Constant) and o.value in (None, False) for o in self.origins(v) or [v]
             ):
                 return True  # (a variable that is None, or load_in_8bit=False, quantizes nothing)
-        return bool(QUANTIZED_ID.search(self.model_id(load) or ""))
+        if QUANTIZED_ID.search(self.model_id(load) or ""):
+            return True
+        # no literal id, but the expression naming the weights says how they are stored: `gptq_cfg["model_name"]`,
+        # `args.awq_model` (doctor-real-28 b10: a benchmark's GPTQ and AWQ branches)
+        arg = self.weights_arg(load)
+        if arg is None or self.model_id(load) is not None:
+            return False
+        words = [
+            n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else const(n)
+            for n in ast.walk(arg)
+        ]
+        return any(isinstance(w, str) and QUANTIZED_ID.search(w) for w in words)
 
     def placed_by_quantization(self, load: ast.Call) -> bool:
         """Quantized in a way that puts the weights on the GPU by itself (bitsandbytes, GPTQ, AWQ, ...). Not a
