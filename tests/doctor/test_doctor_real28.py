@@ -101,3 +101,27 @@ def test_weights_named_by_a_quantized_config_entry_load_quantized(tmp_path):
     for weights in ('cfg["gptq"]["model_name"]', "args.awq_model", "gptq_cfg['model_name']"):
         assert "IT001" not in rules(tmp_path, code.format(weights=weights)), weights
     assert "IT001" in rules(tmp_path, code.format(weights="args.model_name"))
+
+
+def test_half_precision_chosen_for_the_machine_without_cuda(tmp_path):
+    """IT031: `bfloat16 if torch.cuda.is_available() else float16` gives fp16 weights exactly where there is no GPU,
+    so on the CPU (doctor-real-27 d06); silent for the usual way round, for float32 on that branch, and for a test
+    of bf16 support, which runs on a GPU (doctor-real-28 d03)."""
+    code = (
+        "import torch\n"
+        "from transformers import AutoModelForCausalLM\n"
+        "model = AutoModelForCausalLM.from_pretrained('./merged', device_map='auto', torch_dtype={dtype})\n"
+        "print(model.generate(max_new_tokens=8))\n"
+    )
+    fires = (
+        "torch.bfloat16 if torch.cuda.is_available() else torch.float16",
+        "torch.float16 if not torch.cuda.is_available() else torch.bfloat16",
+    )
+    for dtype in fires:
+        assert "IT031" in rules(tmp_path, code.format(dtype=dtype)), dtype
+    for dtype in (
+        "torch.float16 if torch.cuda.is_available() else torch.float32",
+        "torch.bfloat16 if torch.cuda.is_available() else torch.float32",
+        "torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16",
+    ):
+        assert "IT031" not in rules(tmp_path, code.format(dtype=dtype)), dtype

@@ -46,6 +46,23 @@ def _fp16_with_cuda(s: Script, value: ast.AST | None) -> bool:
     )
 
 
+def _fp16_without_cuda(s: Script, value: ast.AST | None) -> bool:
+    """Half precision exactly when there is no CUDA (`bfloat16 if torch.cuda.is_available() else float16`): the
+    branch that runs on a machine without a GPU, where the weights can only be on the CPU (doctor-real-27 d06)."""
+    found = s.origins(value) if value is not None else []
+    for n in s.nodes:
+        if not isinstance(n, ast.IfExp) or not any(o in (n.body, n.orelse) for o in found):
+            continue
+        names = [dotted(x) for x in ast.walk(n.test) if isinstance(x, ast.Name | ast.Attribute)]
+        if not any("cuda" in x and x.endswith(("is_available", "device_count")) for x in names):
+            continue  # (a test of bf16 support, `is_bf16_supported()`, runs on a GPU: doctor-real-28 d03)
+        negated = isinstance(n.test, ast.UnaryOp) and isinstance(n.test.op, ast.Not)
+        cpu_branch = n.body if negated else n.orelse
+        if any(o is cpu_branch for o in found) and (dotted(cpu_branch) in FP16 or const(cpu_branch) in FP16):
+            return True
+    return False
+
+
 def _on_cpu(c: ast.Call) -> bool:
     return const(kw(c, "device_map")) == "cpu" or const(kw(c, "device")) in ("cpu", -1)
 
@@ -80,6 +97,12 @@ def fp16_on_cpu(s: Script):
                 "float16 weights whatever the device: where there is no GPU the script falls back to the CPU "
                 "('cuda' if torch.cuda.is_available() else 'cpu') and runs them there (emulated, slow, some ops "
                 "missing); choose the dtype with the device",
+            )
+        elif c in s.loads and _fp16_without_cuda(s, value):
+            yield (
+                value,
+                "float16 exactly when there is no CUDA: on a machine without a GPU the weights can only be on the "
+                "CPU, which has no fp16 arithmetic (emulated, slow, some ops missing); use float32 (or bfloat16) there",
             )
         elif c in s.loads and _fp16_with_cuda(s, value) and stays_on_cpu(s, c):
             yield (
