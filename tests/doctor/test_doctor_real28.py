@@ -125,3 +125,36 @@ def test_half_precision_chosen_for_the_machine_without_cuda(tmp_path):
         "torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16",
     ):
         assert "IT031" not in rules(tmp_path, code.format(dtype=dtype)), dtype
+
+
+STREAM = (
+    "from threading import Thread\n"
+    "from fastapi import FastAPI\n"
+    "from fastapi.responses import StreamingResponse\n"
+    "from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer\n"
+    "app = FastAPI()\n"
+    "tok = AutoTokenizer.from_pretrained('TinyLlama/TinyLlama-1.1B-Chat-v1.0')\n"
+    "model = AutoModelForCausalLM.from_pretrained('TinyLlama/TinyLlama-1.1B-Chat-v1.0')\n"
+    "async def tokens(prompt):\n"
+    "    streamer = TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)\n"
+    "    kwargs = dict(tok(prompt, return_tensors='pt'), streamer=streamer, max_new_tokens=256)\n"
+    "    Thread(target=model.generate, kwargs=kwargs).start()\n"
+    "{read}\n"
+    "@app.post('/chat')\n"
+    "async def chat(prompt: str):\n"
+    "    return StreamingResponse(tokens(prompt), media_type='text/event-stream')\n"
+)
+
+
+def test_a_text_streamer_read_on_the_event_loop_blocks_it(tmp_path):
+    """IT022: an async function that iterates a TextIteratorStreamer (`for t in streamer`, `"".join(streamer)`)
+    waits on its queue for every token on the event loop, so the server serves nothing else until the answer ends
+    (doctor-real-27 d07, -25 d14). Silent where each read runs in the default executor."""
+    for read in ("    for text in streamer:\n        yield text", "    yield ''.join(streamer)"):
+        assert "IT022" in rules(tmp_path, STREAM.format(read=read)), read
+    offloaded = (
+        "    loop = asyncio.get_running_loop()\n"
+        "    while (text := await loop.run_in_executor(None, lambda: next(streamer, None))) is not None:\n"
+        "        yield text"
+    )
+    assert "IT022" not in rules(tmp_path, "import asyncio\n" + STREAM.format(read=offloaded))

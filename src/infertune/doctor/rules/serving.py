@@ -200,6 +200,25 @@ def _blocking(s: Script, fn: ast.AsyncFunctionDef) -> list[tuple[ast.Call, ast.C
     return hits
 
 
+def _streamer_reads(s: Script, fn: ast.AsyncFunctionDef) -> list[ast.AST]:
+    """Where an async function reads a TextIteratorStreamer on its event loop: `for t in streamer`,
+    `"".join(streamer)`, `next(streamer)`; each read waits on the streamer's queue for the next token (doctor-real-27
+    d07, -25 d14). Not in a lambda or a call handed to run_in_executor / to_thread."""
+
+    def streamer(e: ast.AST | None) -> bool:
+        return any(isinstance(o, ast.Call) and callee(o) == "TextIteratorStreamer" for o in s.origins(e))
+
+    out: list[ast.AST] = []
+    for n in ast.walk(fn):
+        if s.enclosing_function(n) is not fn or offloaded(s, n):
+            continue
+        if isinstance(n, ast.For) and streamer(n.iter) and not any(isinstance(x, ast.Await) for x in ast.walk(n)):
+            out.append(n)  # (a loop that awaits between reads hands the loop back each token)
+        elif isinstance(n, ast.Call) and callee(n) in ("join", "next", "list") and n.args and streamer(n.args[0]):
+            out.append(n)
+    return out
+
+
 def blocking_async_handler(s: Script):
     entry = _entry_points(s)
     for fns in s.functions.values():
@@ -207,6 +226,15 @@ def blocking_async_handler(s: Script):
             if not isinstance(fn, ast.AsyncFunctionDef) or (fn.name in entry and not fn.decorator_list):
                 continue
             hits = _blocking(s, fn)
+            if not hits and (reads := _streamer_reads(s, fn)):
+                yield (
+                    reads[0],
+                    (
+                        f"`async def {fn.name}` reads a TextIteratorStreamer on the event loop: each read blocks "
+                        "until the next token, so nothing else is served until the answer ends (iterate it in a "
+                        "thread, or use AsyncTextIteratorStreamer with `async for`)"
+                    ),
+                )
             if hits:
                 call, _ = hits[0]
                 yield (
