@@ -158,3 +158,20 @@ def test_a_text_streamer_read_on_the_event_loop_blocks_it(tmp_path):
         "        yield text"
     )
     assert "IT022" not in rules(tmp_path, "import asyncio\n" + STREAM.format(read=offloaded))
+
+
+def test_input_padded_past_the_generate_cap_is_an_encoder_decoders(tmp_path):
+    """IT004 and IT014: an input padded to 512 tokens (`padding="max_length"`) and a generate capped at
+    max_length=150 leave a decoder-only model no room for a token, so the imported model is an encoder-decoder,
+    whose output holds no prompt (doctor-real-28 a10, a summarizer); padding shorter than the cap says nothing."""
+    code = (
+        "from config import model, tokenizer\n"
+        "def summarize(dialogue):\n"
+        "    enc = tokenizer(dialogue, padding='max_length', max_length={pad}, truncation=True, return_tensors='pt')\n"
+        "    out = model.generate(input_ids=enc['input_ids'], attention_mask=enc['attention_mask'], max_length=150)\n"
+        "    return tokenizer.decode(out[0], skip_special_tokens=True)\n"
+    )
+    found = rules(tmp_path, code.format(pad=512))
+    assert "IT004" not in found and "IT014" not in found
+    found = rules(tmp_path, code.format(pad=64))
+    assert "IT004" in found and "IT014" in found

@@ -110,7 +110,22 @@ def encoder_decoder_call(s: Script, g: ast.Call) -> bool:
         return any(ENCODER_DECODER.search(s.model_class(m)) for m in models)
     # forced_bos_token_id picks the target language of NLLB, M2M100 and mBART-50, multilingual encoder-decoders
     # (doctor-real-27 c11: a translate helper handed its model)
-    return s.encoder_decoder() or kw(g, "forced_bos_token_id") is not None
+    return s.encoder_decoder() or kw(g, "forced_bos_token_id") is not None or _padded_past_its_cap(s, g)
+
+
+def _padded_past_its_cap(s: Script, g: ast.Call) -> bool:
+    """The input is padded to N tokens (`padding="max_length", max_length=N`) and generate's max_length is at most N:
+    a decoder-only model would have no room to write a token, so the model writes a sequence of its own, an
+    encoder-decoder's (doctor-real-28 a10: a summarizer padding dialogues to 512 and capping summaries at 150)."""
+    cap = s.number(kw(g, "max_length")) if method(g) == "generate" else None
+    if not isinstance(cap, int):
+        return False
+    for c in s.calls:
+        if s.is_tokenizer_call(c) and const(kw(c, "padding")) == "max_length" and g in s.sinks_of(c):
+            n = s.number(kw(c, "max_length"))
+            if isinstance(n, int) and n >= cap:
+                return True
+    return False
 
 
 # transformers 4.52 gave the pipelines that generate a default of their own (PR 38129, read in the 4.51.3 and 4.52.4
