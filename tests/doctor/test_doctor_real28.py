@@ -175,3 +175,26 @@ def test_input_padded_past_the_generate_cap_is_an_encoder_decoders(tmp_path):
     assert "IT004" not in found and "IT014" not in found
     found = rules(tmp_path, code.format(pad=64))
     assert "IT004" in found and "IT014" in found
+
+
+def test_inputs_moved_to_the_picked_accelerator_while_the_model_stays(tmp_path):
+    """IT016: the script picks MPS (or CUDA) when there is one and moves the inputs there, but the model's own move
+    is missing (commented out): generate raises a device mismatch (doctor-real-28 b09). One finding per model,
+    however many generates; silent once the model moves too."""
+    code = (
+        "import torch\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "def get_device():\n"
+        "    return torch.device('mps') if torch.backends.mps.is_available() else torch.device('cpu')\n"
+        "device = get_device()\n"
+        "tok = AutoTokenizer.from_pretrained('distilgpt2')\n"
+        "model = AutoModelForCausalLM.from_pretrained('distilgpt2')\n"
+        "{move}\n"
+        "warm = tok('Warm up.', return_tensors='pt').to(device)\n"
+        "model.generate(**warm, max_new_tokens=8)\n"
+        "for p in ['a', 'b']:\n"
+        "    enc = tok(p, return_tensors='pt').to(device)\n"
+        "    model.generate(**enc, max_new_tokens=32)\n"
+    )
+    assert rules(tmp_path, code.format(move="# model.to(device)")).count("IT016") == 1
+    assert "IT016" not in rules(tmp_path, code.format(move="model.to(device)"))

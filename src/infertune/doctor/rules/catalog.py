@@ -15,6 +15,7 @@ from infertune.doctor.rules import (
     forward,
     generation,
     hardware,
+    inputs,
     limits,
     loading,
     outputs,
@@ -144,7 +145,7 @@ RULES: list[Rule] = [
         "inputs-on-other-device",
         "tokenized inputs left on the CPU for a model on the GPU",
         "move them: tok(..., return_tensors='pt').to(model.device)",
-        devices.inputs_device,
+        inputs.inputs_device,
     ),
     Rule(
         "IT017",
