@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import callee, const, dotted, id_name, kw, method, receiver, task_of
-from infertune.doctor.rules.outputs import completion_demo, prompt_removed
+from infertune.doctor.rules.completions import completion_demo
+from infertune.doctor.rules.outputs import prompt_removed
 from infertune.doctor.rules.prompts import CHAT_MARKERS, CHAT_MODEL, adapter_loaded
 from infertune.doctor.script import Script
 

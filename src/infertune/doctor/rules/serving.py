@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from infertune.doctor import syntax as ast
 from infertune.doctor.nodes import callee, const, dotted, has_star_kwargs, id_name, kw, method, pipeline_model, receiver
+from infertune.doctor.rules.completions import completion_demo
 from infertune.doctor.rules.context import CPU_SIZED, TIMERS, params_in_id
 from infertune.doctor.rules.handlers import OFFLOAD, generation_in, helper_generation, offloaded
-from infertune.doctor.rules.outputs import completion_demo
 from infertune.doctor.rules.placement import stays_on_cpu
 from infertune.doctor.rules.prompts import BASE_LM
 from infertune.doctor.script import Script
