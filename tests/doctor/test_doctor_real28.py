@@ -198,3 +198,27 @@ def test_inputs_moved_to_the_picked_accelerator_while_the_model_stays(tmp_path):
     )
     assert rules(tmp_path, code.format(move="# model.to(device)")).count("IT016") == 1
     assert "IT016" not in rules(tmp_path, code.format(move="model.to(device)"))
+
+
+def test_the_whole_text_decoded_only_when_the_cut_fails(tmp_path):
+    """IT004: the answer is cut out after the assistant header in a `try`, and the `except IndexError:` fallback
+    decodes the whole output: the error path's text, not the function's answer (doctor-real-25 d07). Without the
+    cut, the same fallback is the only decode and is reported."""
+    code = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "tok = AutoTokenizer.from_pretrained('meta-llama/Meta-Llama-3-8B-Instruct')\n"
+        "model = AutoModelForCausalLM.from_pretrained('meta-llama/Meta-Llama-3-8B-Instruct', device_map='auto')\n"
+        "def answer(question):\n"
+        "    ids = tok.apply_chat_template([{{'role': 'user', 'content': question}}], add_generation_prompt=True,"
+        " return_tensors='pt').to(model.device)\n"
+        "    out = model.generate(ids, max_new_tokens=256)\n"
+        "    text = tok.decode(out[0], skip_special_tokens=False)\n"
+        "    try:\n"
+        "        reply = {cut}\n"
+        "    except IndexError:\n"
+        "        reply = tok.decode(out[0], skip_special_tokens=True)\n"
+        "    return reply\n"
+    )
+    cut = "text.split('<|start_header_id|>assistant<|end_header_id|>')[1].split('<|eot_id|>')[0]"
+    assert "IT004" not in rules(tmp_path, code.format(cut=cut))
+    assert "IT004" in rules(tmp_path, code.format(cut="int(question)"))

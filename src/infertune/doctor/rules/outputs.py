@@ -202,6 +202,35 @@ def _unconditional(s: Script, gen: ast.Call) -> bool:
     return bool(texts) and all(t is not None and not "".join(t).strip() for t in texts)
 
 
+def _enclosing(s: Script, node: ast.AST) -> list[ast.AST]:
+    """The statements around a node, innermost first, up to its function."""
+    out = []
+    while (up := s.parents.get(node)) is not None and not isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        out.append(up)
+        node = up
+    return out
+
+
+def _fallback_of_a_cut(s: Script, c: ast.Call, gen: ast.Call) -> bool:
+    """A decode in an `except` of a function whose main path cuts the answer out of another decode of the same
+    output (`.split(header)[1]` in the `try`, IndexError when the marker is missing): the whole text is only the
+    error path's (doctor-real-25 d07)."""
+    handler = next((n for n in _enclosing(s, c) if isinstance(n, ast.ExceptHandler)), None)
+    if handler is None:
+        return False
+    scope = s.enclosing_function(c) or s.tree
+    return any(
+        isinstance(d, ast.Call)
+        and d is not c
+        and method(d) in ("decode", "batch_decode")
+        and d.args
+        and not any(x is d for x in ast.walk(handler))
+        and _raw_output(s, d.args[0]) is gen
+        and prompt_removed(s, d, 0, const(kw(d, "skip_special_tokens")) is True)
+        for d in ast.walk(scope)
+    )
+
+
 def prompt_in_output(s: Script):
     by_gen: dict[ast.Call, list[ast.Call]] = {}
     for c in s.calls_method("decode") + s.calls_method("batch_decode"):
@@ -216,6 +245,7 @@ def prompt_in_output(s: Script):
             and not smoke_probe(s, gen)
             and not _unconditional(s, gen)
             and not no_text_input(s, gen)
+            and not _fallback_of_a_cut(s, c, gen)
         ):
             by_gen.setdefault(gen, []).append(c)
     for gen, decodes in by_gen.items():  # one finding per generate: the copy kept (stored, returned) over a print
