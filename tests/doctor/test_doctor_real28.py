@@ -239,3 +239,24 @@ def test_remote_code_flag_on_a_checkpoints_tokenizer_and_model_is_one_problem(tm
     assert both == [tok_only + 1]  # the model's load, the line after the tokenizer's
     other = "draft = AutoModelForCausalLM.from_pretrained('Qwen/Qwen2.5-0.5B-Instruct', trust_remote_code=True)\n"
     assert rules(tmp_path, code.format(model=model + other)).count("IT012") == 2
+
+
+def test_a_gpu_named_only_in_docstrings_is_no_gpu_intent(tmp_path):
+    """IT002: a job whose docstrings say how one could use a GPU ("tune up to 32 on GPU") but whose code never
+    does runs on the CPU on purpose (doctor-real-28 b01: "this repo targets CPU-only laptop grading"); the same
+    words in code (a device string) are the intent they always were."""
+    code = (
+        '"""Batch inference for one batch: CPU-only workers; switch to a GPU for throughput."""\n'
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "class Predictor:\n"
+        '    """Loads the model once per worker (pass device="cuda" for a GPU)."""\n'
+        "    def __init__(self, name):\n"
+        "        self.tok = AutoTokenizer.from_pretrained(name)\n"
+        "        self.model = AutoModelForCausalLM.from_pretrained(name)\n"
+        "    def __call__(self, prompts):\n"
+        "        enc = self.tok(prompts, return_tensors='pt', padding=True)\n"
+        "        return self.model.generate(**enc, max_new_tokens=64)\n"
+        "{extra}"
+    )
+    assert "IT002" not in rules(tmp_path, code.format(extra=""))
+    assert "IT002" in rules(tmp_path, code.format(extra="DEVICE = 'cuda'\n"))

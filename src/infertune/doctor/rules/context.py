@@ -88,9 +88,19 @@ GPU_INTENT = lazy_compile(r"\bcuda\b|\bmps\b|\.cuda\(|torch\.cuda|\bgpu\b", IGNO
 
 
 def gpu_intent(s: Script) -> bool:
-    """The code (not its comments: "no GPU needed" is no intent) names CUDA, MPS or a GPU. Read once per script."""
+    """The code (not its comments nor its docstrings: "no GPU needed", "switch to a GPU for throughput" are no
+    intent; doctor-real-28 b01, a CPU-only job whose docstrings say how to use a GPU) names CUDA, MPS or a GPU.
+    Read once per script."""
     if "_gpu_intent" not in s.__dict__:
-        s.__dict__["_gpu_intent"] = any(GPU_INTENT.search(line.split("#", 1)[0]) for line in s.lines)
+        prose = {
+            i
+            for n in s.nodes
+            if isinstance(n, ast.Expr) and isinstance(const(n.value), str)
+            for i in range(n.lineno, (n.end_lineno or n.lineno) + 1)
+        }
+        s.__dict__["_gpu_intent"] = any(
+            GPU_INTENT.search(line.split("#", 1)[0]) for i, line in enumerate(s.lines, 1) if i not in prose
+        )
     return s.__dict__["_gpu_intent"]
 
 
