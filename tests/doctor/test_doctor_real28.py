@@ -1,7 +1,7 @@
 """infertune doctor, what the eighth session's development material taught (cases named in docs/doctor.md). Each
 test runs the real rules on a snippet, the silent shape beside the one that must fire."""
 
-from tests.doctor.cases import check_code, rules
+from tests.doctor.cases import rules
 
 OCR = (
     "from transformers import VisionEncoderDecoderModel, TrOCRProcessor\n"
@@ -222,23 +222,6 @@ def test_the_whole_text_decoded_only_when_the_cut_fails(tmp_path):
     cut = "text.split('<|start_header_id|>assistant<|end_header_id|>')[1].split('<|eot_id|>')[0]"
     assert "IT004" not in rules(tmp_path, code.format(cut=cut))
     assert "IT004" in rules(tmp_path, code.format(cut="int(question)"))
-
-
-def test_remote_code_flag_on_a_checkpoints_tokenizer_and_model_is_one_problem(tmp_path):
-    """IT012: trust_remote_code=True on both the tokenizer's and the model's load of one native checkpoint is one
-    problem, reported at the model's load (doctor-real-22 d02, d03, -21 b03, -27 b09, -28 d12, d15: labelled once);
-    at the tokenizer's when nothing else loads it; one per checkpoint."""
-    code = (
-        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
-        "tok = AutoTokenizer.from_pretrained('Qwen/Qwen2.5-3B-Instruct', trust_remote_code=True)\n"
-        "{model}"
-    )
-    model = "model = AutoModelForCausalLM.from_pretrained('Qwen/Qwen2.5-3B-Instruct', trust_remote_code=True)\n"
-    (tok_only,) = [f.line for f in check_code(tmp_path, code.format(model="")).findings if f.rule == "IT012"]
-    both = [f.line for f in check_code(tmp_path, code.format(model=model)).findings if f.rule == "IT012"]
-    assert both == [tok_only + 1]  # the model's load, the line after the tokenizer's
-    other = "draft = AutoModelForCausalLM.from_pretrained('Qwen/Qwen2.5-0.5B-Instruct', trust_remote_code=True)\n"
-    assert rules(tmp_path, code.format(model=model + other)).count("IT012") == 2
 
 
 def test_a_gpu_named_only_in_docstrings_is_no_gpu_intent(tmp_path):

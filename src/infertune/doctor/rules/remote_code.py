@@ -56,7 +56,6 @@ def trust_remote_code(s: Script):
     a pipeline given no task: with the flag, `pipeline()` takes the task and its class from the checkpoint's
     config.json `custom_pipelines` when it has one (read in 5.x's pipelines/__init__.py, the same in vendored 4.x
     copies: kotoba-whisper v2.2's diarizing ASR, doctor-real-21 c07, labelled fine)."""
-    native: list[tuple[ast.Call, ast.expr, str | None]] = []
     for c in s.calls:
         v = kw(c, "trust_remote_code")
         if v is None or not (origins := s.origins(v)) or not all(const(o) is True for o in origins):
@@ -79,17 +78,11 @@ def trust_remote_code(s: Script):
                     "('DynamicCache' object has no attribute 'get_max_length'); drop the flag",
                 )
         elif _native_checkpoint(model):
-            native.append((c, v, model))
-    # one finding per checkpoint: at its model's load (the tokenizer's flag is the same problem, labelled once with
-    # it: doctor-real-22 d02, d03, -21 b03, -27 b09, -28 d12, d15), at the tokenizer's where it is the only load
-    for model in dict.fromkeys(m for _, _, m in native):
-        sites = [(call, flag) for call, flag, m in native if m == model]
-        at = next((flag for call, flag in sites if not _is_tokenizer(call)), sites[0][1])
-        yield (
-            at,
-            f"trust_remote_code=True for {model}, an architecture transformers implements itself: nothing needs "
-            "the repository's Python, which this flag would run (now or after a later push); drop it",
-        )
+            yield (
+                v,
+                f"trust_remote_code=True for {model}, an architecture transformers implements itself: nothing needs "
+                "the repository's Python, which this flag would run (now or after a later push); drop it",
+            )
 
 
 # --- IT035: a checkpoint that needs its own code, loaded without trust_remote_code -------------------------------
