@@ -243,3 +243,23 @@ def test_a_gpu_named_only_in_docstrings_is_no_gpu_intent(tmp_path):
     )
     assert "IT002" not in rules(tmp_path, code.format(extra=""))
     assert "IT002" in rules(tmp_path, code.format(extra="DEVICE = 'cuda'\n"))
+
+
+def test_a_prompt_filled_by_format_holds_what_fills_it(tmp_path):
+    """IT013 and IT003: a prompt template filled by `.format(b_inst=B_INST, ...)` holds the [INST] markers its
+    fields receive, so it is a hand-built chat prompt (IT003's question), not raw text fed to a chat model
+    (doctor-real-29 a13, ELYZA's Llama-2 format)."""
+    code = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "B_INST, E_INST = '[INST]', '[/INST]'\n"
+        "NAME = 'meta-llama/Llama-2-7b-chat-hf'\n"
+        "tok = AutoTokenizer.from_pretrained(NAME)\n"
+        "model = AutoModelForCausalLM.from_pretrained(NAME, device_map='auto', torch_dtype='auto')\n"
+        "def answer(text):\n"
+        "    prompt = '{b} {p} {e} '.format(b=B_INST, p=text, e=E_INST)\n"
+        "    ids = tok.encode(prompt, return_tensors='pt').to(model.device)\n"
+        "    out = model.generate(ids, max_new_tokens=256)\n"
+        "    return tok.decode(out[0][ids.shape[1]:], skip_special_tokens=True)\n"
+    )
+    found = rules(tmp_path, code)
+    assert "IT013" not in found and "IT003" in found

@@ -53,4 +53,6 @@ class Literals:
                 out += self.strings(receiver(o), depth + 1)  # never replace()'s arguments: they are removed
                 if method(o) == "join":
                     out += [x for a in o.args[:1] for x in self.strings(a, depth + 1)]
+                if method(o) == "format":  # what fills its fields is in the text too ("{b_inst}" with B_INST)
+                    out += [x for a in [*o.args, *(k.value for k in o.keywords)] for x in self.strings(a, depth + 1)]
         return out
