@@ -148,7 +148,7 @@ def inputs_device(s: Script):
                     "the CPU: without a GPU this raises a device mismatch; move them with .to(model.device)",
                 )
                 continue
-        if models and all(s.loads and m in s.loads and stays_on_cpu(s, m) for m in models):
+        if models and all(m in s.loads and stays_on_cpu(s, m) for m in models):
             hit = next((h for a in args if (h := _accelerator_move(s, a)) is not None), None)
             if hit is not None and not {id(m) for m in models} <= unmoved:  # (doctor-real-28 b09: its move commented)
                 unmoved.update(id(m) for m in models)
