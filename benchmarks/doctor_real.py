@@ -170,6 +170,7 @@ COVERED = {
     "other:sample-rate-mismatch": "IT053",
     "other:empty-main-block": "other:syntax-error",
     "other:return-outside-function": "other:syntax-error",
+    "other:notebook-magic-in-py": "other:syntax-error",  # (a `!pip install` line: Python refuses the file)
     "other:special-tokens-in-output": "IT055",
     "other:special-tokens-in-decoded-output": "IT055",
     "other:special-tokens-in-decoded-text": "IT055",
