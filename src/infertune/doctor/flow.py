@@ -359,6 +359,16 @@ class Flow(Literals):
             node = self.parents[node]
         return node
 
+    def ancestors(self, node: ast.AST) -> list[ast.AST]:
+        """The nodes around a node (loops, branches, handlers), innermost first, up to its function or lambda."""
+        out = []
+        while node in self.parents:
+            node = self.parents[node]
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                break
+            out.append(node)
+        return out
+
     def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         while node in self.parents:
             node = self.parents[node]

@@ -150,12 +150,13 @@ class Script(Flow):
                 isinstance(o, ast.Constant) and o.value in (None, False) for o in self.origins(v) or [v]
             ):
                 return True  # (a variable that is None, or load_in_8bit=False, quantizes nothing)
-        if QUANTIZED_ID.search(self.model_id(load) or ""):
-            return True
+        model = self.model_id(load)
+        if model is not None:
+            return bool(QUANTIZED_ID.search(model))
         # no literal id, but the expression naming the weights says how they are stored: `gptq_cfg["model_name"]`,
         # `args.awq_model` (doctor-real-28 b10: a benchmark's GPTQ and AWQ branches)
         arg = self.weights_arg(load)
-        if arg is None or self.model_id(load) is not None:
+        if arg is None:
             return False
         words = [
             n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else const(n)

@@ -151,13 +151,7 @@ def prompt_removed(s: Script, node: ast.AST, depth: int = 0, skipped: bool = Fal
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         names = {dotted(t) for t in targets} - {""}
-        uses = [
-            n
-            for n in s.nodes
-            if isinstance(n, (ast.Name, ast.Attribute))
-            and dotted(n) in names
-            and isinstance(getattr(n, "ctx", None), ast.Load)
-        ]
+        uses = s.reads(names)
         if any(not _measured(s, n) for n in uses):  # len(response) logged beside the response itself cuts nothing
             uses = [n for n in uses if not _measured(s, n)]
         if any(prompt_removed(s, n, depth + 1, skipped) for n in uses):
@@ -202,29 +196,21 @@ def _unconditional(s: Script, gen: ast.Call) -> bool:
     return bool(texts) and all(t is not None and not "".join(t).strip() for t in texts)
 
 
-def _enclosing(s: Script, node: ast.AST) -> list[ast.AST]:
-    """The statements around a node, innermost first, up to its function."""
-    out = []
-    while (up := s.parents.get(node)) is not None and not isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        out.append(up)
-        node = up
-    return out
-
-
 def _fallback_of_a_cut(s: Script, c: ast.Call, gen: ast.Call) -> bool:
     """A decode in an `except` of a function whose main path cuts the answer out of another decode of the same
     output (`.split(header)[1]` in the `try`, IndexError when the marker is missing): the whole text is only the
     error path's (doctor-real-25 d07)."""
-    handler = next((n for n in _enclosing(s, c) if isinstance(n, ast.ExceptHandler)), None)
+    handler = next((n for n in s.ancestors(c) if isinstance(n, ast.ExceptHandler)), None)
     if handler is None:
         return False
     scope = s.enclosing_function(c) or s.tree
+    inside = {id(x) for x in ast.walk(handler)}
     return any(
         isinstance(d, ast.Call)
         and d is not c
         and method(d) in ("decode", "batch_decode")
         and d.args
-        and not any(x is d for x in ast.walk(handler))
+        and id(d) not in inside
         and _raw_output(s, d.args[0]) is gen
         and prompt_removed(s, d, 0, const(kw(d, "skip_special_tokens")) is True)
         for d in ast.walk(scope)

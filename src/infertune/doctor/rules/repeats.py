@@ -54,7 +54,7 @@ def repeated_sampling_calls(s: Script):
         if not hf or "num_return_sequences" in kws:
             continue
         at_call: ast.AST = c
-        loop = next((p for p in _ancestors(s, c) if _range_count(p) is not None), None)
+        loop = next((p for p in s.ancestors(c) if _range_count(p) is not None), None)
         sampled = const(kws.get("do_sample")) is True
         if loop is None and sampled and (caller := _caller_loop(s, c)) is not None:
             at_call, loop = caller  # (reported at the helper's call, in the loop)
@@ -81,21 +81,10 @@ def _caller_loop(s: Script, c: ast.Call) -> tuple[ast.Call, ast.AST] | None:
     fn = s.enclosing_function(c)
     for site in s.call_sites(fn):
         if all(isinstance(a, ast.Constant) for a in [*site.args, *(k.value for k in site.keywords)]):
-            loop = next((p for p in _ancestors(s, site) if _range_count(p) is not None), None)
+            loop = next((p for p in s.ancestors(site) if _range_count(p) is not None), None)
             if loop is not None:
                 return site, loop
     return None
-
-
-def _ancestors(s: Script, node: ast.AST) -> list[ast.AST]:
-    """The loops around a node, innermost first, up to its function."""
-    out = []
-    while node in s.parents:
-        node = s.parents[node]
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            break
-        out.append(node)
-    return out
 
 
 # --- IT027: "streaming" by calling generate again on the growing text ----------------------------------------
@@ -139,7 +128,7 @@ def regenerate_to_stream(s: Script):
         n = _new_tokens(s, g)
         if n is None or n > 16:
             continue
-        loop = next((p for p in _ancestors(s, g) if isinstance(p, ast.While | ast.For)), None)
+        loop = next((p for p in s.ancestors(g) if isinstance(p, ast.While | ast.For)), None)
         if loop is None:
             continue
         inputs = set().union(*(_names(a) for a in [*g.args, *(k.value for k in g.keywords)]))

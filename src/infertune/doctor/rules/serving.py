@@ -25,13 +25,17 @@ def _thread_targets(s: Script) -> set[str]:
     return out - {""}
 
 
+def _text_streamer(s: Script, value: ast.AST | None) -> bool:
+    """A TextIteratorStreamer, where the value comes from."""
+    return value is not None and any(
+        isinstance(o, ast.Call) and callee(o) == "TextIteratorStreamer" for o in s.origins(value)
+    )
+
+
 def streamer_same_thread(s: Script):
     targets = _thread_targets(s)
     for c in s.generates:
-        st = kw(c, "streamer")
-        if st is None or not any(
-            isinstance(o, ast.Call) and callee(o) == "TextIteratorStreamer" for o in s.origins(st)
-        ):
+        if not _text_streamer(s, kw(c, "streamer")):
             continue
         fn = s.enclosing_function(c)
         if (fn is not None and fn.name in targets) or offloaded(s, c):
@@ -204,17 +208,22 @@ def _streamer_reads(s: Script, fn: ast.AsyncFunctionDef) -> list[ast.AST]:
     """Where an async function reads a TextIteratorStreamer on its event loop: `for t in streamer`,
     `"".join(streamer)`, `next(streamer)`; each read waits on the streamer's queue for the next token (doctor-real-27
     d07, -25 d14). Not in a lambda or a call handed to run_in_executor / to_thread."""
-
-    def streamer(e: ast.AST | None) -> bool:
-        return any(isinstance(o, ast.Call) and callee(o) == "TextIteratorStreamer" for o in s.origins(e))
-
     out: list[ast.AST] = []
     for n in ast.walk(fn):
         if s.enclosing_function(n) is not fn or offloaded(s, n):
             continue
-        if isinstance(n, ast.For) and streamer(n.iter) and not any(isinstance(x, ast.Await) for x in ast.walk(n)):
+        if (
+            isinstance(n, ast.For)
+            and _text_streamer(s, n.iter)
+            and not any(isinstance(x, ast.Await) for x in ast.walk(n))
+        ):
             out.append(n)  # (a loop that awaits between reads hands the loop back each token)
-        elif isinstance(n, ast.Call) and callee(n) in ("join", "next", "list") and n.args and streamer(n.args[0]):
+        elif (
+            isinstance(n, ast.Call)
+            and callee(n) in ("join", "next", "list")
+            and n.args
+            and _text_streamer(s, n.args[0])
+        ):
             out.append(n)
     return out
 
